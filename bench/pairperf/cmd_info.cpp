@@ -1,0 +1,74 @@
+#include <memory>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "bench/pairperf/commands.h"
+#include "harness/context.h"
+#include "harness/interfaces.h"
+#include "transports/memory/allocator.h"
+#include "transports/registry.h"
+
+namespace pairperf::cli {
+namespace {
+
+nlohmann::json memory_types() {
+  nlohmann::json out = nlohmann::json::object();
+  for (auto m : {memory_type::host, memory_type::cuda}) {
+    std::string why;
+    out[to_string(m)] = find_allocator(m, why) != nullptr ? std::string("available") : why;
+  }
+  return out;
+}
+
+void print_table(const nlohmann::json& host) {
+  fmt::print("host        {} ({}, {})\n", host["hostname"].get<std::string>(), host["kernel"].get<std::string>(),
+             host["os"].get<std::string>());
+  fmt::print("cpu         {} x {}\n", host["cpus"].get<unsigned>(), host["cpu_model"].get<std::string>());
+  fmt::print("\n{:<16} {:<6} {:>6} {:>10}  {}\n", "interface", "state", "mtu", "speed", "addresses");
+  for (const auto& i : list_interfaces()) {
+    std::vector<std::string> addrs;
+    for (const auto& a : i.addresses) addrs.push_back(fmt::format("{}/{}", a.address, a.prefix_len));
+    fmt::print("{:<16} {:<6} {:>6} {:>10}  {}\n", i.name, i.up ? (i.running ? "up" : "nocarr") : "down", i.mtu,
+               i.speed_mbps ? fmt::format("{} Mb/s", *i.speed_mbps) : "-", fmt::join(addrs, " "));
+  }
+  fmt::print("\nrdma devices:");
+  if (host["rdma_devices"].empty()) fmt::print(" none\n");
+  for (const auto& d : host["rdma_devices"]) {
+    fmt::print("\n  {}", d["name"].get<std::string>());
+    for (const auto& p : d["ports"]) {
+      fmt::print("  port {} {} {} {}", p["port"].get<std::string>(), p["state"].get<std::string>(), p["link_layer"].get<std::string>(),
+                 p["rate"].get<std::string>());
+    }
+  }
+  if (!host["rdma_devices"].empty()) fmt::print("\n");
+  fmt::print("\ntransports:\n");
+  for (const auto& e : transport_registry::instance().all()) {
+    std::vector<std::string> tests;
+    for (const auto& t : e.tests) tests.emplace_back(t.name);
+    fmt::print("  {:<6} {} [{}]\n", e.name, e.description, fmt::join(tests, ", "));
+  }
+  fmt::print("\nmemory types:\n");
+  for (const auto& [name, state] : memory_types().items()) fmt::print("  {:<6} {}\n", name, state.get<std::string>());
+}
+
+}  // namespace
+
+command add_info(CLI::App& root) {
+  auto as_json = std::make_shared<bool>(false);
+  CLI::App* app = root.add_subcommand("info", "Show this host: interfaces, RDMA devices, transports, memory types");
+  app->add_flag("--json", *as_json, "Print JSON instead of a table");
+  return command{app, [as_json] {
+                   const nlohmann::json host = host_context();
+                   if (*as_json) {
+                     const nlohmann::json doc{{"tool", tool_context()}, {"host", host}, {"env", relevant_environment()},
+                                              {"memory_types", memory_types()}};
+                     fmt::print("{}\n", doc.dump(2));
+                   } else {
+                     print_table(host);
+                   }
+                   return 0;
+                 }};
+}
+
+}  // namespace pairperf::cli

@@ -1,0 +1,154 @@
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "bench/pairperf/commands.h"
+#include "bench/pairperf/local_server.h"
+#include "harness/client.h"
+#include "harness/console_reporter.h"
+#include "harness/context.h"
+#include "harness/control.h"
+#include "harness/errors.h"
+#include "harness/json_reporter.h"
+#include "harness/matrix.h"
+#include "harness/patterns.h"
+#include "harness/units.h"
+#include "transports/registry.h"
+
+namespace pairperf::cli {
+namespace {
+
+struct run_args {
+  std::string peer;
+  std::vector<std::string> transports, tests, ifaces, memory;
+  std::string sizes = "8,64,1K,8K,64K,1M";
+  std::uint64_t iterations = 0;
+  std::string duration = "0.2s";
+  std::uint64_t min_iterations = 10;
+  std::uint64_t warmup = 0;
+  unsigned window = 32;
+  bool validate = false;
+  unsigned streams = 1;
+  std::string sndbuf, rcvbuf;
+  std::string progress = "busy";
+  std::string json, jsonl;
+  bool no_json = false;
+  std::string units = "GB";
+  std::string t_connect = "3s", t_handshake = "5s", t_case = "20s";
+  std::string token;
+  bool quiet = false;
+};
+
+void register_options(CLI::App* app, run_args& a) {
+  app->add_option("peer", a.peer, "Server address host[:port]; none = start a local server on 127.0.0.1");
+  app->add_option("-t,--transport", a.transports, "Transport (repeatable; default: every built-in one)");
+  app->add_option("--test", a.tests, "Test name from a transport's table, e.g. tcp_lat (repeatable)");
+  app->add_option("-s,--sizes", a.sizes, "Message sizes: list and doubling ranges, e.g. 1,64,4K,8:4M")->capture_default_str();
+  app->add_option("-i,--iface", a.ifaces, "Client interface to bind (repeatable; 'all' = every usable one)");
+  app->add_option("-m,--mem", a.memory, "Memory types client,server, e.g. host,host (repeatable)");
+  app->add_option("-n,--iterations", a.iterations, "Fixed iterations per case (default: a time budget)");
+  app->add_option("-d,--duration", a.duration, "Time budget per case when -n is not given")->capture_default_str();
+  app->add_option("--min-iterations", a.min_iterations, "Least iterations under a time budget")->capture_default_str();
+  app->add_option("--warmup", a.warmup, "Warm-up iterations (default: 2 windows, at most 256 MiB)");
+  app->add_option("-w,--window", a.window, "Outstanding operations in stream tests")->capture_default_str();
+  app->add_flag("--validate", a.validate, "Fill payloads with a pattern and check every received byte");
+  app->add_option("--streams", a.streams, "Parallel connections (TCP)")->capture_default_str();
+  app->add_option("--sndbuf", a.sndbuf, "Socket send buffer size, e.g. 4M (default: the kernel's)");
+  app->add_option("--rcvbuf", a.rcvbuf, "Socket receive buffer size");
+  app->add_option("--progress", a.progress, "busy (spin) or block (sleep in the kernel)")->capture_default_str();
+  app->add_option("--json", a.json, "Results file (default: results/runs/<time>-<host>.json)");
+  app->add_option("--jsonl", a.jsonl, "Also write one JSON line per finished case, as it goes");
+  app->add_flag("--no-json", a.no_json, "Write no results file");
+  app->add_option("--units", a.units, "Bandwidth display: GB (1e9 B/s) or GiB")->capture_default_str();
+  app->add_option("--timeout-connect", a.t_connect, "Bound on each connection attempt")->capture_default_str();
+  app->add_option("--timeout-handshake", a.t_handshake, "Bound on each control reply")->capture_default_str();
+  app->add_option("--timeout-case", a.t_case, "Bound on each phase of a case")->capture_default_str();
+  app->add_option("--token", a.token, "Token the server requires");
+  app->add_flag("-q,--quiet", a.quiet, "No table and no progress line");
+}
+
+run_config make_config(const run_args& a, const CLI::App& app) {
+  run_config c;
+  if (app.count("--iterations") > 0) {
+    if (a.iterations < 2) throw usage_error("-n/--iterations must be at least 2");
+    c.iterations = a.iterations;
+    c.max_iterations = std::max(c.max_iterations, a.iterations);
+  }
+  c.duration = parse_duration(a.duration);
+  if (a.min_iterations < 2) throw usage_error("--min-iterations must be at least 2");
+  c.min_iterations = a.min_iterations;
+  if (app.count("--warmup") > 0) c.warmup = a.warmup;
+  if (a.window < 1 || a.window > max_window) throw usage_error(fmt::format("--window must be 1 to {}", max_window));
+  c.window = a.window;
+  c.validate = a.validate;
+  if (a.streams < 1 || a.streams > 64) throw usage_error("--streams must be 1 to 64");
+  c.transport.streams = a.streams;
+  c.transport.progress = parse_progress(a.progress);
+  if (!a.sndbuf.empty()) c.transport.send_buffer_bytes = parse_size(a.sndbuf);
+  if (!a.rcvbuf.empty()) c.transport.recv_buffer_bytes = parse_size(a.rcvbuf);
+  c.timeouts.connect = parse_duration(a.t_connect);
+  c.timeouts.handshake = parse_duration(a.t_handshake);
+  c.timeouts.per_case = parse_duration(a.t_case);
+  return c;
+}
+
+std::string default_results_path() {
+  std::string host(256, '\0');
+  ::gethostname(host.data(), host.size());
+  host.resize(host.find('\0'));
+  std::string stamp = utc_timestamp();
+  std::erase(stamp, ':');
+  return fmt::format("results/runs/{}-{}.json", stamp, host);
+}
+
+int run_command(const run_args& a, const CLI::App& app, const std::vector<std::string>& argv) {
+  client_options o;
+  o.config = make_config(a, app);
+  const rate_unit unit = parse_rate_unit(a.units);
+  matrix_request req{a.transports, a.tests, parse_size_list(a.sizes), a.ifaces, {}};
+  for (const auto& m : a.memory) req.memory.push_back(parse_memory_pair(m));
+  o.cases = expand_matrix(req, transport_registry::instance(), usable_interfaces());
+  o.token = a.token;
+  o.argv = argv;
+
+  multi_reporter out;
+  if (!a.quiet && ::isatty(STDERR_FILENO) == 1) out.add(std::make_unique<progress_reporter>(stderr));
+  if (!a.quiet) out.add(std::make_unique<console_reporter>(stdout, unit));
+  const std::string json_path = a.no_json ? std::string() : (a.json.empty() ? default_results_path() : a.json);
+  if (!json_path.empty()) out.add(std::make_unique<json_reporter>(json_path));
+  if (!a.jsonl.empty()) out.add(std::make_unique<jsonl_reporter>(a.jsonl));
+
+  std::optional<local_server> local;
+  if (a.peer.empty()) {
+    local.emplace(o.config.timeouts.connect + o.config.timeouts.handshake);
+    o.server = endpoint{"127.0.0.1", local->port()};
+  } else {
+    o.server = parse_endpoint(a.peer, default_control_port);
+  }
+  run_summary sum;
+  try {
+    sum = run_client(o, out);
+  } catch (...) {
+    out.finalize();
+    throw;
+  }
+  out.finalize();
+  if (!json_path.empty()) fmt::print(a.quiet ? stderr : stdout, "results: {}\n", json_path);
+  if (sum.aborted) fmt::print(stderr, "pairperf: the run stopped early: the control connection to the server was lost\n");
+  return sum.exit_code();
+}
+
+}  // namespace
+
+command add_run(CLI::App& root, const std::vector<std::string>& argv) {
+  auto args = std::make_shared<run_args>();
+  CLI::App* app = root.add_subcommand("run", "Measure against a server (or a local one): the sweep of sizes x tests x interfaces");
+  register_options(app, *args);
+  return command{app, [args, app, argv] { return run_command(*args, *app, argv); }};
+}
+
+}  // namespace pairperf::cli

@@ -1,0 +1,22 @@
+#pragma once
+// The subcommands of the pairperf program. Each registers its options on the root app and
+// returns the function that runs it once parsing succeeded; that function returns the exit code
+// and throws usage_error for bad values (exit 2) or other exceptions (exit 1).
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace pairperf::cli {
+
+struct command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+command add_run(CLI::App& root, const std::vector<std::string>& argv);
+command add_server(CLI::App& root);
+command add_info(CLI::App& root);
+
+}  // namespace pairperf::cli

@@ -1,0 +1,86 @@
+#include "bench/pairperf/local_server.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "harness/socket.h"
+
+namespace pairperf::cli {
+namespace {
+
+bool reap_within(pid_t pid, std::chrono::milliseconds limit) {
+  const auto end = steady::now() + limit;
+  while (steady::now() < end) {
+    const pid_t r = ::waitpid(pid, nullptr, WNOHANG);
+    if (r == pid || (r < 0 && errno == ECHILD)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+}  // namespace
+
+local_server::local_server(std::chrono::nanoseconds timeout) {
+  std::array<int, 2> pipe_fds{};
+  if (::pipe2(pipe_fds.data(), O_CLOEXEC) != 0) throw std::runtime_error(fmt::format("pipe: {}", std::strerror(errno)));
+  unique_fd read_end(pipe_fds[0]);
+  unique_fd write_end(pipe_fds[1]);
+  m_pid = ::fork();
+  if (m_pid < 0) throw std::runtime_error(fmt::format("fork: {}", std::strerror(errno)));
+  if (m_pid == 0) {
+    // Child: fd 3 is the ready pipe (dup2 clears close-on-exec); run this same binary.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlive the client that started us
+    ::dup2(write_end.get(), 3);
+    const char* args[] = {"pairperf", "server", "--listen", "127.0.0.1", "--port", "0", "--once", "--ready-fd", "3", "--quiet", "--timeout-idle", "30s", nullptr};
+    ::execv("/proc/self/exe", const_cast<char* const*>(args));
+    ::_exit(127);
+  }
+  write_end.reset();
+  try {
+    m_port = wait_for_port(read_end.get(), timeout);
+  } catch (...) {
+    ::kill(m_pid, SIGKILL);
+    reap_within(m_pid, std::chrono::milliseconds(1000));
+    throw;
+  }
+}
+
+std::uint16_t local_server::wait_for_port(int fd, std::chrono::nanoseconds timeout) {
+  std::string text;
+  const deadline_t deadline = deadline_in(timeout);
+  std::array<char, 16> chunk{};
+  const where place{"local server start", "127.0.0.1", "lo"};
+  while (text.find('\n') == std::string::npos) {
+    const std::size_t n = read_some(fd, chunk.data(), chunk.size(), deadline, place);
+    if (n == 0) break;
+    text.append(chunk.data(), n);
+  }
+  unsigned port = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), port);
+  if (ec != std::errc() || port == 0 || port > 65535) throw step_error(error_kind::error, place, "the local server did not report its port");
+  return static_cast<std::uint16_t>(port);
+}
+
+local_server::~local_server() {
+  if (m_pid <= 0) return;
+  if (reap_within(m_pid, std::chrono::milliseconds(1500))) return;
+  ::kill(m_pid, SIGTERM);
+  if (reap_within(m_pid, std::chrono::milliseconds(1000))) return;
+  ::kill(m_pid, SIGKILL);
+  reap_within(m_pid, std::chrono::milliseconds(1000));
+}
+
+}  // namespace pairperf::cli

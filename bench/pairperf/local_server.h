@@ -1,0 +1,29 @@
+#pragma once
+// `pairperf run` without a peer: a server in a separate process on 127.0.0.1, started from this
+// very binary, serving one client.
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace pairperf::cli {
+
+class local_server {
+ public:
+  // Starts the server and waits (at most `timeout`) for it to report its port.
+  explicit local_server(std::chrono::nanoseconds timeout);
+  local_server(const local_server&) = delete;
+  local_server& operator=(const local_server&) = delete;
+  // Waits up to 1.5 s for it to exit after its one client, then ends it by PID.
+  ~local_server();
+
+  [[nodiscard]] std::uint16_t port() const noexcept { return m_port; }
+
+ private:
+  static std::uint16_t wait_for_port(int fd, std::chrono::nanoseconds timeout);
+  pid_t m_pid = -1;
+  std::uint16_t m_port = 0;
+};
+
+}  // namespace pairperf::cli

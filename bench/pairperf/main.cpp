@@ -1,0 +1,36 @@
+// pairperf: latency and bandwidth between two endpoints through pluggable transports.
+#include <csignal>
+
+#include <fmt/format.h>
+
+#include "bench/pairperf/commands.h"
+#include "harness/errors.h"
+
+int main(int argc, char** argv) {
+  std::signal(SIGPIPE, SIG_IGN);  // a closed peer is an error return, never a signal
+  CLI::App app{"pairperf: latency and bandwidth between two endpoints, with provenance of the path the bytes took"};
+  app.name("pairperf");
+  app.set_version_flag("--version", std::string("pairperf ") + PAIRPERF_VERSION);
+  app.require_subcommand(1);
+  const std::vector<std::string> args(argv, argv + argc);
+  const std::vector<pairperf::cli::command> commands{pairperf::cli::add_run(app, args), pairperf::cli::add_server(app),
+                                                     pairperf::cli::add_info(app)};
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  try {
+    for (const auto& c : commands) {
+      if (c.app->parsed()) return c.run();
+    }
+    return 2;
+  } catch (const pairperf::usage_error& e) {
+    fmt::print(stderr, "pairperf: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "pairperf: error: {}\n", e.what());
+    return 1;
+  }
+}

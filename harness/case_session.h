@@ -1,0 +1,60 @@
+#pragma once
+// One side of one case: the transport built for it, the buffers from the case's allocator and
+// their registrations. The client and the server each hold one per case.
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "harness/config.h"
+#include "harness/patterns.h"
+#include "harness/payload.h"
+#include "harness/result.h"
+#include "harness/stats.h"
+#include "transports/memory/allocator.h"
+#include "transports/transport.h"
+
+namespace pairperf {
+
+// This side cannot run the case (no such transport here, memory type not supported...).
+class case_skipped : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class case_session {
+ public:
+  // Throws case_skipped when this side cannot run the case, other exceptions when setup fails.
+  case_session(const run_config& config, const transport_params& params);
+
+  std::vector<std::byte> local_address() { return m_transport->local_address(); }
+  void connect(std::span<const std::byte> peer);
+  [[nodiscard]] bool connected() const noexcept { return m_connected; }
+
+  // Runs one phase of `iterations` under the case timeout.
+  pattern_outcome run(std::uint64_t iterations, const where& place);
+
+  [[nodiscard]] sample_recorder& samples() noexcept { return m_samples; }
+  [[nodiscard]] std::optional<validation> validated() const;
+  [[nodiscard]] provenance describe() const { return m_transport->describe(); }
+  [[nodiscard]] unsigned window() const noexcept { return m_window; }
+  [[nodiscard]] const test_case& test() const noexcept { return m_params.test; }
+
+ private:
+  run_config m_config;
+  transport_params m_params;
+  std::unique_ptr<transport> m_transport;
+  unsigned m_window = 1;
+  std::vector<buffer> m_buffers;
+  std::vector<std::byte*> m_send_slots;
+  std::vector<std::byte*> m_recv_slots;
+  std::byte* m_sync_send = nullptr;
+  std::byte* m_sync_recv = nullptr;
+  std::vector<mem_region> m_regions;
+  std::optional<payload_checker> m_checker;
+  sample_recorder m_samples;
+  bool m_connected = false;
+};
+
+}  // namespace pairperf

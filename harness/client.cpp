@@ -1,0 +1,273 @@
+#include "harness/client.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "harness/case_session.h"
+#include "harness/context.h"
+#include "harness/control.h"
+#include "harness/hex.h"
+#include "harness/interfaces.h"
+#include "harness/units.h"
+
+namespace pairperf {
+namespace {
+
+// A failure of the control channel itself: the server's state is unknown, the run stops.
+class control_lost : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+case_status status_of(error_kind kind) {
+  return kind == error_kind::unreachable ? case_status::unreachable : case_status::error;
+}
+
+double per_second(double count, std::int64_t ns) { return ns > 0 ? count * 1e9 / static_cast<double>(ns) : 0; }
+
+struct server_view {
+  nlohmann::json body;  // the server's `results` message
+  [[nodiscard]] double seconds(const char* key) const { return body.at("outcome").at(key).get<double>(); }
+};
+
+class client_run {
+ public:
+  client_run(const client_options& options, reporter& out) : m_options(options), m_out(out) {}
+
+  run_summary run();
+
+ private:
+  void hello();
+  case_result run_case(const test_case& c);
+  server_view phase(case_session& s, const char* name, std::uint64_t n, pattern_outcome& mine);
+  void compose(case_result& r, case_session& s, const pattern_outcome& mine, const server_view& theirs) const;
+  template <class F>
+  auto control(F&& f) -> decltype(f());
+  [[nodiscard]] where at(const std::string& step) const { return where{step, m_options.server.to_string(), m_iface}; }
+
+  const client_options& m_options;
+  reporter& m_out;
+  std::optional<control_channel> m_channel;
+  std::string m_iface;      // local interface of the control connection
+  std::string m_peer_ip;    // numeric server address as seen on the control connection
+  const timeouts& t() const { return m_options.config.timeouts; }
+};
+
+// Runs a control-channel operation; any failure there ends the run.
+template <class F>
+auto client_run::control(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const step_error& e) {
+    if (e.kind() == error_kind::refused || e.kind() == error_kind::error) throw;  // the peer answered
+    throw control_lost(e.what());
+  }
+}
+
+void client_run::hello() {
+  connect_options o;
+  o.timeout = t().connect;
+  unique_fd fd = connect_tcp(m_options.server, o, where{"control connect", m_options.server.to_string(), ""});
+  m_iface = interface_of_address(local_ip(fd.get()));
+  m_peer_ip = peer_ip(fd.get());
+  m_channel.emplace(std::move(fd), where{"", m_options.server.to_string(), m_iface});
+  m_channel->send(msg_type::hello,
+                  {{"protocol", control_protocol_version}, {"token", m_options.token}, {"tool", tool_context()}},
+                  "hello", t().handshake);
+  const nlohmann::json reply = m_channel->expect(msg_type::hello, "hello", t().handshake);
+  m_out.report_context({{"tool", tool_context()},
+                        {"argv", m_options.argv},
+                        {"time_utc", utc_timestamp()},
+                        {"server_address", m_options.server.to_string()},
+                        {"control_iface", m_iface},
+                        {"config", m_options.config},
+                        {"client", host_context()},
+                        {"server", reply.value("host", nlohmann::json::object())},
+                        {"env", {{"client", relevant_environment()}, {"server", reply.value("env", nlohmann::json::object())}}}});
+}
+
+run_summary client_run::run() {
+  hello();
+  run_summary sum;
+  for (const test_case& c : m_options.cases) {
+    m_out.case_started(c, m_options.cases.size());
+    case_result r;
+    if (sum.aborted) {
+      r.test = c;
+      r.status = case_status::error;
+      r.message = "not run: the control connection to the server was lost earlier";
+    } else {
+      try {
+        r = run_case(c);
+      } catch (const control_lost& e) {
+        sum.aborted = true;
+        r.test = c;
+        r.status = case_status::error;
+        r.message = e.what();
+      }
+    }
+    switch (r.status) {
+      case case_status::ok: ++sum.ok; break;
+      case case_status::skipped: ++sum.skipped; break;
+      case case_status::error: ++sum.error; break;
+      case case_status::unreachable: ++sum.unreachable; break;
+      case case_status::fail: ++sum.fail; break;
+    }
+    m_out.report_result(r);
+  }
+  if (!sum.aborted) control([&] { m_channel->send(msg_type::bye, nlohmann::json::object(), "bye", t().handshake); });
+  return sum;
+}
+
+case_result client_run::run_case(const test_case& c) {
+  case_result r;
+  r.test = c;
+  const std::string label = fmt::format("case {} ({} {} {})", c.index + 1, c.test, format_size(c.size_bytes), c.iface.empty() ? "routed" : c.iface);
+  transport_params params{c, m_options.config.transport, side::client, m_peer_ip, "", t().connect};
+  std::optional<case_session> session;
+  try {
+    session.emplace(m_options.config, params);
+  } catch (const case_skipped& e) {
+    r.status = case_status::skipped;
+    r.message = e.what();
+    return r;
+  } catch (const step_error& e) {
+    r.status = status_of(e.kind());
+    r.message = e.what();
+    return r;
+  } catch (const std::exception& e) {
+    r.status = case_status::error;
+    r.message = format_where(at(label + " setup"), e.what());
+    return r;
+  }
+  const nlohmann::json reply = control([&] {
+    m_channel->send(msg_type::case_, {{"case", c}, {"config", m_options.config}, {"address", to_hex(session->local_address())}},
+                    label + " setup", t().handshake);
+    return m_channel->receive(label + " setup", t().handshake);
+  }).body;
+  if (reply.at("type") == "error") {
+    r.status = parse_case_status(reply.value("status", "error"));
+    r.message = "server: " + reply.value("message", "no reason given");
+    return r;
+  }
+  if (reply.at("type") != "ready") throw control_lost(format_where(at(label + " setup"), "unexpected reply " + reply.at("type").dump()));
+  try {
+    session->connect(from_hex(reply.at("address").get<std::string>()));
+  } catch (const step_error& e) {
+    r.status = status_of(e.kind());
+    r.message = e.what();
+    return r;
+  }
+  try {
+    pattern_outcome mine;
+    const bool by_time = !m_options.config.iterations.has_value();
+    r.warmup_iterations = std::max<std::uint64_t>(warmup_iterations(m_options.config, c), by_time ? 2 : 0);
+    if (r.warmup_iterations > 0) phase(*session, "warmup", r.warmup_iterations, mine);
+    if (by_time) {
+      // Calibrate from the warm-up: as many iterations as fit the budget, within the bounds.
+      const double per_iter = static_cast<double>(std::max<std::int64_t>(mine.elapsed_ns, 1)) / static_cast<double>(r.warmup_iterations);
+      const double fit = static_cast<double>(m_options.config.duration.count()) / per_iter;
+      r.iterations = std::clamp<std::uint64_t>(static_cast<std::uint64_t>(fit), m_options.config.min_iterations, m_options.config.max_iterations);
+    } else {
+      r.iterations = *m_options.config.iterations;
+    }
+    const server_view theirs = phase(*session, "measure", r.iterations, mine);
+    compose(r, *session, mine, theirs);
+  } catch (const step_error& e) {
+    r.status = status_of(e.kind());
+    r.message = e.what();
+  }
+  return r;
+}
+
+server_view client_run::phase(case_session& s, const char* name, std::uint64_t n, pattern_outcome& mine) {
+  const test_case& c = s.test();
+  const std::string step = fmt::format("case {} {}", c.index + 1, name);
+  control([&] {
+    m_channel->send(msg_type::run, {{"phase", name}, {"iterations", n}}, step, t().handshake);
+    return m_channel->expect(msg_type::running, step, t().per_case + t().connect);
+  });
+  std::optional<step_error> failed;
+  try {
+    mine = s.run(n, at(step));
+  } catch (const step_error& e) {
+    failed = e;
+  }
+  // The server answers with its results or its own failure; if it cannot answer, the run ends.
+  std::optional<message> answer;
+  try {
+    answer = control([&] { return m_channel->receive(step + " results", t().per_case + t().handshake); });
+  } catch (const control_lost& lost) {
+    if (failed) throw control_lost(fmt::format("{}; then {}", failed->what(), lost.what()));
+    throw;
+  }
+  if (failed) throw *failed;
+  const message& reply = *answer;
+  if (reply.type == msg_type::error) {
+    throw step_error(error_kind::error, at(step), "server: " + reply.body.value("message", "no reason given"));
+  }
+  if (reply.type != msg_type::results) throw control_lost(format_where(at(step), fmt::format("unexpected reply '{}'", to_string(reply.type))));
+  return server_view{reply.body};
+}
+
+void client_run::compose(case_result& r, case_session& s, const pattern_outcome& mine, const server_view& theirs) const {
+  const test_case& c = s.test();
+  const double size = static_cast<double>(c.size_bytes);
+  const double n = static_cast<double>(r.iterations);
+  r.window = s.window();
+  r.elapsed_s = static_cast<double>(mine.elapsed_ns) * 1e-9;
+  const auto ns = [](double seconds) { return static_cast<std::int64_t>(std::llround(seconds * 1e9)); };
+  switch (c.pattern) {
+    case pattern_kind::pingpong:
+      r.latency_s = summarize(s.samples().samples(), 0.5e-9);
+      r.message_rate_per_s = per_second(n, mine.elapsed_ns);
+      break;
+    case pattern_kind::stream_uni: {
+      const std::int64_t span = ns(theirs.seconds("recv_span_s"));
+      r.bandwidth_Bps = bandwidth{per_second((n - 1) * size, span), per_second(n * size, mine.send_elapsed_ns)};
+      r.message_rate_per_s = per_second(n - 1, span);
+      r.interval_s = theirs.body.at("interval_s").get<sample_stats>();
+      break;
+    }
+    case pattern_kind::stream_bi: {
+      const std::int64_t their_span = ns(theirs.seconds("recv_span_s"));
+      r.client_to_server_Bps = bandwidth{per_second((n - 1) * size, their_span), per_second(n * size, mine.send_elapsed_ns)};
+      r.server_to_client_Bps = bandwidth{per_second((n - 1) * size, mine.recv_span_ns),
+                                         per_second(n * size, ns(theirs.seconds("send_elapsed_s")))};
+      r.bandwidth_Bps = bandwidth{r.client_to_server_Bps->receiver_Bps + r.server_to_client_Bps->receiver_Bps,
+                                  r.client_to_server_Bps->sender_Bps + r.server_to_client_Bps->sender_Bps};
+      r.message_rate_per_s = per_second(n - 1, their_span) + per_second(n - 1, mine.recv_span_ns);
+      r.interval_s = summarize(s.samples().samples(), 1e-9);
+      break;
+    }
+  }
+  provenance p = s.describe();
+  p.server = theirs.body.value("provenance", nlohmann::json::object());
+  r.provenance = std::move(p);
+  if (auto v = s.validated()) {
+    v->messages_checked += theirs.body.at("validation").at("messages_checked").get<std::uint64_t>();
+    v->corrupt_bytes += theirs.body.at("validation").at("corrupt_bytes").get<std::uint64_t>();
+    r.validated = v;
+    if (v->corrupt_bytes > 0) {
+      r.status = case_status::fail;
+      r.message = fmt::format("--validate: {} corrupt bytes in {} messages checked", v->corrupt_bytes, v->messages_checked);
+    }
+  }
+}
+
+}  // namespace
+
+int run_summary::exit_code() const noexcept {
+  if (aborted || error > 0 || unreachable > 0) return 1;
+  if (fail > 0) return 3;
+  return 0;
+}
+
+run_summary run_client(const client_options& options, reporter& out) {
+  client_run run(options, out);
+  return run.run();
+}
+
+}  // namespace pairperf

@@ -1,0 +1,33 @@
+#pragma once
+// The client side of a run: connects the control channel, says hello, then drives the server
+// through each case of the matrix and hands every result to the reporter as it finishes.
+#include <string>
+#include <vector>
+
+#include "harness/config.h"
+#include "harness/reporter.h"
+#include "harness/socket.h"
+
+namespace pairperf {
+
+struct client_options {
+  endpoint server;
+  std::string token;              // must match the server's --token, if it has one
+  run_config config;
+  std::vector<test_case> cases;   // the expanded matrix
+  std::vector<std::string> argv;  // recorded in the context block
+};
+
+struct run_summary {
+  std::size_t ok = 0, skipped = 0, error = 0, unreachable = 0, fail = 0;
+  bool aborted = false;  // the control channel was lost; later cases were not run
+
+  // 0: everything ok or skipped; 3: a check failed (and nothing worse); 1: errors.
+  [[nodiscard]] int exit_code() const noexcept;
+};
+
+// Runs every case. Throws step_error only when the run cannot start (control connect or hello
+// failed); failures of single cases become their results.
+run_summary run_client(const client_options& options, reporter& out);
+
+}  // namespace pairperf

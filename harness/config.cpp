@@ -1,0 +1,139 @@
+#include "harness/config.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "harness/errors.h"
+
+namespace pairperf {
+namespace {
+
+double seconds(std::chrono::nanoseconds d) { return std::chrono::duration<double>(d).count(); }
+std::chrono::nanoseconds from_seconds(double s) {
+  return std::chrono::nanoseconds(static_cast<std::int64_t>(s * 1e9));
+}
+
+}  // namespace
+
+const char* to_string(pattern_kind p) noexcept {
+  switch (p) {
+    case pattern_kind::pingpong: return "pingpong";
+    case pattern_kind::stream_uni: return "stream_uni";
+    case pattern_kind::stream_bi: return "stream_bi";
+  }
+  return "?";
+}
+
+const char* to_string(memory_type m) noexcept {
+  switch (m) {
+    case memory_type::host: return "host";
+    case memory_type::cuda: return "cuda";
+  }
+  return "?";
+}
+
+const char* to_string(progress_mode p) noexcept {
+  switch (p) {
+    case progress_mode::busy: return "busy";
+    case progress_mode::block: return "block";
+  }
+  return "?";
+}
+
+pattern_kind parse_pattern(const std::string& text) {
+  for (auto p : {pattern_kind::pingpong, pattern_kind::stream_uni, pattern_kind::stream_bi}) {
+    if (text == to_string(p)) return p;
+  }
+  throw usage_error(fmt::format("unknown pattern '{}' (pingpong, stream_uni, stream_bi)", text));
+}
+
+memory_type parse_memory_type(const std::string& text) {
+  for (auto m : {memory_type::host, memory_type::cuda}) {
+    if (text == to_string(m)) return m;
+  }
+  throw usage_error(fmt::format("unknown memory type '{}' (host, cuda)", text));
+}
+
+progress_mode parse_progress(const std::string& text) {
+  for (auto p : {progress_mode::busy, progress_mode::block}) {
+    if (text == to_string(p)) return p;
+  }
+  throw usage_error(fmt::format("unknown progress mode '{}' (busy, block)", text));
+}
+
+void to_json(nlohmann::json& j, const run_config& c) {
+  j = nlohmann::json{
+      {"iterations", c.iterations ? nlohmann::json(*c.iterations) : nlohmann::json(nullptr)},
+      {"duration_s", seconds(c.duration)},
+      {"min_iterations", c.min_iterations},
+      {"max_iterations", c.max_iterations},
+      {"warmup_iterations", c.warmup ? nlohmann::json(*c.warmup) : nlohmann::json(nullptr)},
+      {"window", c.window},
+      {"validate", c.validate},
+      {"progress", to_string(c.transport.progress)},
+      {"streams", c.transport.streams},
+      {"send_buffer_bytes", c.transport.send_buffer_bytes},
+      {"recv_buffer_bytes", c.transport.recv_buffer_bytes},
+      {"timeouts_s",
+       {{"connect", seconds(c.timeouts.connect)},
+        {"handshake", seconds(c.timeouts.handshake)},
+        {"case", seconds(c.timeouts.per_case)},
+        {"idle", seconds(c.timeouts.idle)}}},
+  };
+}
+
+void from_json(const nlohmann::json& j, run_config& c) {
+  c = run_config{};
+  if (!j.at("iterations").is_null()) c.iterations = j.at("iterations").get<std::uint64_t>();
+  c.duration = from_seconds(j.at("duration_s").get<double>());
+  j.at("min_iterations").get_to(c.min_iterations);
+  j.at("max_iterations").get_to(c.max_iterations);
+  if (!j.at("warmup_iterations").is_null()) c.warmup = j.at("warmup_iterations").get<std::uint64_t>();
+  j.at("window").get_to(c.window);
+  j.at("validate").get_to(c.validate);
+  c.transport.progress = parse_progress(j.at("progress").get<std::string>());
+  j.at("streams").get_to(c.transport.streams);
+  j.at("send_buffer_bytes").get_to(c.transport.send_buffer_bytes);
+  j.at("recv_buffer_bytes").get_to(c.transport.recv_buffer_bytes);
+  const auto& t = j.at("timeouts_s");
+  c.timeouts.connect = from_seconds(t.at("connect").get<double>());
+  c.timeouts.handshake = from_seconds(t.at("handshake").get<double>());
+  c.timeouts.per_case = from_seconds(t.at("case").get<double>());
+  c.timeouts.idle = from_seconds(t.at("idle").get<double>());
+  if (c.window == 0 || c.transport.streams == 0) throw usage_error("window and streams must be at least 1");
+}
+
+void to_json(nlohmann::json& j, const test_case& c) {
+  j = nlohmann::json{{"index", c.index},
+                     {"transport", c.transport},
+                     {"test", c.test},
+                     {"pattern", to_string(c.pattern)},
+                     {"iface", c.iface},
+                     {"memory", {to_string(c.client_memory), to_string(c.server_memory)}},
+                     {"size_bytes", c.size_bytes}};
+}
+
+void from_json(const nlohmann::json& j, test_case& c) {
+  j.at("index").get_to(c.index);
+  j.at("transport").get_to(c.transport);
+  j.at("test").get_to(c.test);
+  c.pattern = parse_pattern(j.at("pattern").get<std::string>());
+  j.at("iface").get_to(c.iface);
+  const auto& mem = j.at("memory");
+  if (!mem.is_array() || mem.size() != 2) throw usage_error("case memory must be [client, server]");
+  c.client_memory = parse_memory_type(mem[0].get<std::string>());
+  c.server_memory = parse_memory_type(mem[1].get<std::string>());
+  j.at("size_bytes").get_to(c.size_bytes);
+}
+
+std::uint64_t warmup_iterations(const run_config& config, const test_case& c) {
+  if (config.warmup) return *config.warmup;
+  constexpr std::uint64_t byte_cap = std::uint64_t{256} << 20;
+  const std::uint64_t wanted = std::max<std::uint64_t>(16, 2ULL * config.window);
+  const std::uint64_t by_bytes = std::max<std::uint64_t>(1, byte_cap / std::max<std::uint64_t>(1, c.size_bytes));
+  return std::min(wanted, by_bytes);
+}
+
+}  // namespace pairperf

@@ -1,0 +1,74 @@
+#include "harness/console_reporter.h"
+
+#include <fmt/format.h>
+
+namespace pairperf {
+namespace {
+
+constexpr const char* row_format = "{:>4} {:<6} {:<9} {:<8} {:<9} {:>6} {:<11} {:>10} {:>10} {:>13} {:>10}  {}";
+
+std::string lanes_text(const case_result& r) {
+  if (!r.provenance || r.provenance->lanes.empty()) return "-";
+  std::string out;
+  for (const auto& l : r.provenance->lanes) out += (out.empty() ? "" : ",") + l.transport + "/" + l.device;
+  return out;
+}
+
+}  // namespace
+
+std::string console_reporter::header() {
+  return fmt::format(row_format, "#", "xport", "test", "iface", "memory", "size", "status", "lat p50", "lat p99", "bandwidth",
+                     "msg rate", "path");
+}
+
+std::string console_reporter::format_row(const case_result& r) const {
+  const test_case& c = r.test;
+  const std::string lat50 = r.latency_s ? format_seconds(r.latency_s->p50) : "-";
+  const std::string lat99 = r.latency_s ? format_seconds(r.latency_s->p99) : "-";
+  const std::string bw = r.bandwidth_Bps ? format_rate(r.bandwidth_Bps->receiver_Bps, m_unit) : "-";
+  const std::string rate = r.message_rate_per_s ? format_message_rate(*r.message_rate_per_s) : "-";
+  const std::string memory = fmt::format("{},{}", to_string(c.client_memory), to_string(c.server_memory));
+  return fmt::format(row_format, c.index + 1, c.transport, c.test, c.iface.empty() ? "(route)" : c.iface, memory,
+                     format_size(c.size_bytes), to_string(r.status), lat50, lat99, bw, rate, lanes_text(r));
+}
+
+void console_reporter::report_context(const nlohmann::json& context) {
+  if (context.contains("client") && context.contains("server")) {
+    fmt::print(m_out, "pairperf {}: {} -> {} ({})\n", context["tool"].value("version", "?"),
+               context["client"].value("hostname", "?"), context["server"].value("hostname", "?"),
+               context.value("server_address", "?"));
+  }
+  fmt::print(m_out, "{}\n", header());
+  std::fflush(m_out);
+}
+
+void console_reporter::report_result(const case_result& r) {
+  fmt::print(m_out, "{}\n", format_row(r));
+  if (r.status != case_status::ok && !r.message.empty()) fmt::print(m_out, "     ^ {}\n", r.message);
+  switch (r.status) {
+    case case_status::ok: ++m_ok; break;
+    case case_status::skipped: ++m_skipped; break;
+    case case_status::error:
+    case case_status::unreachable:
+    case case_status::fail: ++m_failed; break;
+  }
+  std::fflush(m_out);
+}
+
+void console_reporter::finalize() {
+  fmt::print(m_out, "{} ok, {} skipped, {} not ok\n", m_ok, m_skipped, m_failed);
+  std::fflush(m_out);
+}
+
+void progress_reporter::case_started(const test_case& c, std::size_t total) {
+  fmt::print(m_out, "\r\033[K[{}/{}] {} {} {} {}", c.index + 1, total, c.transport, c.test, format_size(c.size_bytes),
+             c.iface.empty() ? "" : c.iface);
+  std::fflush(m_out);
+}
+
+void progress_reporter::finalize() {
+  fmt::print(m_out, "\r\033[K");
+  std::fflush(m_out);
+}
+
+}  // namespace pairperf

@@ -1,0 +1,119 @@
+#include "harness/context.h"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string_view>
+#include <thread>
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+
+#include "harness/interfaces.h"
+#include "transports/registry.h"
+
+extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX, not in a header
+
+namespace pairperf {
+namespace {
+
+std::string read_first_line(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+std::string value_after(const std::string& file, std::string_view key, char sep) {
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) == 0) {
+      const auto pos = line.find(sep);
+      if (pos == std::string::npos) continue;
+      std::string v = line.substr(pos + 1);
+      v.erase(0, v.find_first_not_of(" \t\""));
+      while (!v.empty() && (v.back() == '"' || v.back() == ' ')) v.pop_back();
+      return v;
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+nlohmann::json tool_context() {
+  return {{"name", "pairperf"},
+          {"version", PAIRPERF_VERSION},
+          {"git_revision", PAIRPERF_GIT_REVISION},
+          {"build_type", PAIRPERF_BUILD_TYPE},
+          {"compiler", fmt::format("{} {}", PAIRPERF_COMPILER_ID, PAIRPERF_COMPILER_VERSION)},
+          {"transports", transport_registry::instance().names()}};
+}
+
+nlohmann::json rdma_devices() {
+  nlohmann::json out = nlohmann::json::array();
+  const std::filesystem::path root = "/sys/class/infiniband";
+  std::error_code ec;
+  if (!std::filesystem::is_directory(root, ec)) return out;
+  for (const auto& dev : std::filesystem::directory_iterator(root, ec)) {
+    nlohmann::json ports = nlohmann::json::array();
+    for (const auto& port : std::filesystem::directory_iterator(dev.path() / "ports", ec)) {
+      ports.push_back({{"port", port.path().filename().string()},
+                       {"state", read_first_line(port.path() / "state")},
+                       {"link_layer", read_first_line(port.path() / "link_layer")},
+                       {"rate", read_first_line(port.path() / "rate")}});
+    }
+    out.push_back({{"name", dev.path().filename().string()},
+                   {"node_guid", read_first_line(dev.path() / "node_guid")},
+                   {"ports", ports}});
+  }
+  return out;
+}
+
+nlohmann::json host_context() {
+  utsname u{};
+  ::uname(&u);
+  std::string host(256, '\0');
+  ::gethostname(host.data(), host.size());
+  host.resize(host.find('\0'));
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  return {{"hostname", host},
+          {"kernel", fmt::format("{} {}", u.sysname, u.release)},
+          {"machine", u.machine},
+          {"os", value_after("/etc/os-release", "PRETTY_NAME=", '=')},
+          {"cpu_model", value_after("/proc/cpuinfo", "model name", ':')},
+          {"cpus", std::thread::hardware_concurrency()},
+          {"memory_bytes", pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) : 0},
+          {"interfaces", list_interfaces()},
+          {"rdma_devices", rdma_devices()}};
+}
+
+nlohmann::json relevant_environment() {
+  constexpr std::array<std::string_view, 3> prefixes{"UCX_", "NCCL_", "GLOO_"};
+  constexpr std::array<std::string_view, 2> names{"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"};
+  nlohmann::json out = nlohmann::json::object();
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const auto eq = entry.find('=');
+    if (eq == std::string_view::npos) continue;
+    const std::string_view name = entry.substr(0, eq);
+    const bool wanted = std::any_of(prefixes.begin(), prefixes.end(), [&](auto p) { return name.rfind(p, 0) == 0; }) ||
+                        std::find(names.begin(), names.end(), name) != names.end();
+    if (wanted) out[std::string(name)] = std::string(entry.substr(eq + 1));
+  }
+  return out;
+}
+
+std::string utc_timestamp() {
+  const auto now = std::chrono::system_clock::now();
+  return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(std::chrono::system_clock::to_time_t(now)));
+}
+
+}  // namespace pairperf

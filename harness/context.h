@@ -1,0 +1,23 @@
+#pragma once
+// The context block of a results file: what tool, on what hosts, in what environment. Gathered
+// on each side (the server sends its own in the hello) so results can be compared later.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace pairperf {
+
+// name, version, git revision, build type, compiler, built-in transports.
+nlohmann::json tool_context();
+// hostname, kernel, OS, CPU model and count, memory, interfaces, RDMA devices.
+nlohmann::json host_context();
+// The environment variables that decide which path bytes take: UCX_*, NCCL_*, GLOO_*,
+// CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES. Only those that are set.
+nlohmann::json relevant_environment();
+// RDMA devices from /sys/class/infiniband: name, node GUID, ports with state and link layer.
+nlohmann::json rdma_devices();
+// Now as ISO 8601 UTC, e.g. "2026-11-21T16:44:00Z".
+std::string utc_timestamp();
+
+}  // namespace pairperf

@@ -1,0 +1,111 @@
+#include "harness/control.h"
+
+#include <array>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace pairperf {
+
+namespace {
+constexpr std::array<std::pair<msg_type, std::string_view>, 9> msg_names{{
+    {msg_type::hello, "hello"},
+    {msg_type::case_, "case"},
+    {msg_type::ready, "ready"},
+    {msg_type::run, "run"},
+    {msg_type::running, "running"},
+    {msg_type::results, "results"},
+    {msg_type::bye, "bye"},
+    {msg_type::refused, "refused"},
+    {msg_type::error, "error"},
+}};
+}  // namespace
+
+const char* to_string(msg_type type) noexcept {
+  for (const auto& [t, name] : msg_names) {
+    if (t == type) return name.data();
+  }
+  return "?";
+}
+
+std::optional<msg_type> parse_msg_type(std::string_view text) noexcept {
+  for (const auto& [t, name] : msg_names) {
+    if (name == text) return t;
+  }
+  return std::nullopt;
+}
+
+control_channel::control_channel(unique_fd fd, where place) : m_fd(std::move(fd)), m_place(std::move(place)) {}
+
+where control_channel::at(std::string_view step) const {
+  where w = m_place;
+  w.step = std::string(step);
+  return w;
+}
+
+void control_channel::send(msg_type type, nlohmann::json body, std::string_view step, std::chrono::nanoseconds timeout) {
+  body["type"] = to_string(type);
+  const std::string frame = encode_frame(body);
+  write_all(m_fd.get(), frame.data(), frame.size(), deadline_in(timeout), at(step));
+}
+
+message control_channel::receive(std::string_view step, std::chrono::nanoseconds timeout) {
+  const deadline_t deadline = deadline_in(timeout);
+  std::array<char, 16384> chunk{};
+  for (;;) {
+    auto item = m_decoder.next();
+    if (auto* msg = std::get_if<nlohmann::json>(&item)) {
+      const std::string name = (*msg)["type"].get<std::string>();
+      const auto type = parse_msg_type(name);
+      if (!type) {
+        send_error(fmt::format("unknown message type '{}'", name));
+        throw step_error(error_kind::protocol, at(step), fmt::format("peer sent unknown message type '{}'", name));
+      }
+      return {*type, std::move(*msg)};
+    }
+    if (auto* err = std::get_if<frame_error>(&item)) {
+      send_error(err->reason);
+      throw step_error(error_kind::protocol, at(step), err->reason);
+    }
+    const std::size_t n = read_some(m_fd.get(), chunk.data(), chunk.size(), deadline, at(step));
+    if (n == 0) {
+      const std::string why = m_decoder.pending() > 0 ? "peer closed the connection mid-message (" + m_decoder.truncation_message() + ")"
+                                                      : "peer closed the connection";
+      throw step_error(error_kind::closed, at(step), why);
+    }
+    m_decoder.feed(std::string_view(chunk.data(), n));
+  }
+}
+
+nlohmann::json control_channel::expect(msg_type want, std::string_view step, std::chrono::nanoseconds timeout) {
+  message msg = receive(step, timeout);
+  if (msg.type == want) return std::move(msg.body);
+  const std::string text = msg.body.value("message", msg.body.value("reason", std::string("no reason given")));
+  switch (msg.type) {
+    case msg_type::refused:
+      throw step_error(error_kind::refused, at(step), "peer refused: " + text);
+    case msg_type::error:
+      throw step_error(error_kind::error, at(step), "peer reported: " + text);
+    case msg_type::hello:
+    case msg_type::case_:
+    case msg_type::ready:
+    case msg_type::run:
+    case msg_type::running:
+    case msg_type::results:
+    case msg_type::bye:
+      break;
+  }
+  const std::string reason = fmt::format("expected '{}', got '{}'", to_string(want), to_string(msg.type));
+  send_error(reason);
+  throw step_error(error_kind::protocol, at(step), reason);
+}
+
+void control_channel::send_error(const std::string& text) noexcept {
+  try {
+    nlohmann::json body{{"message", text}};
+    send(msg_type::error, std::move(body), "send error", std::chrono::milliseconds(500));
+  } catch (...) {  // NOLINT(bugprone-empty-catch): best effort, the channel is going away anyway
+  }
+}
+
+}  // namespace pairperf

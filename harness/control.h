@@ -1,0 +1,72 @@
+#pragma once
+// The control channel between client and server: framed JSON messages (frame.h) over one TCP
+// connection, in named states (iperf3's PARAM_EXCHANGE ... EXCHANGE_RESULTS):
+//
+//   client                         server
+//   hello {protocol, token, host}  ->
+//                                  <- hello {protocol, host} | refused {reason}
+//   case {case, config, address}   ->
+//                                  <- ready {address} | error {status, message}
+//   (both connect the data transport)
+//   run {phase, iterations}        ->
+//                                  <- running
+//   (both run the pattern)
+//                                  <- results {...} | error {...}
+//   ... next case ...
+//   bye                            ->
+//
+// Every call takes the step name and a timeout; failures throw step_error naming the step, the
+// peer address and the local interface. A malformed, truncated or oversized frame is answered
+// with an `error` message to the peer and then thrown as a protocol error. Not thread-safe.
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/errors.h"
+#include "harness/frame.h"
+#include "harness/socket.h"
+
+namespace pairperf {
+
+// Version of the control protocol; a hello with another version is refused.
+inline constexpr int control_protocol_version = 1;
+inline constexpr std::uint16_t default_control_port = 18515;
+
+enum class msg_type { hello, case_, ready, run, running, results, bye, refused, error };
+
+const char* to_string(msg_type type) noexcept;
+std::optional<msg_type> parse_msg_type(std::string_view text) noexcept;
+
+struct message {
+  msg_type type;
+  nlohmann::json body;  // the whole object, "type" included
+};
+
+class control_channel {
+ public:
+  // `place` names the peer and the local interface; each call supplies the step.
+  control_channel(unique_fd fd, where place);
+
+  void send(msg_type type, nlohmann::json body, std::string_view step, std::chrono::nanoseconds timeout);
+  message receive(std::string_view step, std::chrono::nanoseconds timeout);
+  // Receives and requires `want`. A peer's `refused` throws kind refused, its `error` throws kind
+  // error (the peer's text in both); any other type is a protocol error.
+  nlohmann::json expect(msg_type want, std::string_view step, std::chrono::nanoseconds timeout);
+  // Best effort: tells the peer why we stop. Never throws.
+  void send_error(const std::string& text) noexcept;
+
+  [[nodiscard]] const where& place() const noexcept { return m_place; }
+  [[nodiscard]] int fd() const noexcept { return m_fd.get(); }
+
+ private:
+  [[nodiscard]] where at(std::string_view step) const;
+
+  unique_fd m_fd;
+  where m_place;
+  frame_decoder m_decoder;
+};
+
+}  // namespace pairperf

@@ -1,0 +1,48 @@
+#pragma once
+// Network interface inventory (getifaddrs + /sys/class/net), used by `info`, the context block,
+// `--iface all` and the TCP transport's address choice.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace pairperf {
+
+struct iface_address {
+  int family = 0;            // AF_INET or AF_INET6
+  std::string address;       // numeric, without scope
+  unsigned prefix_len = 0;   // from the netmask
+};
+
+struct interface_info {
+  std::string name;
+  bool up = false;        // IFF_UP
+  bool running = false;   // IFF_RUNNING (carrier)
+  bool loopback = false;
+  unsigned mtu = 0;
+  std::optional<int> speed_mbps;  // /sys/class/net/X/speed where the driver reports it
+  std::string mac;
+  std::vector<iface_address> addresses;
+};
+
+void to_json(nlohmann::json& j, const interface_info& info);
+void from_json(const nlohmann::json& j, interface_info& info);
+void to_json(nlohmann::json& j, const iface_address& addr);
+void from_json(const nlohmann::json& j, iface_address& addr);
+
+// All interfaces of this host (this network namespace), sorted by name.
+std::vector<interface_info> list_interfaces();
+
+// Interfaces that can carry a test: up and with at least one address.
+std::vector<interface_info> usable_interfaces();
+
+std::optional<interface_info> find_interface(const std::string& name);
+
+// The name of the interface that holds this numeric address, or "" if none does.
+std::string interface_of_address(const std::string& address);
+
+// Whether `address` lies in the subnet of `net` (same family, same first prefix_len bits).
+bool in_subnet(const iface_address& net, const std::string& address);
+
+}  // namespace pairperf

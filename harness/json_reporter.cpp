@@ -1,0 +1,59 @@
+#include "harness/json_reporter.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace pairperf {
+
+nlohmann::json json_reporter::document() const {
+  return {{"schema", result_schema_name}, {"schema_version", result_schema_version}, {"context", m_context}, {"results", m_results}};
+}
+
+void json_reporter::finalize() {
+  if (m_path.has_parent_path()) std::filesystem::create_directories(m_path.parent_path());
+  const std::filesystem::path tmp = m_path.string() + ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out) throw std::runtime_error(fmt::format("cannot write {}: {}", tmp.string(), std::strerror(errno)));
+    out << document().dump(2) << '\n';
+    if (!out) throw std::runtime_error(fmt::format("cannot write {}", tmp.string()));
+  }
+  std::filesystem::rename(tmp, m_path);
+}
+
+jsonl_reporter::jsonl_reporter(const std::filesystem::path& path) : m_path(path.string()) {
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+  m_file = std::fopen(m_path.c_str(), "w");
+  if (m_file == nullptr) throw std::runtime_error(fmt::format("cannot write {}: {}", m_path, std::strerror(errno)));
+}
+
+jsonl_reporter::~jsonl_reporter() {
+  if (m_file != nullptr) std::fclose(m_file);
+}
+
+void jsonl_reporter::write_line(const nlohmann::json& j) {
+  const std::string line = j.dump() + "\n";
+  if (std::fwrite(line.data(), 1, line.size(), m_file) != line.size() || std::fflush(m_file) != 0) {
+    throw std::runtime_error(fmt::format("cannot write {}: {}", m_path, std::strerror(errno)));
+  }
+}
+
+void jsonl_reporter::report_context(const nlohmann::json& context) {
+  write_line({{"schema", result_schema_name}, {"schema_version", result_schema_version}, {"context", context}});
+}
+
+void jsonl_reporter::report_result(const case_result& result) { write_line(result); }
+
+void jsonl_reporter::finalize() {
+  if (m_file != nullptr && std::fclose(m_file) != 0) {
+    m_file = nullptr;
+    throw std::runtime_error(fmt::format("cannot close {}", m_path));
+  }
+  m_file = nullptr;
+}
+
+}  // namespace pairperf

@@ -1,0 +1,203 @@
+#include "harness/patterns.h"
+
+#include <algorithm>
+#include <array>
+
+#include <fmt/format.h>
+
+#include "harness/payload.h"
+
+namespace pairperf {
+namespace {
+
+constexpr std::uint64_t sync_cookie = ~std::uint64_t{0};
+constexpr unsigned slot_bits = 16;
+constexpr std::uint64_t slot_mask = (std::uint64_t{1} << slot_bits) - 1;
+constexpr unsigned polls_between_clock_reads = 1024;
+
+constexpr std::uint64_t cookie_of(std::uint64_t seq, std::size_t slot) noexcept { return (seq << slot_bits) | slot; }
+constexpr std::uint64_t seq_of(std::uint64_t cookie) noexcept { return cookie >> slot_bits; }
+constexpr std::size_t slot_of(std::uint64_t cookie) noexcept { return static_cast<std::size_t>(cookie & slot_mask); }
+
+inline std::int64_t now_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(steady::now().time_since_epoch()).count();
+}
+
+// post/poll with failure and deadline handling around a transport.
+class driver {
+ public:
+  driver(transport& t, const pattern_run& run, const where& place) : m_t(t), m_deadline(run.deadline), m_place(place) {}
+
+  void post(op_kind kind, op_channel channel, std::byte* data, std::size_t len, std::uint64_t cookie) {
+    if (m_t.post(op{kind, channel, data, len, cookie}) != 0) fail();
+  }
+
+  std::span<const completion> poll() {
+    const int n = m_t.poll(m_completions);
+    if (n < 0) fail();
+    if (n == 0 && ++m_idle >= polls_between_clock_reads) {
+      m_idle = 0;
+      if (steady::now() >= m_deadline) {
+        throw step_error(error_kind::timeout, m_place, "the case did not finish before its timeout (--timeout-case)", ETIMEDOUT);
+      }
+    }
+    return {m_completions.data(), static_cast<std::size_t>(n)};
+  }
+
+ private:
+  [[noreturn]] void fail() const {
+    throw step_error(m_t.peer_gone() ? error_kind::closed : error_kind::error, m_place, m_t.last_error());
+  }
+
+  transport& m_t;
+  deadline_t m_deadline;
+  const where& m_place;
+  std::array<completion, 64> m_completions{};
+  unsigned m_idle = 0;
+};
+
+template <bool Validate>
+pattern_outcome pingpong_client(driver& d, const pattern_run& run, const pattern_buffers& b, sample_recorder& samples,
+                                payload_checker* checker) {
+  std::byte* send = b.send_slots[0];
+  std::byte* recv = b.recv_slots[0];
+  const std::int64_t start = now_ns();
+  for (std::uint64_t i = 0; i < run.iterations; ++i) {
+    if constexpr (Validate) checker->fill(send, i);
+    const std::int64_t t0 = now_ns();
+    d.post(op_kind::recv, op_channel::data, recv, run.size, i);
+    d.post(op_kind::send, op_channel::data, send, run.size, i);
+    for (std::size_t pending = 2; pending > 0;) pending -= d.poll().size();
+    samples.record(now_ns() - t0);
+    if constexpr (Validate) checker->check(recv, i);
+  }
+  pattern_outcome out;
+  out.elapsed_ns = now_ns() - start;
+  out.messages_sent = out.messages_received = run.iterations;
+  return out;
+}
+
+template <bool Validate>
+pattern_outcome pingpong_server(driver& d, const pattern_run& run, const pattern_buffers& b, payload_checker* checker) {
+  std::byte* send = b.send_slots[0];
+  std::byte* recv = b.recv_slots[0];
+  const std::int64_t start = now_ns();
+  std::uint64_t received = 0;
+  std::uint64_t sent = 0;
+  const auto count = [&](std::span<const completion> done) {
+    for (const auto& c : done) (c.kind == op_kind::recv ? received : sent) += 1;
+  };
+  if (run.iterations > 0) d.post(op_kind::recv, op_channel::data, recv, run.size, 0);
+  for (std::uint64_t i = 0; i < run.iterations; ++i) {
+    while (received <= i) count(d.poll());
+    if constexpr (Validate) {
+      checker->check(recv, i);
+      checker->fill(send, i);
+    }
+    // Re-post the receive before answering, so the next request always finds one waiting.
+    if (i + 1 < run.iterations) d.post(op_kind::recv, op_channel::data, recv, run.size, i + 1);
+    d.post(op_kind::send, op_channel::data, send, run.size, i);
+    while (sent <= i) count(d.poll());
+  }
+  pattern_outcome out;
+  out.elapsed_ns = now_ns() - start;
+  out.messages_sent = out.messages_received = run.iterations;
+  return out;
+}
+
+// One loop for all streaming roles: a side sends n_send and receives n_recv messages, keeping up
+// to `window` of each in flight. The receiver of data acknowledges with one sync message after
+// its last arrival (and after its own sends are posted, so the ack queues behind them).
+template <bool Validate>
+pattern_outcome stream(driver& d, const pattern_run& run, const pattern_buffers& b, sample_recorder& samples,
+                       payload_checker* checker, std::uint64_t n_send, std::uint64_t n_recv) {
+  const std::size_t send_slots = b.send_slots.size();
+  const std::size_t recv_slots = b.recv_slots.size();
+  std::uint64_t posted_s = 0, done_s = 0, posted_r = 0, done_r = 0;
+  bool ack_send_posted = n_recv == 0, ack_sent = n_recv == 0;
+  bool ack_recv_posted = n_send == 0, ack_received = n_send == 0;
+  std::int64_t first = 0, last = 0, ack_at = 0;
+
+  const auto post_send = [&](std::size_t slot) {
+    if constexpr (Validate) checker->fill(b.send_slots[slot], posted_s);
+    d.post(op_kind::send, op_channel::data, b.send_slots[slot], run.size, cookie_of(posted_s, slot));
+    ++posted_s;
+  };
+  const auto post_recv = [&](std::size_t slot) {
+    d.post(op_kind::recv, op_channel::data, b.recv_slots[slot], run.size, cookie_of(posted_r, slot));
+    ++posted_r;
+  };
+
+  const std::int64_t start = now_ns();
+  while (posted_r < std::min<std::uint64_t>(run.window, n_recv)) post_recv(posted_r % recv_slots);
+  while (posted_s < std::min<std::uint64_t>(run.window, n_send)) post_send(posted_s % send_slots);
+  while (done_s < n_send || done_r < n_recv || !ack_sent || !ack_received) {
+    if (!ack_recv_posted && posted_r == n_recv) {
+      d.post(op_kind::recv, op_channel::sync, b.sync_recv, sync_message_bytes, sync_cookie);
+      ack_recv_posted = true;
+    }
+    if (!ack_send_posted && done_r == n_recv && posted_s == n_send) {
+      d.post(op_kind::send, op_channel::sync, b.sync_send, sync_message_bytes, sync_cookie);
+      ack_send_posted = true;
+    }
+    for (const completion& c : d.poll()) {
+      if (c.cookie == sync_cookie) {
+        if (c.kind == op_kind::recv) {
+          ack_received = true;
+          ack_at = now_ns();
+        } else {
+          ack_sent = true;
+        }
+      } else if (c.kind == op_kind::send) {
+        ++done_s;
+        if (posted_s < n_send) post_send(slot_of(c.cookie));
+      } else {
+        const std::int64_t t = now_ns();
+        if (done_r == 0) {
+          first = t;
+        } else {
+          samples.record(t - last);
+        }
+        last = t;
+        if constexpr (Validate) checker->check(b.recv_slots[slot_of(c.cookie)], seq_of(c.cookie));
+        ++done_r;
+        if (posted_r < n_recv) post_recv(slot_of(c.cookie));
+      }
+    }
+  }
+  pattern_outcome out;
+  out.elapsed_ns = now_ns() - start;
+  out.send_elapsed_ns = n_send > 0 ? ack_at - start : 0;
+  out.recv_span_ns = n_recv > 0 ? last - first : 0;
+  out.messages_sent = done_s;
+  out.messages_received = done_r;
+  return out;
+}
+
+template <bool Validate>
+pattern_outcome dispatch(driver& d, const pattern_run& run, const pattern_buffers& b, sample_recorder& samples,
+                         payload_checker* checker) {
+  const bool client = run.role == side::client;
+  switch (run.pattern) {
+    case pattern_kind::pingpong:
+      return client ? pingpong_client<Validate>(d, run, b, samples, checker) : pingpong_server<Validate>(d, run, b, checker);
+    case pattern_kind::stream_uni:
+      return stream<Validate>(d, run, b, samples, checker, client ? run.iterations : 0, client ? 0 : run.iterations);
+    case pattern_kind::stream_bi:
+      return stream<Validate>(d, run, b, samples, checker, run.iterations, run.iterations);
+  }
+  throw std::logic_error("unknown pattern");
+}
+
+}  // namespace
+
+pattern_outcome run_pattern(transport& t, const pattern_run& run, const pattern_buffers& buffers, sample_recorder& samples,
+                            payload_checker* checker, const where& place) {
+  if (buffers.send_slots.empty() && buffers.recv_slots.empty()) throw std::logic_error("pattern without buffers");
+  if (run.window == 0 || run.window > max_window) throw std::logic_error("pattern window out of range");
+  driver d(t, run, place);
+  return checker != nullptr ? dispatch<true>(d, run, buffers, samples, checker)
+                            : dispatch<false>(d, run, buffers, samples, checker);
+}
+
+}  // namespace pairperf

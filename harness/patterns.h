@@ -1,0 +1,56 @@
+#pragma once
+// The measurement loops: ping-pong, one-way streaming and bidirectional streaming, over any
+// transport. Configuration is resolved before a loop starts (the pattern, the role and whether
+// to validate pick one instantiation); inside, nothing allocates and nothing branches on
+// configuration. Timestamps come from the steady clock in nanoseconds.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "harness/config.h"
+#include "harness/errors.h"
+#include "harness/socket.h"
+#include "harness/stats.h"
+#include "transports/transport.h"
+
+namespace pairperf {
+
+class payload_checker;
+
+// Bytes of each sync-channel message (the receiver's "got everything" acknowledgement).
+inline constexpr std::size_t sync_message_bytes = 8;
+// Windows above this are refused: a completion cookie carries the slot in its low bits.
+inline constexpr unsigned max_window = 1U << 16;
+
+struct pattern_buffers {
+  std::span<std::byte* const> send_slots;  // one per outstanding send when validating, else one
+  std::span<std::byte* const> recv_slots;
+  std::byte* sync_send = nullptr;          // sync_message_bytes each
+  std::byte* sync_recv = nullptr;
+};
+
+struct pattern_run {
+  pattern_kind pattern = pattern_kind::pingpong;
+  side role = side::client;       // the client initiates ping-pong and sends in stream_uni
+  std::uint64_t iterations = 0;   // messages each way (ping-pong: round trips)
+  unsigned window = 1;            // outstanding operations per direction (stream patterns)
+  std::size_t size = 0;           // bytes per message
+  deadline_t deadline{};          // the loop fails with a timeout after this
+};
+
+struct pattern_outcome {
+  std::int64_t elapsed_ns = 0;       // this side: first post to last completion
+  std::int64_t send_elapsed_ns = 0;  // a sender: first post to the receiver's acknowledgement
+  std::int64_t recv_span_ns = 0;     // a receiver: first to last arrival
+  std::uint64_t messages_sent = 0;
+  std::uint64_t messages_received = 0;
+};
+
+// Runs one phase. Records into `samples`: round trips on the ping-pong client, the time between
+// arrivals on a stream receiver. `checker` (nullptr = no validation) fills every sent message
+// and checks every received one. Throws step_error at `place` when the transport fails (kind
+// closed when the peer went away) or the deadline passes (kind timeout).
+pattern_outcome run_pattern(transport& t, const pattern_run& run, const pattern_buffers& buffers,
+                            sample_recorder& samples, payload_checker* checker, const where& place);
+
+}  // namespace pairperf

@@ -1,0 +1,21 @@
+#include "harness/reporter.h"
+
+namespace pairperf {
+
+void multi_reporter::report_context(const nlohmann::json& context) {
+  for (auto& r : m_reporters) r->report_context(context);
+}
+
+void multi_reporter::case_started(const test_case& test, std::size_t total) {
+  for (auto& r : m_reporters) r->case_started(test, total);
+}
+
+void multi_reporter::report_result(const case_result& result) {
+  for (auto& r : m_reporters) r->report_result(result);
+}
+
+void multi_reporter::finalize() {
+  for (auto& r : m_reporters) r->finalize();
+}
+
+}  // namespace pairperf

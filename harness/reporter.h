@@ -1,0 +1,38 @@
+#pragma once
+// Reporters format results; they never measure (google/benchmark's BenchmarkReporter). The
+// runner calls report_context once, case_started/report_result per case, finalize at the end,
+// all from one thread.
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/result.h"
+
+namespace pairperf {
+
+class reporter {
+ public:
+  virtual ~reporter() = default;
+  virtual void report_context(const nlohmann::json& context) = 0;
+  virtual void case_started(const test_case& /*test*/, std::size_t /*total*/) {}
+  virtual void report_result(const case_result& result) = 0;
+  // Called once, also after a run that stopped early. Throws if output cannot be written.
+  virtual void finalize() = 0;
+};
+
+// Fans out to several reporters in order.
+class multi_reporter final : public reporter {
+ public:
+  void add(std::unique_ptr<reporter> r) { m_reporters.push_back(std::move(r)); }
+  void report_context(const nlohmann::json& context) override;
+  void case_started(const test_case& test, std::size_t total) override;
+  void report_result(const case_result& result) override;
+  void finalize() override;
+
+ private:
+  std::vector<std::unique_ptr<reporter>> m_reporters;
+};
+
+}  // namespace pairperf

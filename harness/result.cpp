@@ -1,0 +1,108 @@
+#include "harness/result.h"
+
+#include <fmt/format.h>
+
+#include "harness/errors.h"
+
+namespace pairperf {
+namespace {
+
+template <class T>
+void put_optional(nlohmann::json& j, const char* key, const std::optional<T>& value) {
+  if (value) j[key] = *value;
+}
+
+template <class T>
+void get_optional(const nlohmann::json& j, const char* key, std::optional<T>& out) {
+  if (j.contains(key) && !j[key].is_null()) out = j[key].get<T>();
+}
+
+}  // namespace
+
+const char* to_string(case_status s) noexcept {
+  switch (s) {
+    case case_status::ok: return "ok";
+    case case_status::skipped: return "skipped";
+    case case_status::error: return "error";
+    case case_status::unreachable: return "unreachable";
+    case case_status::fail: return "fail";
+  }
+  return "?";
+}
+
+case_status parse_case_status(const std::string& text) {
+  for (auto s : {case_status::ok, case_status::skipped, case_status::error, case_status::unreachable, case_status::fail}) {
+    if (text == to_string(s)) return s;
+  }
+  throw usage_error(fmt::format("unknown case status '{}'", text));
+}
+
+void to_json(nlohmann::json& j, const lane& l) { j = {{"transport", l.transport}, {"device", l.device}}; }
+void from_json(const nlohmann::json& j, lane& l) {
+  j.at("transport").get_to(l.transport);
+  j.at("device").get_to(l.device);
+}
+
+void to_json(nlohmann::json& j, const bandwidth& b) { j = {{"receiver", b.receiver_Bps}, {"sender", b.sender_Bps}}; }
+void from_json(const nlohmann::json& j, bandwidth& b) {
+  j.at("receiver").get_to(b.receiver_Bps);
+  j.at("sender").get_to(b.sender_Bps);
+}
+
+void to_json(nlohmann::json& j, const case_result& r) {
+  j = nlohmann::json{{"case", r.test}, {"status", to_string(r.status)}};
+  if (!r.message.empty()) j["message"] = r.message;
+  if (r.status != case_status::ok && r.status != case_status::fail && r.iterations == 0) return;
+  j["iterations"] = r.iterations;
+  j["warmup_iterations"] = r.warmup_iterations;
+  j["window"] = r.window;
+  j["elapsed_s"] = r.elapsed_s;
+  put_optional(j, "latency_s", r.latency_s);
+  put_optional(j, "interval_s", r.interval_s);
+  put_optional(j, "bandwidth_Bps", r.bandwidth_Bps);
+  if (r.client_to_server_Bps && r.server_to_client_Bps) {
+    j["bandwidth_by_direction_Bps"] = {{"client_to_server", *r.client_to_server_Bps},
+                                       {"server_to_client", *r.server_to_client_Bps}};
+  }
+  put_optional(j, "message_rate_per_s", r.message_rate_per_s);
+  if (r.validated) {
+    j["validation"] = {{"messages_checked", r.validated->messages_checked},
+                       {"corrupt_bytes", r.validated->corrupt_bytes}};
+  }
+  if (r.provenance) {
+    j["provenance"] = {{"lanes", r.provenance->lanes},
+                       {"protocol", r.provenance->protocol},
+                       {"client", r.provenance->client},
+                       {"server", r.provenance->server}};
+  }
+}
+
+void from_json(const nlohmann::json& j, case_result& r) {
+  r = case_result{};
+  j.at("case").get_to(r.test);
+  r.status = parse_case_status(j.at("status").get<std::string>());
+  r.message = j.value("message", "");
+  r.iterations = j.value("iterations", std::uint64_t{0});
+  r.warmup_iterations = j.value("warmup_iterations", std::uint64_t{0});
+  r.window = j.value("window", 0U);
+  r.elapsed_s = j.value("elapsed_s", 0.0);
+  get_optional(j, "latency_s", r.latency_s);
+  get_optional(j, "interval_s", r.interval_s);
+  get_optional(j, "bandwidth_Bps", r.bandwidth_Bps);
+  if (j.contains("bandwidth_by_direction_Bps")) {
+    r.client_to_server_Bps = j["bandwidth_by_direction_Bps"].at("client_to_server").get<bandwidth>();
+    r.server_to_client_Bps = j["bandwidth_by_direction_Bps"].at("server_to_client").get<bandwidth>();
+  }
+  get_optional(j, "message_rate_per_s", r.message_rate_per_s);
+  if (j.contains("validation")) {
+    r.validated = validation{j["validation"].at("messages_checked").get<std::uint64_t>(),
+                             j["validation"].at("corrupt_bytes").get<std::uint64_t>()};
+  }
+  if (j.contains("provenance")) {
+    const auto& p = j["provenance"];
+    r.provenance = provenance{p.at("lanes").get<std::vector<lane>>(), p.value("protocol", ""),
+                              p.value("client", nlohmann::json::object()), p.value("server", nlohmann::json::object())};
+  }
+}
+
+}  // namespace pairperf

@@ -1,0 +1,78 @@
+#pragma once
+// One case's outcome as plain data. The runner fills it; reporters only format it (results are
+// data, reporters format them). JSON field names carry their units.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/config.h"
+#include "harness/stats.h"
+
+namespace pairperf {
+
+enum class case_status {
+  ok,
+  skipped,      // this host or build cannot run the case (with the reason)
+  error,        // setup or the run failed
+  unreachable,  // the data connection could not be made
+  fail,         // it ran, but a check failed (corrupt bytes, a missed expectation)
+};
+
+const char* to_string(case_status s) noexcept;
+case_status parse_case_status(const std::string& text);
+
+// One path the bytes took: a transport over a device, e.g. {"tcp", "eth0"}, {"cma", "memory"}.
+struct lane {
+  std::string transport;
+  std::string device;
+};
+
+// What really carried the bytes, asked of the transport after the case.
+struct provenance {
+  std::vector<lane> lanes;
+  std::string protocol;    // e.g. "tcp stream, 2 connections, busy-poll"
+  nlohmann::json client;   // transport-specific detail from each side (addresses, TCP_INFO...)
+  nlohmann::json server;
+};
+
+struct bandwidth {
+  double receiver_Bps = 0;  // payload bytes / time between first and last arrival
+  double sender_Bps = 0;    // payload bytes / time from first post to the receiver's final ack
+};
+
+struct validation {
+  std::uint64_t messages_checked = 0;
+  std::uint64_t corrupt_bytes = 0;
+};
+
+struct case_result {
+  test_case test;
+  case_status status = case_status::ok;
+  std::string message;  // why, for every status but ok
+
+  std::uint64_t iterations = 0;
+  std::uint64_t warmup_iterations = 0;
+  unsigned window = 0;
+  double elapsed_s = 0;  // measured phase, on the client
+
+  std::optional<sample_stats> latency_s;   // pingpong: one-way (round trip / 2)
+  std::optional<sample_stats> interval_s;  // stream: receiver's time between arrivals
+  std::optional<bandwidth> bandwidth_Bps;  // stream: both directions summed for stream_bi
+  std::optional<bandwidth> client_to_server_Bps;  // stream_bi only: each direction
+  std::optional<bandwidth> server_to_client_Bps;
+  std::optional<double> message_rate_per_s;
+  std::optional<validation> validated;
+  std::optional<struct provenance> provenance;
+};
+
+void to_json(nlohmann::json& j, const lane& l);
+void from_json(const nlohmann::json& j, lane& l);
+void to_json(nlohmann::json& j, const bandwidth& b);
+void from_json(const nlohmann::json& j, bandwidth& b);
+void to_json(nlohmann::json& j, const case_result& r);
+void from_json(const nlohmann::json& j, case_result& r);
+
+}  // namespace pairperf

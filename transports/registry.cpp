@@ -1,0 +1,46 @@
+#include "transports/registry.h"
+
+#include <stdexcept>
+
+#include "transports/tcp/tcp_transport.h"
+
+namespace pairperf {
+
+const transport_registry& transport_registry::instance() {
+  static const transport_registry built_ins = [] {
+    transport_registry r;
+    r.add(tcp_transport::entry());
+    return r;
+  }();
+  return built_ins;
+}
+
+void transport_registry::add(transport_entry entry) {
+  if (find(entry.name) != nullptr) throw std::logic_error("duplicate transport name: " + entry.name);
+  m_entries.push_back(std::move(entry));
+}
+
+const transport_entry* transport_registry::find(const std::string& name) const noexcept {
+  for (const auto& e : m_entries) {
+    if (e.name == name) return &e;
+  }
+  return nullptr;
+}
+
+const test_spec* transport_registry::find_test(const std::string& transport, const std::string& test) const noexcept {
+  const transport_entry* e = find(transport);
+  if (e == nullptr) return nullptr;
+  for (const auto& t : e->tests) {
+    if (t.name == test) return &t;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> transport_registry::names() const {
+  std::vector<std::string> out;
+  out.reserve(m_entries.size());
+  for (const auto& e : m_entries) out.push_back(e.name);
+  return out;
+}
+
+}  // namespace pairperf

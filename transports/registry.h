@@ -1,0 +1,36 @@
+#pragma once
+// The explicit list of built-in transports. Each optional transport is added under its own
+// #if PAIRPERF_HAVE_* in registry.cpp, and nowhere else in the harness.
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transports/transport.h"
+
+namespace pairperf {
+
+struct transport_entry {
+  std::string name;
+  std::string description;
+  std::vector<test_spec> tests;
+  std::function<std::unique_ptr<transport>(const transport_params&)> create;
+};
+
+class transport_registry {
+ public:
+  // The built-ins; constructed once.
+  static const transport_registry& instance();
+
+  // Throws std::logic_error on a duplicate name.
+  void add(transport_entry entry);
+  [[nodiscard]] const transport_entry* find(const std::string& name) const noexcept;
+  [[nodiscard]] const test_spec* find_test(const std::string& transport, const std::string& test) const noexcept;
+  [[nodiscard]] const std::vector<transport_entry>& all() const noexcept { return m_entries; }
+  [[nodiscard]] std::vector<std::string> names() const;
+
+ private:
+  std::vector<transport_entry> m_entries;
+};
+
+}  // namespace pairperf

@@ -1,0 +1,106 @@
+#pragma once
+// The transport interface. A transport moves bytes between two peers for one case; it owns no
+// loops, no timing and no statistics (the harness's patterns do). The harness:
+//   1. builds one per side from transport_params (constructor: setup, may throw);
+//   2. registers every buffer (register_memory) and ships local_address() and the packed keys to
+//      the peer over the control channel;
+//   3. calls connect() with the peer's address (bounded by params.connect_timeout);
+//   4. drives post()/poll() from one thread in the timed loop (noexcept, no allocation once warm);
+//   5. asks describe() what actually carried the bytes.
+// All methods are called from one thread. Sizes are bytes.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "harness/config.h"
+#include "harness/result.h"
+
+namespace pairperf {
+
+enum class op_kind : std::uint8_t { send, recv, put, get };
+
+// Two independent, ordered streams of messages between the peers: `data` carries the measured
+// payload, `sync` the pattern's small acknowledgements. Within one channel and direction,
+// messages arrive in the order they were posted and match receives in the order those were
+// posted; a sync message posted after data messages is delivered after them.
+enum class op_channel : std::uint8_t { data, sync };
+
+enum class side { client, server };
+
+struct capabilities {
+  bool send_recv = false;
+  bool put = false;
+  bool get = false;
+  std::vector<memory_type> memory;  // buffer types this transport can move
+};
+
+// A local buffer registered with the transport; packed_key travels to the peer for RMA.
+struct mem_region {
+  std::byte* address = nullptr;
+  std::size_t length = 0;
+  std::vector<std::byte> packed_key;
+};
+
+struct op {
+  op_kind kind = op_kind::send;
+  op_channel channel = op_channel::data;
+  std::byte* local = nullptr;
+  std::size_t length = 0;
+  std::uint64_t cookie = 0;  // returned in the completion
+};
+
+struct completion {
+  std::uint64_t cookie = 0;
+  op_kind kind = op_kind::send;
+};
+
+// What a transport is built from, per case and side.
+struct transport_params {
+  test_case test;
+  transport_options options;
+  enum side side = side::client;
+  std::string peer_host;    // the peer's numeric address as the control channel sees it
+  std::string listen_host;  // server: the address its control socket listens on ("" = any)
+  std::chrono::nanoseconds connect_timeout = std::chrono::seconds(3);
+};
+
+class transport {
+ public:
+  virtual ~transport() = default;
+
+  [[nodiscard]] virtual capabilities caps() const = 0;
+  // Opaque bytes the peer passes to connect().
+  virtual std::vector<std::byte> local_address() = 0;
+  // Connects to the peer; returns within params.connect_timeout. Throws step_error (kind
+  // unreachable when the peer cannot be reached).
+  virtual void connect(std::span<const std::byte> peer_address) = 0;
+  virtual mem_region register_memory(std::byte* address, std::size_t length) = 0;
+
+  // Starts an operation; the buffer must stay valid until its completion. Returns 0, or a
+  // negative value on failure (last_error() says why).
+  [[nodiscard]] virtual int post(const op& operation) noexcept = 0;
+  // Makes progress and writes up to out.size() completions; returns how many, or a negative
+  // value on failure. Does not block, except in progress_mode::block, where it may sleep up to
+  // 10 ms when nothing is ready.
+  [[nodiscard]] virtual int poll(std::span<completion> out) noexcept = 0;
+  [[nodiscard]] virtual std::string last_error() const = 0;
+  // Whether the last failure was the peer going away (closed or reset), not a local fault.
+  [[nodiscard]] virtual bool peer_gone() const noexcept = 0;
+
+  // What really carried the bytes; call after the measured phase.
+  [[nodiscard]] virtual provenance describe() const = 0;
+};
+
+// One row of a transport's test table: adding a test is one row, not a new code path.
+struct test_spec {
+  std::string_view name;
+  pattern_kind pattern;
+  op_kind data_op;
+  std::string_view description;
+};
+
+}  // namespace pairperf
