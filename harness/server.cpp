@@ -78,7 +78,9 @@ void client_handler::serve() {
   if (!hello()) return;
   log("connected");
   for (;;) {
-    const std::chrono::nanoseconds wait = m_session ? m_config.timeouts.handshake + m_config.timeouts.connect : m_options.timeouts.idle;
+    // Within a run the client sends its next message right after the last reply (it only formats
+    // a result in between), so a silence longer than its own handshake bound means it is gone.
+    const std::chrono::nanoseconds wait = m_label.empty() ? m_options.timeouts.idle : m_config.timeouts.handshake + m_config.timeouts.connect;
     const message msg = m_channel.receive("waiting for the next request", wait);
     switch (msg.type) {
       case msg_type::bye:

@@ -1,0 +1,144 @@
+"""Helpers for pairperf's end-to-end tests: real processes, bounded waits, raw control frames.
+
+Every wait here has a bound; every process started here is ended by PID in a finally block.
+"""
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+SOURCE_DIR = os.environ.get("PAIRPERF_SOURCE_DIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+BIN = os.environ.get("PAIRPERF_BIN", os.path.join(SOURCE_DIR, "build", "pairperf"))
+SKIP = 77  # ctest's SKIP_RETURN_CODE for these tests
+
+
+def run(args, timeout=120, cwd=None, env=None, prefix=()):
+    """Runs pairperf with args; returns (CompletedProcess, seconds it took)."""
+    start = time.monotonic()
+    proc = subprocess.run(list(prefix) + [BIN] + list(args), capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
+    return proc, time.monotonic() - start
+
+
+def start(args, prefix=(), **kw):
+    return subprocess.Popen(list(prefix) + [BIN] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def stop(proc, sig=signal.SIGTERM, wait=5):
+    """Ends a process we started, by PID, and reaps it."""
+    if proc.poll() is None:
+        try:
+            proc.send_signal(sig)
+            proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=wait)
+    out = ""
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            out += stream.read()
+            stream.close()
+    return out
+
+
+class Server:
+    """`pairperf server` on 127.0.0.1 (or in a namespace via prefix) with its port read from --ready-fd."""
+
+    def __init__(self, *extra, listen="127.0.0.1", prefix=()):
+        self.extra = list(extra)
+        self.listen = listen
+        self.prefix = prefix
+        self.proc = None
+        self.port = None
+        self.log = ""
+
+    def __enter__(self):
+        r, w = os.pipe()
+        args = ["server", "--listen", self.listen, "--port", "0", "--ready-fd", str(w)] + self.extra
+        self.proc = subprocess.Popen(list(self.prefix) + [BIN] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, pass_fds=(w,))
+        os.close(w)
+        try:
+            ready, _, _ = select.select([r], [], [], 10)
+            if not ready:
+                raise RuntimeError("server did not report its port within 10 s")
+            self.port = int(os.read(r, 64).decode().strip())
+        finally:
+            os.close(r)
+        return self
+
+    def __exit__(self, *exc):
+        self.log = stop(self.proc)
+
+    @property
+    def address(self):
+        return f"{self.listen}:{self.port}"
+
+    def alive(self):
+        return self.proc.poll() is None
+
+
+def frame(obj):
+    body = json.dumps(obj).encode() if not isinstance(obj, (bytes, bytearray)) else bytes(obj)
+    return struct.pack(">I", len(body)) + body
+
+
+def read_frame(sock, timeout=5):
+    """Reads one control frame; returns the decoded object, or None when the peer closed."""
+    sock.settimeout(timeout)
+    header = recv_exact(sock, 4)
+    if header is None:
+        return None
+    (n,) = struct.unpack(">I", header)
+    body = recv_exact(sock, n)
+    return None if body is None else json.loads(body)
+
+
+def recv_exact(sock, n):
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+def connect(port, host="127.0.0.1", timeout=5):
+    return socket.create_connection((host, port), timeout=timeout)
+
+
+def hello(protocol=1, token=""):
+    return {"type": "hello", "protocol": protocol, "token": token, "tool": {"name": "test"}}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def tmpdir():
+    return tempfile.TemporaryDirectory(prefix="pairperf-test-")
+
+
+def main():
+    """unittest.main, but a run where every test skipped exits with ctest's skip code."""
+    prog = unittest.main(exit=False, verbosity=2)
+    result = prog.result
+    if not result.wasSuccessful():
+        sys.exit(1)
+    if result.testsRun > 0 and len(result.skipped) == result.testsRun:
+        sys.exit(SKIP)
+    sys.exit(0)

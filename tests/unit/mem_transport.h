@@ -1,0 +1,97 @@
+#pragma once
+// An in-memory transport pair for testing the patterns on two threads without sockets (UCX's
+// test_perf does the same). Knobs: corrupt the first byte of every data message sent, or close.
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "transports/transport.h"
+
+namespace pairperf::testing {
+
+struct mem_wire {
+  std::mutex m;
+  std::deque<std::vector<std::byte>> data, sync;
+  bool closed = false;
+};
+
+struct mem_link {
+  mem_wire a_to_b, b_to_a;
+};
+
+class mem_transport final : public transport {
+ public:
+  mem_transport(std::shared_ptr<mem_link> link, bool is_a) : m_link(std::move(link)), m_is_a(is_a) {}
+
+  bool corrupt_data = false;
+
+  void close() {
+    std::lock_guard lock(out().m);
+    out().closed = true;
+  }
+
+  [[nodiscard]] capabilities caps() const override { return {true, false, false, {memory_type::host}}; }
+  std::vector<std::byte> local_address() override { return {}; }
+  void connect(std::span<const std::byte>) override {}
+  mem_region register_memory(std::byte* a, std::size_t n) override { return {a, n, {}}; }
+
+  [[nodiscard]] int post(const op& o) noexcept override {
+    if (o.kind == op_kind::send) {
+      std::vector<std::byte> bytes(o.local, o.local + o.length);
+      if (corrupt_data && o.channel == op_channel::data && !bytes.empty()) bytes[0] ^= std::byte{0x5A};
+      {
+        std::lock_guard lock(out().m);
+        (o.channel == op_channel::data ? out().data : out().sync).push_back(std::move(bytes));
+      }
+      m_done.push_back({o.cookie, op_kind::send});
+      return 0;
+    }
+    if (o.kind != op_kind::recv) return -1;
+    (o.channel == op_channel::data ? m_recv_data : m_recv_sync).push_back(o);
+    return 0;
+  }
+
+  [[nodiscard]] int poll(std::span<completion> c) noexcept override {
+    std::size_t n = 0;
+    while (n < c.size() && !m_done.empty()) {
+      c[n++] = m_done.front();
+      m_done.pop_front();
+    }
+    std::lock_guard lock(in().m);
+    for (auto* q : {&m_recv_data, &m_recv_sync}) {
+      auto& inbox = q == &m_recv_data ? in().data : in().sync;
+      while (n < c.size() && !q->empty() && !inbox.empty()) {
+        const op& o = q->front();
+        std::memcpy(o.local, inbox.front().data(), std::min(o.length, inbox.front().size()));
+        c[n++] = {o.cookie, op_kind::recv};
+        inbox.pop_front();
+        q->pop_front();
+      }
+    }
+    if (n == 0 && in().closed) {
+      m_error = "peer closed";
+      m_gone = true;
+      return -1;
+    }
+    return static_cast<int>(n);
+  }
+
+  [[nodiscard]] std::string last_error() const override { return m_error; }
+  [[nodiscard]] bool peer_gone() const noexcept override { return m_gone; }
+  [[nodiscard]] provenance describe() const override { return {{{"mem", "test"}}, "in-memory", {}, {}}; }
+
+ private:
+  mem_wire& out() { return m_is_a ? m_link->a_to_b : m_link->b_to_a; }
+  mem_wire& in() { return m_is_a ? m_link->b_to_a : m_link->a_to_b; }
+
+  std::shared_ptr<mem_link> m_link;
+  bool m_is_a;
+  std::deque<completion> m_done;
+  std::deque<op> m_recv_data, m_recv_sync;
+  std::string m_error;
+  bool m_gone = false;
+};
+
+}  // namespace pairperf::testing

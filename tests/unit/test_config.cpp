@@ -1,0 +1,124 @@
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "harness/config.h"
+#include "harness/errors.h"
+#include "harness/result.h"
+
+namespace pairperf {
+namespace {
+
+TEST(Config, RunConfigRoundTrips) {
+  run_config c;
+  c.iterations = 1234;
+  c.duration = std::chrono::milliseconds(750);
+  c.min_iterations = 7;
+  c.warmup = 3;
+  c.window = 16;
+  c.validate = true;
+  c.transport.progress = progress_mode::block;
+  c.transport.streams = 4;
+  c.transport.send_buffer_bytes = 1 << 20;
+  c.timeouts.per_case = std::chrono::seconds(9);
+  const nlohmann::json j = c;
+  const auto back = nlohmann::json::parse(j.dump()).get<run_config>();
+  EXPECT_EQ(back.iterations, c.iterations);
+  EXPECT_EQ(back.duration, c.duration);
+  EXPECT_EQ(back.min_iterations, 7U);
+  EXPECT_EQ(back.warmup, c.warmup);
+  EXPECT_EQ(back.window, 16U);
+  EXPECT_TRUE(back.validate);
+  EXPECT_EQ(back.transport.progress, progress_mode::block);
+  EXPECT_EQ(back.transport.streams, 4U);
+  EXPECT_EQ(back.transport.send_buffer_bytes, 1U << 20);
+  EXPECT_EQ(back.timeouts.per_case, std::chrono::seconds(9));
+  EXPECT_EQ(j.at("timeouts_s").at("case").get<double>(), 9.0);
+}
+
+TEST(Config, UnsetOptionalsStayUnset) {
+  const nlohmann::json j = run_config{};
+  EXPECT_TRUE(j.at("iterations").is_null());
+  const auto back = j.get<run_config>();
+  EXPECT_FALSE(back.iterations.has_value());
+  EXPECT_FALSE(back.warmup.has_value());
+}
+
+TEST(Config, CaseRoundTrips) {
+  test_case c;
+  c.index = 3;
+  c.transport = "tcp";
+  c.test = "tcp_bibw";
+  c.pattern = pattern_kind::stream_bi;
+  c.iface = "eth0";
+  c.server_memory = memory_type::cuda;
+  c.size_bytes = 65536;
+  const nlohmann::json j = c;
+  EXPECT_EQ(j.at("memory"), nlohmann::json({"host", "cuda"}));
+  const auto back = j.get<test_case>();
+  EXPECT_EQ(back.index, 3U);
+  EXPECT_EQ(back.test, "tcp_bibw");
+  EXPECT_EQ(back.pattern, pattern_kind::stream_bi);
+  EXPECT_EQ(back.iface, "eth0");
+  EXPECT_EQ(back.server_memory, memory_type::cuda);
+  EXPECT_EQ(back.size_bytes, 65536U);
+}
+
+TEST(Config, RefusesBadCases) {
+  nlohmann::json j = test_case{};
+  j["pattern"] = "zigzag";
+  EXPECT_THROW(j.get<test_case>(), usage_error);
+  j = test_case{};
+  j["memory"] = {"host"};
+  EXPECT_THROW(j.get<test_case>(), usage_error);
+  j = test_case{};
+  j.erase("size_bytes");
+  EXPECT_THROW(j.get<test_case>(), nlohmann::json::exception);
+}
+
+TEST(Config, WarmupScalesWithWindowAndBytes) {
+  run_config c;
+  test_case t;
+  t.size_bytes = 8;
+  EXPECT_EQ(warmup_iterations(c, t), 64U);  // two windows of 32
+  t.size_bytes = 64ULL << 20;
+  EXPECT_EQ(warmup_iterations(c, t), 4U);  // 256 MiB cap
+  c.warmup = 5;
+  EXPECT_EQ(warmup_iterations(c, t), 5U);
+}
+
+TEST(Result, RoundTripsWithUnitsInNames) {
+  case_result r;
+  r.test.transport = "tcp";
+  r.test.test = "tcp_bw";
+  r.test.pattern = pattern_kind::stream_uni;
+  r.test.size_bytes = 1024;
+  r.iterations = 100;
+  r.elapsed_s = 0.5;
+  r.bandwidth_Bps = bandwidth{2e9, 1.9e9};
+  r.message_rate_per_s = 1e6;
+  r.validated = validation{100, 0};
+  r.provenance = provenance{{lane{"tcp", "lo"}}, "tcp stream", {{"local", "a"}}, {{"local", "b"}}};
+  const nlohmann::json j = r;
+  EXPECT_EQ(j.at("bandwidth_Bps").at("receiver").get<double>(), 2e9);
+  EXPECT_EQ(j.at("provenance").at("lanes")[0].at("device"), "lo");
+  EXPECT_FALSE(j.contains("latency_s"));
+  const auto back = j.get<case_result>();
+  EXPECT_EQ(back.status, case_status::ok);
+  EXPECT_DOUBLE_EQ(back.bandwidth_Bps->sender_Bps, 1.9e9);
+  EXPECT_EQ(back.provenance->lanes[0].transport, "tcp");
+  EXPECT_EQ(back.validated->messages_checked, 100U);
+}
+
+TEST(Result, SkippedCarriesOnlyTheReason) {
+  case_result r;
+  r.status = case_status::skipped;
+  r.message = "cuda memory: built without CUDA";
+  const nlohmann::json j = r;
+  EXPECT_EQ(j.at("status"), "skipped");
+  EXPECT_FALSE(j.contains("iterations"));
+  EXPECT_EQ(j.get<case_result>().message, r.message);
+  EXPECT_THROW(parse_case_status("meh"), usage_error);
+}
+
+}  // namespace
+}  // namespace pairperf

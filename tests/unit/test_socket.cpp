@@ -1,0 +1,105 @@
+#include <sys/socket.h>
+
+#include <gtest/gtest.h>
+
+#include "harness/interfaces.h"
+#include "harness/socket.h"
+
+namespace pairperf {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(Endpoint, ParsesHostsPortsAndIpv6) {
+  auto e = parse_endpoint("10.0.0.2", 18515);
+  EXPECT_EQ(e.host, "10.0.0.2");
+  EXPECT_EQ(e.port, 18515);
+  e = parse_endpoint("node7:9000", 1);
+  EXPECT_EQ(e.host, "node7");
+  EXPECT_EQ(e.port, 9000);
+  e = parse_endpoint("[fe80::1]:77", 1);
+  EXPECT_EQ(e.host, "fe80::1");
+  EXPECT_EQ(e.port, 77);
+  e = parse_endpoint("::1", 5);  // bare IPv6, default port
+  EXPECT_EQ(e.host, "::1");
+  EXPECT_EQ(e.port, 5);
+  EXPECT_EQ((endpoint{"::1", 5}).to_string(), "[::1]:5");
+  EXPECT_THROW(parse_endpoint("host:0", 1), usage_error);
+  EXPECT_THROW(parse_endpoint("host:99999", 1), usage_error);
+  EXPECT_THROW(parse_endpoint("host:abc", 1), usage_error);
+  EXPECT_THROW(parse_endpoint(":80", 1), usage_error);
+  EXPECT_THROW(parse_endpoint("[::1", 1), usage_error);
+}
+
+TEST(Socket, RefusedConnectionIsUnreachableAndNamed) {
+  std::uint16_t port = 0;
+  {
+    const unique_fd l = listen_tcp("127.0.0.1", 0, where{});
+    port = local_port(l.get());
+  }  // closed: nothing listens there now
+  try {
+    connect_tcp(endpoint{"127.0.0.1", port}, connect_options{}, where{"control connect", "127.0.0.1", ""});
+    FAIL() << "expected refusal";
+  } catch (const step_error& e) {
+    EXPECT_EQ(e.kind(), error_kind::unreachable);
+    EXPECT_EQ(e.sys_errno(), ECONNREFUSED);
+    EXPECT_NE(std::string(e.what()).find("ECONNREFUSED"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Socket, ConnectsAcceptsAndMovesBytes) {
+  const unique_fd l = listen_tcp("127.0.0.1", 0, where{});
+  connect_options o;
+  o.iface = "lo";
+  unique_fd c = connect_tcp(endpoint{"127.0.0.1", local_port(l.get())}, o, where{});
+  unique_fd s = accept_until(l, deadline_in(1s), where{});
+  write_all(c.get(), "ping", 4, deadline_in(1s), where{});
+  char buf[8] = {};
+  EXPECT_EQ(read_some(s.get(), buf, sizeof(buf), deadline_in(1s), where{}), 4U);
+  EXPECT_EQ(std::string(buf), "ping");
+  EXPECT_EQ(local_ip(c.get()), "127.0.0.1");
+  EXPECT_EQ(peer_endpoint(s.get()), local_endpoint(c.get()));
+  c.reset();
+  EXPECT_EQ(read_some(s.get(), buf, sizeof(buf), deadline_in(1s), where{}), 0U);  // EOF
+}
+
+TEST(Socket, AcceptTimesOut) {
+  const unique_fd l = listen_tcp("127.0.0.1", 0, where{});
+  const auto start = steady::now();
+  try {
+    accept_until(l, deadline_in(150ms), where{"data accept", "", ""});
+    FAIL();
+  } catch (const step_error& e) {
+    EXPECT_EQ(e.kind(), error_kind::timeout);
+  }
+  EXPECT_LT(steady::now() - start, 1s);
+}
+
+TEST(Socket, BindingToAMissingInterfaceIsAClearError) {
+  connect_options o;
+  o.iface = "nosuchif0";
+  try {
+    connect_tcp(endpoint{"127.0.0.1", 9}, o, where{"data connect", "127.0.0.1:9", "nosuchif0"});
+    FAIL();
+  } catch (const step_error& e) {
+    EXPECT_NE(std::string(e.what()).find("no interface named 'nosuchif0'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Interfaces, LoopbackIsFoundAndSubnetsMatch) {
+  EXPECT_EQ(interface_of_address("127.0.0.1"), "lo");
+  const auto lo = find_interface("lo");
+  ASSERT_TRUE(lo.has_value());
+  EXPECT_TRUE(lo->loopback);
+  EXPECT_GT(lo->mtu, 0U);
+  EXPECT_TRUE(in_subnet({AF_INET, "10.0.1.1", 24}, "10.0.1.200"));
+  EXPECT_FALSE(in_subnet({AF_INET, "10.0.1.1", 24}, "10.0.2.1"));
+  EXPECT_TRUE(in_subnet({AF_INET, "10.0.1.1", 20}, "10.0.14.9"));
+  EXPECT_FALSE(in_subnet({AF_INET, "10.0.1.1", 24}, "fd00::1"));
+  EXPECT_TRUE(in_subnet({AF_INET6, "fd00:1::1", 64}, "fd00:1::99"));
+  EXPECT_FALSE(in_subnet({AF_INET6, "fd00:1::1", 64}, "fd00:2::1"));
+  EXPECT_FALSE(in_subnet({AF_INET, "10.0.1.1", 24}, "not-an-address"));
+}
+
+}  // namespace
+}  // namespace pairperf
