@@ -49,7 +49,8 @@ void print_table(const nlohmann::json& host) {
     fmt::print("  {:<6} {} [{}]\n", e.name, e.description, fmt::join(tests, ", "));
   }
   fmt::print("\nmemory types:\n");
-  for (const auto& [name, state] : memory_types().items()) fmt::print("  {:<6} {}\n", name, state.get<std::string>());
+  const nlohmann::json memory = memory_types();  // items() must not outlive it
+  for (const auto& [name, state] : memory.items()) fmt::print("  {:<6} {}\n", name, state.get<std::string>());
 }
 
 }  // namespace

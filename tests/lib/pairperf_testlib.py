@@ -15,7 +15,7 @@ import time
 import unittest
 
 SOURCE_DIR = os.environ.get("PAIRPERF_SOURCE_DIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
-BIN = os.environ.get("PAIRPERF_BIN", os.path.join(SOURCE_DIR, "build", "pairperf"))
+BIN = os.path.abspath(os.environ.get("PAIRPERF_BIN", os.path.join(SOURCE_DIR, "build", "pairperf")))
 SKIP = 77  # ctest's SKIP_RETURN_CODE for these tests
 
 

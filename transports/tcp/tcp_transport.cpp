@@ -27,6 +27,9 @@ void apply_buffers(int fd, const transport_options& o) {
   if (o.recv_buffer_bytes > 0) set_int(fd, SOL_SOCKET, SO_RCVBUF, static_cast<int>(o.recv_buffer_bytes));
 }
 
+bool is_loopback(const std::string& address) { return address.rfind("127.", 0) == 0 || address == "::1"; }
+bool is_link_local(const std::string& address) { return address.rfind("fe80", 0) == 0; }
+
 int get_int(int fd, int level, int name) {
   int value = 0;
   socklen_t len = sizeof(value);
@@ -132,7 +135,9 @@ void tcp_transport::connect_as_client(const std::string& peer_json) {
     for (const auto& mine : info->addresses) {
       for (const auto& theirs : peer.at("addresses")) {
         const std::string candidate = theirs.at("address").get<std::string>();
-        if (candidate.rfind("fe80", 0) != 0 && in_subnet(mine, candidate)) host = candidate;
+        // The server's loopback is only the same host as ours when the control connection is.
+        if (is_link_local(candidate) || (is_loopback(candidate) && !is_loopback(m_params.peer_host))) continue;
+        if (in_subnet(mine, candidate)) host = candidate;
       }
     }
     m_bound_iface = m_params.test.iface;

@@ -1,0 +1,88 @@
+"""The command line: bad values get a clear message and exit code 2, never a crash or a hang."""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import unittest
+
+import pairperf_testlib as pp
+
+
+class BadValues(unittest.TestCase):
+    CASES = [
+        (["--sizes", "0"], "must be at least 1 byte"),
+        (["--sizes", "64:8"], "start is above end"),
+        (["--sizes", "abc"], "expected a number"),
+        (["--sizes", "4X"], "unknown suffix"),
+        (["--sizes", "2G"], "1G limit"),
+        (["-n", "1"], "at least 2"),
+        (["--window", "0"], "--window must be"),
+        (["--streams", "100"], "--streams must be 1 to 64"),
+        (["--transport", "carrier-pigeon"], "unknown transport 'carrier-pigeon' (this build has: tcp)"),
+        (["--test", "put_bw"], "unknown test 'put_bw'"),
+        (["--iface", "nosuch0"], "no usable interface named 'nosuch0'"),
+        (["--duration", "fast"], "invalid duration"),
+        (["--duration", "0"], "must be > 0"),
+        (["--units", "MB"], "use GB or GiB"),
+        (["--progress", "lazy"], "unknown progress mode"),
+        (["--mem", "rocm"], "unknown memory type 'rocm'"),
+        (["--timeout-case", "-1"], "invalid duration"),
+        (["--sndbuf", "lots"], "invalid size"),
+        (["--min-iterations", "1"], "at least 2"),
+        (["--window", "70000"], "--window must be 1 to 65536"),
+        (["host:99999"], "invalid port"),
+        (["[::1"], "missing ']'"),
+        (["--no-such-option"], "no-such-option"),
+        (["-n", "many"], "many"),
+    ]
+
+    def test_each_bad_value_is_named_with_exit_code_2(self):
+        for args, message in self.CASES:
+            with self.subTest(args=args):
+                proc, took = pp.run(["run"] + args + ["--no-json"], timeout=20)
+                self.assertEqual(proc.returncode, 2, f"{args}: {proc.stdout}{proc.stderr}")
+                self.assertIn(message, proc.stderr)
+                self.assertNotIn("terminate called", proc.stderr)
+                self.assertLess(took, 5)
+
+    def test_no_subcommand_is_a_usage_error(self):
+        proc, _ = pp.run([], timeout=10)
+        self.assertEqual(proc.returncode, 2)
+
+    def test_unknown_host_fails_cleanly(self):
+        proc, _ = pp.run(["run", "no-such-host.invalid", "--no-json", "--timeout-connect", "2s"], timeout=30)
+        self.assertEqual(proc.returncode, 1)
+        self.assertIn("cannot resolve 'no-such-host.invalid'", proc.stderr)
+
+
+class Info(unittest.TestCase):
+    def test_table_lists_loopback_transports_and_memory(self):
+        proc, _ = pp.run(["info"], timeout=20)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertRegex(proc.stdout, r"\nlo\s+up\s+65536")
+        self.assertIn("127.0.0.1/8", proc.stdout)
+        self.assertIn("tcp_lat", proc.stdout)
+        self.assertIn("rdma devices:", proc.stdout)
+        self.assertIn("cuda", proc.stdout)
+
+    def test_json_has_host_tool_and_env(self):
+        env = dict(os.environ, UCX_TLS="tcp", NCCL_SOCKET_IFNAME="eth0", UNRELATED_VAR="x")
+        proc, _ = pp.run(["info", "--json"], timeout=20, env=env)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        doc = json.loads(proc.stdout)
+        self.assertIn("lo", [i["name"] for i in doc["host"]["interfaces"]])
+        self.assertEqual(doc["tool"]["name"], "pairperf")
+        self.assertIn("tcp", doc["tool"]["transports"])
+        self.assertEqual(doc["env"], {"UCX_TLS": "tcp", "NCCL_SOCKET_IFNAME": "eth0"} | {
+            k: v for k, v in os.environ.items() if k.startswith(("UCX_", "NCCL_", "GLOO_")) or k in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")})
+        self.assertEqual(doc["memory_types"]["host"], "available")
+
+    def test_version(self):
+        proc, _ = pp.run(["--version"], timeout=10)
+        self.assertEqual(proc.returncode, 0)
+        self.assertIn("pairperf", proc.stdout)
+
+
+if __name__ == "__main__":
+    pp.main()
