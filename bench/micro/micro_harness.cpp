@@ -1,1 +1,89 @@
-// placeholder replaced below
+// Google Benchmark micro-benchmarks of the harness's own overhead: what it costs to time and
+// record one sample, to summarise a million, to write a results file of 1,000 cases, and to
+// encode and decode one control message.
+#include <filesystem>
+#include <numeric>
+#include <random>
+
+#include <benchmark/benchmark.h>
+
+#include "harness/frame.h"
+#include "harness/json_reporter.h"
+#include "harness/socket.h"
+#include "harness/stats.h"
+
+namespace pairperf {
+namespace {
+
+void BM_clock_read(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(steady::now());
+}
+BENCHMARK(BM_clock_read);
+
+// What the ping-pong loop adds per iteration: one clock read and one record.
+void BM_time_and_record_sample(benchmark::State& state) {
+  sample_recorder r;
+  r.reset(1 << 20);
+  auto last = steady::now();
+  for (auto _ : state) {
+    const auto now = steady::now();
+    r.record((now - last).count());
+    last = now;
+    if (r.recorded() == (1U << 20)) r.reset(1 << 20);
+  }
+}
+BENCHMARK(BM_time_and_record_sample);
+
+void BM_summarize_1M_samples(benchmark::State& state) {
+  std::vector<std::int64_t> base(1'000'000);
+  std::mt19937_64 rng(1);
+  std::lognormal_distribution<double> dist(8, 0.5);
+  for (auto& x : base) x = static_cast<std::int64_t>(dist(rng));
+  std::vector<std::int64_t> work;
+  for (auto _ : state) {
+    state.PauseTiming();
+    work = base;
+    state.ResumeTiming();
+    benchmark::DoNotOptimize(summarize(work, 1e-9));
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(base.size()));
+}
+BENCHMARK(BM_summarize_1M_samples)->Unit(benchmark::kMillisecond);
+
+void BM_write_results_file_1000_cases(benchmark::State& state) {
+  case_result r;
+  r.test.transport = "tcp";
+  r.test.test = "tcp_lat";
+  r.test.size_bytes = 64;
+  r.iterations = 10000;
+  r.latency_s = sample_stats{10000, 1e-6, 2e-6, 2e-6, 3e-6, 4e-6, 5e-6, 9e-6, 1e-7};
+  r.message_rate_per_s = 2.5e5;
+  r.provenance = provenance{{lane{"tcp", "eth0"}}, "tcp stream, 1 connection", {{"local", "10.0.0.1:5000"}}, {{"local", "10.0.0.2:6000"}}};
+  const auto path = std::filesystem::temp_directory_path() / "pairperf_micro_results.json";
+  for (auto _ : state) {
+    json_reporter j(path);
+    j.report_context({{"tool", {{"name", "pairperf"}}}});
+    for (int i = 0; i < 1000; ++i) {
+      r.test.index = static_cast<std::size_t>(i);
+      j.report_result(r);
+    }
+    j.finalize();
+  }
+  std::filesystem::remove(path);
+}
+BENCHMARK(BM_write_results_file_1000_cases)->Unit(benchmark::kMillisecond);
+
+void BM_control_frame_roundtrip(benchmark::State& state) {
+  const nlohmann::json msg{{"type", "run"}, {"phase", "measure"}, {"iterations", 123456}};
+  frame_decoder d;
+  for (auto _ : state) {
+    d.feed(encode_frame(msg));
+    benchmark::DoNotOptimize(d.next());
+  }
+}
+BENCHMARK(BM_control_frame_roundtrip);
+
+}  // namespace
+}  // namespace pairperf
+
+BENCHMARK_MAIN();
