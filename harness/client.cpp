@@ -145,7 +145,8 @@ case_result client_run::run_case(const test_case& c) {
   const nlohmann::json reply = control([&] {
     m_channel->send(msg_type::case_, {{"case", c}, {"config", m_options.config}, {"address", to_hex(session->local_address())}},
                     label + " setup", t().handshake);
-    return m_channel->receive(label + " setup", t().handshake);
+    // The server allocates and registers the case's buffers before it answers: up to a GiB.
+    return m_channel->receive(label + " setup", t().per_case);
   }).body;
   if (reply.at("type") == "error") {
     r.status = parse_case_status(reply.value("status", "error"));

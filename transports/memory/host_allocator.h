@@ -3,8 +3,8 @@
 
 namespace pairperf {
 
-// Page-aligned host memory, touched once at allocation so that page faults stay out of the
-// timed loop (first touch on the calling thread also places the pages on its NUMA node).
+// Page-aligned host memory, populated at allocation so that page faults stay out of the timed
+// loop (the kernel places the pages by the calling thread's NUMA policy).
 class host_allocator final : public allocator {
  public:
   [[nodiscard]] memory_type type() const noexcept override { return memory_type::host; }
