@@ -84,6 +84,13 @@ addrinfo_ptr resolve(const std::string& host, std::uint16_t port, bool passive, 
   return addrinfo_ptr(raw);
 }
 
+// A socket for one resolved address; invalid (with last_err set) when the kernel refuses.
+unique_fd socket_for(const addrinfo* ai, int& last_err) {
+  unique_fd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol));
+  if (!fd.valid()) last_err = errno;
+  return fd;
+}
+
 bool is_unreachable(int err) {
   return err == ENETUNREACH || err == EHOSTUNREACH || err == ECONNREFUSED || err == ETIMEDOUT ||
          err == EADDRNOTAVAIL || err == ENONET;
@@ -176,11 +183,8 @@ unique_fd connect_tcp(const endpoint& peer, const connect_options& options, cons
   auto ai = resolve(peer.host, peer.port, false, place);
   int last_err = 0;
   for (const addrinfo* it = ai.get(); it != nullptr; it = it->ai_next) {
-    unique_fd fd(::socket(it->ai_family, it->ai_socktype | SOCK_CLOEXEC, it->ai_protocol));
-    if (!fd.valid()) {
-      last_err = errno;
-      continue;
-    }
+    unique_fd fd = socket_for(it, last_err);
+    if (!fd.valid()) continue;
     bind_source(fd.get(), it->ai_family, options, place);
     set_nonblocking(fd.get(), true);
     if (::connect(fd.get(), it->ai_addr, it->ai_addrlen) != 0) {
@@ -213,11 +217,8 @@ unique_fd listen_tcp(const std::string& host, std::uint16_t port, const where& p
   auto ai = resolve(host.empty() ? "::" : host, port, true, place);
   int last_err = 0;
   for (const addrinfo* it = ai.get(); it != nullptr; it = it->ai_next) {
-    unique_fd fd(::socket(it->ai_family, it->ai_socktype | SOCK_CLOEXEC, it->ai_protocol));
-    if (!fd.valid()) {
-      last_err = errno;
-      continue;
-    }
+    unique_fd fd = socket_for(it, last_err);
+    if (!fd.valid()) continue;
     const int one = 1;
     ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (it->ai_family == AF_INET6 && host.empty()) {

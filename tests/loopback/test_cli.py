@@ -56,6 +56,38 @@ class BadValues(unittest.TestCase):
         self.assertIn("cannot resolve 'no-such-host.invalid'", proc.stderr)
 
 
+class Progress(unittest.TestCase):
+    def test_progress_line_only_on_a_terminal(self):
+        import pty
+        import subprocess
+        master, slave = pty.openpty()
+        try:
+            proc = subprocess.run([pp.BIN, "run", "--no-json", "--sizes", "8,64", "-n", "20", "--test", "tcp_lat"],
+                                  stdout=subprocess.PIPE, stderr=slave, timeout=60)
+            os.close(slave)
+            slave = None
+            seen = b""
+            while True:
+                try:
+                    chunk = os.read(master, 4096)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+        finally:
+            if slave is not None:
+                os.close(slave)
+            os.close(master)
+        self.assertEqual(proc.returncode, 0)
+        self.assertIn(b"[1/2] tcp tcp_lat 8", seen)
+        self.assertIn(b"[2/2] tcp tcp_lat 64", seen)
+        # Not on a pipe: stderr stays quiet.
+        plain, _ = pp.run(["run", "--no-json", "--sizes", "8", "-n", "20", "--test", "tcp_lat"], timeout=60)
+        self.assertEqual(plain.stderr, "")
+        self.assertIn("tcp_lat", plain.stdout)
+
+
 class Info(unittest.TestCase):
     def test_table_lists_loopback_transports_and_memory(self):
         proc, _ = pp.run(["info"], timeout=20)
