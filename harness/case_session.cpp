@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "harness/hex.h"
 #include "transports/registry.h"
 
 namespace pairperf {
@@ -23,6 +24,17 @@ bool supports(const capabilities& caps, op_kind kind) {
   return false;
 }
 
+// Which one-sided shapes the patterns implement.
+bool pattern_has_variant(pattern_kind p, op_kind op) {
+  switch (op) {
+    case op_kind::send:
+    case op_kind::recv: return true;
+    case op_kind::put: return p != pattern_kind::stream_bi;
+    case op_kind::get: return p == pattern_kind::stream_uni;
+  }
+  return false;
+}
+
 }  // namespace
 
 case_session::case_session(const run_config& config, const transport_params& params) : m_config(config), m_params(params) {
@@ -34,55 +46,104 @@ case_session::case_session(const run_config& config, const transport_params& par
   }
   const test_spec* spec = registry.find_test(c.transport, c.test);
   if (spec == nullptr) throw case_skipped(fmt::format("transport '{}' has no test '{}'", c.transport, c.test));
+  m_data_op = spec->data_op;
+  if (!pattern_has_variant(c.pattern, m_data_op)) throw case_skipped(fmt::format("test '{}' pairs a pattern and an operation pairperf does not run together", c.test));
 
   const memory_type mine = params.side == side::client ? c.client_memory : c.server_memory;
   std::string why_not;
   allocator* alloc = find_allocator(mine, why_not);
   if (alloc == nullptr) throw case_skipped(fmt::format("{} memory: {}", to_string(mine), why_not));
+  if (m_data_op == op_kind::put && c.pattern == pattern_kind::pingpong && !alloc->host_accessible()) {
+    throw case_skipped(fmt::format("test '{}' polls its buffer for arrival: {} memory cannot be polled by the CPU", c.test, to_string(mine)));
+  }
 
-  m_transport = entry->create(params);
+  try {
+    m_transport = entry->create(params);
+  } catch (const transport_unsupported& e) {
+    throw case_skipped(e.what());
+  }
   const capabilities caps = m_transport->caps();
   if (std::find(caps.memory.begin(), caps.memory.end(), mine) == caps.memory.end()) {
     throw case_skipped(fmt::format("transport '{}' cannot move {} memory", c.transport, to_string(mine)));
   }
-  if (!supports(caps, spec->data_op)) throw case_skipped(fmt::format("transport '{}' lacks the operation test '{}' needs", c.transport, c.test));
+  if (!supports(caps, m_data_op)) throw case_skipped(fmt::format("transport '{}' lacks the operation test '{}' needs", c.transport, c.test));
 
-  const std::size_t size = c.size_bytes;
   m_window = c.pattern == pattern_kind::pingpong ? 1U : std::min(config.window, max_window);
   std::size_t slots = 1;
   if (config.validate) {
-    slots = static_cast<std::size_t>(std::clamp<std::uint64_t>(validate_memory_cap / size, 1, m_window));
+    slots = static_cast<std::size_t>(std::clamp<std::uint64_t>(validate_memory_cap / c.size_bytes, 1, m_window));
     m_window = static_cast<unsigned>(slots);
   }
-  const bool sends = c.pattern != pattern_kind::stream_uni || params.side == side::client;
-  const bool recvs = c.pattern != pattern_kind::stream_uni || params.side == side::server;
+  allocate(*alloc, slots);
+  if (config.validate) m_checker.emplace(*alloc, *alloc, c.size_bytes);
+  // A get target cannot write per message: its slot j holds the pattern of message j throughout.
+  if (config.validate && m_data_op == op_kind::get) {
+    for (std::size_t j = 0; j < m_send_slots.size(); ++j) m_checker->fill(m_send_slots[j], j);
+  }
+}
+
+void case_session::allocate(allocator& alloc, std::size_t slots) {
+  const test_case& c = m_params.test;
+  // Data flows client -> server, except for get, where the client pulls from the server.
+  const bool client = m_params.side == side::client;
+  const bool uni = c.pattern == pattern_kind::stream_uni;
+  const bool source = !uni || (m_data_op == op_kind::get ? !client : client);
+  const bool sink = !uni || (m_data_op == op_kind::get ? client : !client);
   m_buffers.reserve(2 * slots + 2);
-  for (std::size_t i = 0; sends && i < slots; ++i) m_send_slots.push_back(m_buffers.emplace_back(*alloc, size).data());
-  for (std::size_t i = 0; recvs && i < slots; ++i) m_recv_slots.push_back(m_buffers.emplace_back(*alloc, size).data());
+  for (std::size_t i = 0; sink && i < slots; ++i) m_recv_slots.push_back(m_buffers.emplace_back(alloc, c.size_bytes).data());
+  for (std::size_t i = 0; source && i < slots; ++i) m_send_slots.push_back(m_buffers.emplace_back(alloc, c.size_bytes).data());
+  const memory_type type = alloc.type();
+  for (auto* p : m_recv_slots) m_recv_regions.push_back(m_transport->register_memory(p, c.size_bytes, type));
+  for (auto* p : m_send_slots) m_send_regions.push_back(m_transport->register_memory(p, c.size_bytes, type));
   // Acknowledgements are small and always in host memory, which every transport can move.
   std::string unused;
   allocator* host = find_allocator(memory_type::host, unused);
   m_sync_send = m_buffers.emplace_back(*host, sync_message_bytes).data();
   m_sync_recv = m_buffers.emplace_back(*host, sync_message_bytes).data();
-  for (const auto& b : m_buffers) m_regions.push_back(m_transport->register_memory(b.data(), b.size()));
-  if (config.validate) m_checker.emplace(*alloc, *alloc, size);
+  m_transport->register_memory(m_sync_send, sync_message_bytes, memory_type::host);
+  m_transport->register_memory(m_sync_recv, sync_message_bytes, memory_type::host);
 }
 
-void case_session::connect(std::span<const std::byte> peer) {
+nlohmann::json case_session::regions() const {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto* list : {&m_recv_regions, &m_send_regions}) {
+    for (const auto& r : *list) {
+      out.push_back({{"address", reinterpret_cast<std::uintptr_t>(r.address)}, {"length_bytes", r.length}, {"key", to_hex(r.packed_key)}});
+    }
+  }
+  return {{"recv_slots", m_recv_regions.size()}, {"send_slots", m_send_regions.size()}, {"list", out}};
+}
+
+void case_session::connect(std::span<const std::byte> peer, const nlohmann::json& peer_regions) {
   m_transport->connect(peer);
+  std::vector<remote_region> remote;
+  for (const auto& r : peer_regions.at("list")) {
+    remote.push_back({r.at("address").get<std::uint64_t>(), r.at("length_bytes").get<std::size_t>(), from_hex(r.at("key").get<std::string>())});
+  }
+  m_peer_recv_slots = peer_regions.at("recv_slots").get<std::size_t>();
+  m_peer_send_slots = peer_regions.at("send_slots").get<std::size_t>();
+  if (m_peer_recv_slots + m_peer_send_slots != remote.size()) throw std::invalid_argument("peer's region list does not match its slot counts");
+  m_transport->set_remote_regions(remote);
   m_connected = true;
 }
 
-pattern_outcome case_session::run(std::uint64_t iterations, const where& place) {
+pattern_outcome case_session::run(std::uint64_t iterations, const where& place, bool probe) {
   m_samples.reset(static_cast<std::size_t>(iterations));
+  if (probe) m_transport->probe_next_operation();
   pattern_run run;
   run.pattern = m_params.test.pattern;
+  run.data_op = m_data_op;
   run.role = m_params.side;
   run.iterations = iterations;
   run.window = m_window;
   run.size = m_params.test.size_bytes;
   run.deadline = deadline_in(m_config.timeouts.per_case);
-  const pattern_buffers buffers{m_send_slots, m_recv_slots, m_sync_send, m_sync_recv};
+  const bool one_sided = m_data_op == op_kind::put || m_data_op == op_kind::get;
+  const std::size_t peer_slots = m_data_op == op_kind::get ? m_peer_send_slots : m_peer_recv_slots;
+  if (one_sided && m_params.side == side::client && peer_slots == 0) {
+    throw step_error(error_kind::protocol, place, "the peer registered no buffers for one-sided operations");
+  }
+  const pattern_buffers buffers{m_send_slots, m_recv_slots, m_sync_send, m_sync_recv, m_peer_recv_slots, m_peer_send_slots};
   return run_pattern(*m_transport, run, buffers, m_samples, m_checker ? &*m_checker : nullptr, place);
 }
 

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "harness/config.h"
 #include "harness/patterns.h"
 #include "harness/payload.h"
@@ -29,21 +31,30 @@ class case_session {
   case_session(const run_config& config, const transport_params& params);
 
   std::vector<std::byte> local_address() { return m_transport->local_address(); }
-  void connect(std::span<const std::byte> peer);
+  // This side's registered buffers for the peer: receive slots, then send slots, as
+  // [{"address", "length_bytes", "key"}] (key in hex).
+  [[nodiscard]] nlohmann::json regions() const;
+  // Connects to the peer and takes its regions (the peer's regions()).
+  void connect(std::span<const std::byte> peer, const nlohmann::json& peer_regions);
   [[nodiscard]] bool connected() const noexcept { return m_connected; }
 
-  // Runs one phase of `iterations` under the case timeout.
-  pattern_outcome run(std::uint64_t iterations, const where& place);
+  // Runs one phase of `iterations` under the case timeout; `probe` asks the transport to
+  // inspect the first data operation for provenance.
+  pattern_outcome run(std::uint64_t iterations, const where& place, bool probe);
 
   [[nodiscard]] sample_recorder& samples() noexcept { return m_samples; }
   [[nodiscard]] std::optional<validation> validated() const;
   [[nodiscard]] provenance describe() const { return m_transport->describe(); }
   [[nodiscard]] unsigned window() const noexcept { return m_window; }
   [[nodiscard]] const test_case& test() const noexcept { return m_params.test; }
+  [[nodiscard]] op_kind data_op() const noexcept { return m_data_op; }
 
  private:
+  void allocate(allocator& alloc, std::size_t slots);
+
   run_config m_config;
   transport_params m_params;
+  op_kind m_data_op = op_kind::send;
   std::unique_ptr<transport> m_transport;
   unsigned m_window = 1;
   std::vector<buffer> m_buffers;
@@ -51,7 +62,8 @@ class case_session {
   std::vector<std::byte*> m_recv_slots;
   std::byte* m_sync_send = nullptr;
   std::byte* m_sync_recv = nullptr;
-  std::vector<mem_region> m_regions;
+  std::vector<mem_region> m_recv_regions, m_send_regions;
+  std::size_t m_peer_recv_slots = 0, m_peer_send_slots = 0;
   std::optional<payload_checker> m_checker;
   sample_recorder m_samples;
   bool m_connected = false;

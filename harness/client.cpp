@@ -143,7 +143,8 @@ case_result client_run::run_case(const test_case& c) {
     return r;
   }
   const nlohmann::json reply = control([&] {
-    m_channel->send(msg_type::case_, {{"case", c}, {"config", m_options.config}, {"address", to_hex(session->local_address())}},
+    m_channel->send(msg_type::case_,
+                    {{"case", c}, {"config", m_options.config}, {"address", to_hex(session->local_address())}, {"regions", session->regions()}},
                     label + " setup", t().handshake);
     // The server allocates and registers the case's buffers before it answers: up to a GiB.
     return m_channel->receive(label + " setup", t().per_case);
@@ -155,10 +156,14 @@ case_result client_run::run_case(const test_case& c) {
   }
   if (reply.at("type") != "ready") throw control_lost(format_where(at(label + " setup"), "unexpected reply " + reply.at("type").dump()));
   try {
-    session->connect(from_hex(reply.at("address").get<std::string>()));
+    session->connect(from_hex(reply.at("address").get<std::string>()), reply.at("regions"));
   } catch (const step_error& e) {
     r.status = status_of(e.kind());
     r.message = e.what();
+    return r;
+  } catch (const std::exception& e) {
+    r.status = case_status::error;
+    r.message = format_where(at(label + " data connect"), e.what());
     return r;
   }
   try {
@@ -192,7 +197,7 @@ server_view client_run::phase(case_session& s, const char* name, std::uint64_t n
   });
   std::optional<step_error> failed;
   try {
-    mine = s.run(n, at(step));
+    mine = s.run(n, at(step), std::string_view(name) == "measure");
   } catch (const step_error& e) {
     failed = e;
   }
@@ -226,10 +231,19 @@ void client_run::compose(case_result& r, case_session& s, const pattern_outcome&
       r.message_rate_per_s = per_second(n, mine.elapsed_ns);
       break;
     case pattern_kind::stream_uni: {
-      const std::int64_t span = ns(theirs.seconds("recv_span_s"));
-      r.bandwidth_Bps = bandwidth{per_second((n - 1) * size, span), per_second(n * size, mine.send_elapsed_ns)};
-      r.message_rate_per_s = per_second(n - 1, span);
-      r.interval_s = theirs.body.at("interval_s").get<sample_stats>();
+      if (s.data_op() == op_kind::put) {  // the target sees nothing arrive: the sender's figure
+        r.bandwidth_Bps = bandwidth{std::nullopt, per_second(n * size, mine.send_elapsed_ns)};
+        r.message_rate_per_s = per_second(n, mine.send_elapsed_ns);
+      } else if (s.data_op() == op_kind::get) {  // the client is the receiver; the target posts nothing
+        r.bandwidth_Bps = bandwidth{per_second((n - 1) * size, mine.recv_span_ns), std::nullopt};
+        r.message_rate_per_s = per_second(n - 1, mine.recv_span_ns);
+        r.interval_s = summarize(s.samples().samples(), 1e-9);
+      } else {
+        const std::int64_t span = ns(theirs.seconds("recv_span_s"));
+        r.bandwidth_Bps = bandwidth{per_second((n - 1) * size, span), per_second(n * size, mine.send_elapsed_ns)};
+        r.message_rate_per_s = per_second(n - 1, span);
+        r.interval_s = theirs.body.at("interval_s").get<sample_stats>();
+      }
       break;
     }
     case pattern_kind::stream_bi: {
@@ -237,8 +251,8 @@ void client_run::compose(case_result& r, case_session& s, const pattern_outcome&
       r.client_to_server_Bps = bandwidth{per_second((n - 1) * size, their_span), per_second(n * size, mine.send_elapsed_ns)};
       r.server_to_client_Bps = bandwidth{per_second((n - 1) * size, mine.recv_span_ns),
                                          per_second(n * size, ns(theirs.seconds("send_elapsed_s")))};
-      r.bandwidth_Bps = bandwidth{r.client_to_server_Bps->receiver_Bps + r.server_to_client_Bps->receiver_Bps,
-                                  r.client_to_server_Bps->sender_Bps + r.server_to_client_Bps->sender_Bps};
+      r.bandwidth_Bps = bandwidth{*r.client_to_server_Bps->receiver_Bps + *r.server_to_client_Bps->receiver_Bps,
+                                  *r.client_to_server_Bps->sender_Bps + *r.server_to_client_Bps->sender_Bps};
       r.message_rate_per_s = per_second(n - 1, their_span) + per_second(n - 1, mine.recv_span_ns);
       r.interval_s = summarize(s.samples().samples(), 1e-9);
       break;

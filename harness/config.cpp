@@ -76,6 +76,7 @@ void to_json(nlohmann::json& j, const run_config& c) {
       {"streams", c.transport.streams},
       {"send_buffer_bytes", c.transport.send_buffer_bytes},
       {"recv_buffer_bytes", c.transport.recv_buffer_bytes},
+      {"ucx", c.transport.ucx},
       {"timeouts_s",
        {{"connect", seconds(c.timeouts.connect)},
         {"handshake", seconds(c.timeouts.handshake)},
@@ -97,6 +98,7 @@ void from_json(const nlohmann::json& j, run_config& c) {
   j.at("streams").get_to(c.transport.streams);
   j.at("send_buffer_bytes").get_to(c.transport.send_buffer_bytes);
   j.at("recv_buffer_bytes").get_to(c.transport.recv_buffer_bytes);
+  c.transport.ucx = j.value("ucx", std::vector<std::string>{});
   const auto& t = j.at("timeouts_s");
   c.timeouts.connect = from_seconds(t.at("connect").get<double>());
   c.timeouts.handshake = from_seconds(t.at("handshake").get<double>());
@@ -110,6 +112,7 @@ void to_json(nlohmann::json& j, const test_case& c) {
                      {"transport", c.transport},
                      {"test", c.test},
                      {"pattern", to_string(c.pattern)},
+                     {"tls", c.tls},
                      {"iface", c.iface},
                      {"memory", {to_string(c.client_memory), to_string(c.server_memory)}},
                      {"size_bytes", c.size_bytes}};
@@ -120,6 +123,7 @@ void from_json(const nlohmann::json& j, test_case& c) {
   j.at("transport").get_to(c.transport);
   j.at("test").get_to(c.test);
   c.pattern = parse_pattern(j.at("pattern").get<std::string>());
+  c.tls = j.value("tls", "");
   j.at("iface").get_to(c.iface);
   const auto& mem = j.at("memory");
   if (!mem.is_array() || mem.size() != 2) throw usage_error("case memory must be [client, server]");

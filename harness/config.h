@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -46,6 +47,7 @@ struct transport_options {
   unsigned streams = 1;              // parallel connections (TCP)
   std::uint64_t send_buffer_bytes = 0;  // 0 = the kernel's default (and autotuning)
   std::uint64_t recv_buffer_bytes = 0;
+  std::vector<std::string> ucx;         // UCX options as KEY=VALUE (without the UCX_ prefix)
 };
 
 struct run_config {
@@ -65,6 +67,7 @@ struct test_case {
   std::string transport;     // registry name, e.g. "tcp"
   std::string test;          // test name from the transport's table, e.g. "tcp_lat"
   pattern_kind pattern = pattern_kind::pingpong;
+  std::string tls;           // transport set inside the library (UCX_TLS); "" = its default
   std::string iface;         // client-side interface; "" = let routing choose
   memory_type client_memory = memory_type::host;
   memory_type server_memory = memory_type::host;

@@ -5,7 +5,7 @@
 namespace pairperf {
 namespace {
 
-constexpr const char* row_format = "{:>4} {:<6} {:<9} {:<8} {:<9} {:>6} {:<11} {:>10} {:>10} {:>13} {:>10}  {}";
+constexpr const char* row_format = "{:>4} {:<6} {:<9} {:<14} {:<8} {:<9} {:>6} {:<11} {:>10} {:>10} {:>14} {:>10}  {}";
 
 std::string lanes_text(const case_result& r) {
   if (!r.provenance || r.provenance->lanes.empty()) return "-";
@@ -17,7 +17,7 @@ std::string lanes_text(const case_result& r) {
 }  // namespace
 
 std::string console_reporter::header() {
-  return fmt::format(row_format, "#", "xport", "test", "iface", "memory", "size", "status", "lat p50", "lat p99", "bandwidth",
+  return fmt::format(row_format, "#", "xport", "test", "tls", "iface", "memory", "size", "status", "lat p50", "lat p99", "bandwidth",
                      "msg rate", "path");
 }
 
@@ -25,10 +25,15 @@ std::string console_reporter::format_row(const case_result& r) const {
   const test_case& c = r.test;
   const std::string lat50 = r.latency_s ? format_seconds(r.latency_s->p50) : "-";
   const std::string lat99 = r.latency_s ? format_seconds(r.latency_s->p99) : "-";
-  const std::string bw = r.bandwidth_Bps ? format_rate(r.bandwidth_Bps->receiver_Bps, m_unit) : "-";
+  // The receiver's figure where it exists (the definition), else the sender's (one-sided put).
+  std::string bw = "-";
+  if (r.bandwidth_Bps) {
+    const auto& b = *r.bandwidth_Bps;
+    bw = b.receiver_Bps ? format_rate(*b.receiver_Bps, m_unit) : (b.sender_Bps ? format_rate(*b.sender_Bps, m_unit) + "*" : "-");
+  }
   const std::string rate = r.message_rate_per_s ? format_message_rate(*r.message_rate_per_s) : "-";
   const std::string memory = fmt::format("{},{}", to_string(c.client_memory), to_string(c.server_memory));
-  return fmt::format(row_format, c.index + 1, c.transport, c.test, c.iface.empty() ? "(route)" : c.iface, memory,
+  return fmt::format(row_format, c.index + 1, c.transport, c.test, c.tls.empty() ? "-" : c.tls, c.iface.empty() ? "(route)" : c.iface, memory,
                      format_size(c.size_bytes), to_string(r.status), lat50, lat99, bw, rate, lanes_text(r));
 }
 
@@ -44,6 +49,7 @@ void console_reporter::report_context(const nlohmann::json& context) {
 
 void console_reporter::report_result(const case_result& r) {
   fmt::print(m_out, "{}\n", format_row(r));
+  m_sender_only = m_sender_only || (r.bandwidth_Bps && !r.bandwidth_Bps->receiver_Bps);
   if (r.status != case_status::ok && !r.message.empty()) fmt::print(m_out, "     ^ {}\n", r.message);
   switch (r.status) {
     case case_status::ok: ++m_ok; break;
@@ -57,6 +63,7 @@ void console_reporter::report_result(const case_result& r) {
 
 void console_reporter::finalize() {
   fmt::print(m_out, "{} ok, {} skipped, {} not ok\n", m_ok, m_skipped, m_failed);
+  if (m_sender_only) fmt::print(m_out, "* sender-side bandwidth: the target of a one-sided put sees no arrivals\n");
   std::fflush(m_out);
 }
 

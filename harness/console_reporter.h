@@ -22,6 +22,7 @@ class console_reporter final : public reporter {
   std::FILE* m_out;
   rate_unit m_unit;
   std::size_t m_ok = 0, m_skipped = 0, m_failed = 0;
+  bool m_sender_only = false;
 };
 
 // "[3/18] tcp tcp_bw 64K lo" on one rewritten line of stderr; only used on a terminal.

@@ -94,20 +94,25 @@ std::vector<test_case> expand_matrix(const matrix_request& req, const transport_
   std::vector<std::pair<memory_type, memory_type>> memory = req.memory;
   if (memory.empty()) memory.emplace_back(memory_type::host, memory_type::host);
   std::vector<test_case> out;
+  const std::vector<std::string> tls_sets = req.tls.empty() ? std::vector<std::string>{""} : req.tls;
+  const std::vector<std::string> no_tls{""};
   for (const auto& [entry, spec] : tests) {
-    for (const auto& iface : ifaces) {
-      for (const auto& [client_mem, server_mem] : memory) {
-        for (const std::uint64_t size : req.sizes) {
-          test_case c;
-          c.index = out.size();
-          c.transport = entry->name;
-          c.test = std::string(spec->name);
-          c.pattern = spec->pattern;
-          c.iface = iface;
-          c.client_memory = client_mem;
-          c.server_memory = server_mem;
-          c.size_bytes = size;
-          out.push_back(std::move(c));
+    for (const auto& tls : entry->tls_axis ? tls_sets : no_tls) {
+      for (const auto& iface : ifaces) {
+        for (const auto& [client_mem, server_mem] : memory) {
+          for (const std::uint64_t size : req.sizes) {
+            test_case c;
+            c.index = out.size();
+            c.transport = entry->name;
+            c.test = std::string(spec->name);
+            c.pattern = spec->pattern;
+            c.tls = tls;
+            c.iface = iface;
+            c.client_memory = client_mem;
+            c.server_memory = server_mem;
+            c.size_bytes = size;
+            out.push_back(std::move(c));
+          }
         }
       }
     }

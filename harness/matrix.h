@@ -1,6 +1,7 @@
 #pragma once
 // Expansion of the user's request into the matrix of cases:
-// transport x test x interface x memory pair x size (size varies fastest).
+// transport x test x transport set (--tls, for transports with that axis) x interface x memory
+// pair x size (size varies fastest).
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -18,6 +19,7 @@ struct matrix_request {
   std::vector<std::string> transports;  // empty: every built-in transport (or those of --test)
   std::vector<std::string> tests;       // empty: every test of the chosen transports
   std::vector<std::uint64_t> sizes;     // required
+  std::vector<std::string> tls;         // empty: one case with the library's default set
   std::vector<std::string> ifaces;      // empty: one case with routing's choice; "all": every usable one
   std::vector<std::pair<memory_type, memory_type>> memory;  // empty: host,host
 };

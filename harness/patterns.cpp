@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 
 #include <fmt/format.h>
 
@@ -11,6 +12,7 @@ namespace pairperf {
 namespace {
 
 constexpr std::uint64_t sync_cookie = ~std::uint64_t{0};
+inline std::int64_t now_ns() noexcept;
 constexpr unsigned slot_bits = 16;
 constexpr std::uint64_t slot_mask = (std::uint64_t{1} << slot_bits) - 1;
 constexpr unsigned polls_between_clock_reads = 1024;
@@ -19,7 +21,7 @@ constexpr std::uint64_t cookie_of(std::uint64_t seq, std::size_t slot) noexcept 
 constexpr std::uint64_t seq_of(std::uint64_t cookie) noexcept { return cookie >> slot_bits; }
 constexpr std::size_t slot_of(std::uint64_t cookie) noexcept { return static_cast<std::size_t>(cookie & slot_mask); }
 
-inline std::int64_t now_ns() noexcept {
+std::int64_t now_ns() noexcept {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(steady::now().time_since_epoch()).count();
 }
 
@@ -28,8 +30,20 @@ class driver {
  public:
   driver(transport& t, const pattern_run& run, const where& place) : m_t(t), m_deadline(run.deadline), m_place(place) {}
 
-  void post(op_kind kind, op_channel channel, std::byte* data, std::size_t len, std::uint64_t cookie) {
-    if (m_t.post(op{kind, channel, data, len, cookie}) != 0) fail();
+  void post(op_kind kind, op_channel channel, std::byte* data, std::size_t len, std::uint64_t cookie, std::uint32_t remote = 0) {
+    if (m_t.post(op{kind, channel, data, len, cookie, remote}) != 0) fail();
+  }
+
+  // Waits (progressing the transport) for one completion of the sync channel's kind `kind`.
+  void wait_sync(op_kind kind, std::int64_t* at = nullptr) {
+    for (;;) {
+      for (const completion& c : poll()) {
+        if (c.cookie == sync_cookie && c.kind == kind) {
+          if (at != nullptr) *at = now_ns();
+          return;
+        }
+      }
+    }
   }
 
   std::span<const completion> poll() {
@@ -174,10 +188,146 @@ pattern_outcome stream(driver& d, const pattern_run& run, const pattern_buffers&
   return out;
 }
 
+
+// Put ping-pong: the arrival of message i is its marker in the last byte of the receive buffer.
+constexpr std::byte marker_of(std::uint64_t i) noexcept { return static_cast<std::byte>(i % 255 + 1); }
+
+inline bool arrived(const std::byte* buf, std::size_t size, std::uint64_t i) noexcept {
+  // The peer writes this byte; the acquire orders the payload reads after it.
+  return std::atomic_ref<const std::byte>(buf[size - 1]).load(std::memory_order_acquire) == marker_of(i);
+}
+
+template <bool Validate>
+pattern_outcome put_pingpong(driver& d, const pattern_run& run, const pattern_buffers& b, sample_recorder& samples,
+                             payload_checker* checker) {
+  std::byte* send = b.send_slots[0];
+  std::byte* recv = b.recv_slots[0];
+  const bool client = run.role == side::client;
+  std::uint64_t puts_done = 0;
+  const auto drain = [&] {
+    for (const auto& c : d.poll()) puts_done += c.kind == op_kind::put ? 1 : 0;
+  };
+  const auto put = [&](std::uint64_t i) {
+    while (puts_done < i) drain();  // the previous put still reads the send buffer
+    if constexpr (Validate) checker->fill(send, i);
+    send[run.size - 1] = marker_of(i);
+    d.post(op_kind::put, op_channel::data, send, run.size, i, 0);
+  };
+  const auto wait_for = [&](std::uint64_t i) {
+    while (!arrived(recv, run.size, i)) drain();
+    if constexpr (Validate) checker->check_prefix(recv, run.size - 1, i);
+  };
+  const std::int64_t start = now_ns();
+  for (std::uint64_t i = 0; i < run.iterations; ++i) {
+    if (client) {
+      const std::int64_t t0 = now_ns();
+      put(i);
+      wait_for(i);
+      samples.record(now_ns() - t0);
+    } else {
+      wait_for(i);
+      put(i);
+    }
+  }
+  while (puts_done < run.iterations) drain();
+  pattern_outcome out;
+  out.elapsed_ns = now_ns() - start;
+  out.messages_sent = out.messages_received = run.iterations;
+  return out;
+}
+
+template <bool Validate>
+pattern_outcome one_sided_stream(driver& d, const pattern_run& run, const pattern_buffers& b, sample_recorder& samples,
+                                 payload_checker* checker) {
+  pattern_outcome out;
+  const std::int64_t start = now_ns();
+  if (run.role == side::server) {
+    // The target: wait for "done", check what landed, acknowledge.
+    d.post(op_kind::recv, op_channel::sync, b.sync_recv, sync_message_bytes, sync_cookie);
+    d.wait_sync(op_kind::recv);
+    if constexpr (Validate) {
+      if (run.data_op == op_kind::put) {
+        const std::size_t slots = b.recv_slots.size();
+        for (std::size_t s = 0; s < slots && s < run.iterations; ++s) {
+          const std::uint64_t last = s + (run.iterations - 1 - s) / slots * slots;  // last k with k % slots == s
+          checker->check(b.recv_slots[s], last);
+        }
+      }
+    }
+    d.post(op_kind::send, op_channel::sync, b.sync_send, sync_message_bytes, sync_cookie);
+    d.wait_sync(op_kind::send);
+    out.elapsed_ns = now_ns() - start;
+    return out;
+  }
+  const bool is_get = run.data_op == op_kind::get;
+  const std::span<std::byte* const> local = is_get ? b.recv_slots : b.send_slots;
+  const std::size_t peer_slots = is_get ? b.peer_send_slots : b.peer_recv_slots;
+  const std::uint32_t peer_base = is_get ? static_cast<std::uint32_t>(b.peer_recv_slots) : 0;
+  std::uint64_t posted = 0, done = 0;
+  std::int64_t first = 0, last = 0, ack_at = 0;
+  const auto post_one = [&](std::size_t slot) {
+    if constexpr (Validate) {
+      if (!is_get) checker->fill(local[slot], posted);
+    }
+    d.post(run.data_op, op_channel::data, local[slot], run.size, cookie_of(posted, slot),
+           peer_base + static_cast<std::uint32_t>(posted % peer_slots));
+    ++posted;
+  };
+  d.post(op_kind::recv, op_channel::sync, b.sync_recv, sync_message_bytes, sync_cookie);
+  while (posted < std::min<std::uint64_t>(run.window, run.iterations)) post_one(posted % local.size());
+  while (done < run.iterations) {
+    for (const completion& c : d.poll()) {
+      if (c.cookie == sync_cookie) continue;  // cannot be the ack yet: "done" is not sent
+      if (is_get) {
+        const std::int64_t t = now_ns();
+        if (done == 0) {
+          first = t;
+        } else {
+          samples.record(t - last);
+        }
+        last = t;
+        // The target filled its slot j with the pattern of j; message k read slot k % peer_slots.
+        if constexpr (Validate) checker->check(local[slot_of(c.cookie)], seq_of(c.cookie) % peer_slots);
+      }
+      ++done;
+      if (posted < run.iterations) post_one(slot_of(c.cookie));
+    }
+  }
+  d.post(op_kind::send, op_channel::sync, b.sync_send, sync_message_bytes, sync_cookie);
+  bool sent = false, acked = false;
+  while (!sent || !acked) {
+    for (const completion& c : d.poll()) {
+      if (c.cookie != sync_cookie) continue;
+      if (c.kind == op_kind::send) sent = true;
+      if (c.kind == op_kind::recv) {
+        acked = true;
+        ack_at = now_ns();
+      }
+    }
+  }
+  out.elapsed_ns = now_ns() - start;
+  out.send_elapsed_ns = is_get ? 0 : ack_at - start;
+  out.recv_span_ns = is_get ? last - first : 0;
+  (is_get ? out.messages_received : out.messages_sent) = done;
+  return out;
+}
+
 template <bool Validate>
 pattern_outcome dispatch(driver& d, const pattern_run& run, const pattern_buffers& b, sample_recorder& samples,
                          payload_checker* checker) {
   const bool client = run.role == side::client;
+  if (run.data_op == op_kind::put || run.data_op == op_kind::get) {
+    switch (run.pattern) {
+      case pattern_kind::pingpong:
+        if (run.data_op == op_kind::put) return put_pingpong<Validate>(d, run, b, samples, checker);
+        break;
+      case pattern_kind::stream_uni:
+        return one_sided_stream<Validate>(d, run, b, samples, checker);
+      case pattern_kind::stream_bi:
+        break;
+    }
+    throw std::logic_error("no one-sided variant of this pattern");
+  }
   switch (run.pattern) {
     case pattern_kind::pingpong:
       return client ? pingpong_client<Validate>(d, run, b, samples, checker) : pingpong_server<Validate>(d, run, b, checker);

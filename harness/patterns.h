@@ -27,10 +27,15 @@ struct pattern_buffers {
   std::span<std::byte* const> recv_slots;
   std::byte* sync_send = nullptr;          // sync_message_bytes each
   std::byte* sync_recv = nullptr;
+  // One-sided tests: the peer's slots, as the peer registered them (its receive slots first,
+  // then its send slots; op.remote indexes that list).
+  std::size_t peer_recv_slots = 0;
+  std::size_t peer_send_slots = 0;
 };
 
 struct pattern_run {
   pattern_kind pattern = pattern_kind::pingpong;
+  op_kind data_op = op_kind::send;  // send: two-sided; put or get: one-sided, the client initiates
   side role = side::client;       // the client initiates ping-pong and sends in stream_uni
   std::uint64_t iterations = 0;   // messages each way (ping-pong: round trips)
   unsigned window = 1;            // outstanding operations per direction (stream patterns)
@@ -47,7 +52,14 @@ struct pattern_outcome {
 };
 
 // Runs one phase. Records into `samples`: round trips on the ping-pong client, the time between
-// arrivals on a stream receiver. `checker` (nullptr = no validation) fills every sent message
+// arrivals on a stream receiver (for get, the initiator).
+//
+// One-sided variants: put ping-pong writes into the peer's buffer and each side polls the last
+// byte of its own buffer for the sequence marker (the last byte of a message is the marker, not
+// payload, when validating). One-sided streams: the client keeps `window` puts or gets in
+// flight, then sends a sync "done" (the transport orders it after the data) and waits for the
+// target's sync acknowledgement; the target only waits, then (put, validating) checks the last
+// message that landed in each of its slots. `checker` (nullptr = no validation) fills every sent message
 // and checks every received one. Throws step_error at `place` when the transport fails (kind
 // closed when the peer went away) or the deadline passes (kind timeout).
 pattern_outcome run_pattern(transport& t, const pattern_run& run, const pattern_buffers& buffers,

@@ -43,10 +43,13 @@ void from_json(const nlohmann::json& j, lane& l) {
   j.at("device").get_to(l.device);
 }
 
-void to_json(nlohmann::json& j, const bandwidth& b) { j = {{"receiver", b.receiver_Bps}, {"sender", b.sender_Bps}}; }
+void to_json(nlohmann::json& j, const bandwidth& b) {
+  const auto value = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  j = {{"receiver", value(b.receiver_Bps)}, {"sender", value(b.sender_Bps)}};
+}
 void from_json(const nlohmann::json& j, bandwidth& b) {
-  j.at("receiver").get_to(b.receiver_Bps);
-  j.at("sender").get_to(b.sender_Bps);
+  get_optional(j, "receiver", b.receiver_Bps);
+  get_optional(j, "sender", b.sender_Bps);
 }
 
 void to_json(nlohmann::json& j, const case_result& r) {

@@ -38,9 +38,11 @@ struct provenance {
   nlohmann::json server;
 };
 
+// Either figure is absent where that side cannot see the data: the target of a put sees no
+// arrivals, the target of a get posts nothing.
 struct bandwidth {
-  double receiver_Bps = 0;  // payload bytes / time between first and last arrival
-  double sender_Bps = 0;    // payload bytes / time from first post to the receiver's final ack
+  std::optional<double> receiver_Bps;  // payload bytes / time between first and last arrival
+  std::optional<double> sender_Bps;    // payload bytes / time from first post to the receiver's final ack
 };
 
 struct validation {

@@ -50,6 +50,7 @@ class client_handler {
   std::optional<case_session> m_session;
   run_config m_config;
   std::string m_client_address;
+  nlohmann::json m_client_regions;
   std::string m_label;
 };
 
@@ -119,6 +120,7 @@ void client_handler::on_case(const nlohmann::json& body) {
     m_config = body.at("config").get<run_config>();
     c = body.at("case").get<test_case>();
     m_client_address = body.at("address").get<std::string>();
+    m_client_regions = body.at("regions");
   } catch (const std::exception& e) {
     m_label = "case";
     decline(case_status::error, fmt::format("malformed case message: {}", e.what()));
@@ -135,7 +137,8 @@ void client_handler::on_case(const nlohmann::json& body) {
     decline(case_status::error, e.what());
     return;
   }
-  m_channel.send(msg_type::ready, {{"address", to_hex(m_session->local_address())}}, m_label, m_options.timeouts.handshake);
+  m_channel.send(msg_type::ready, {{"address", to_hex(m_session->local_address())}, {"regions", m_session->regions()}}, m_label,
+                 m_options.timeouts.handshake);
 }
 
 void client_handler::on_run(const nlohmann::json& body) {
@@ -151,15 +154,18 @@ void client_handler::on_run(const nlohmann::json& body) {
   }
   const where place{m_label + " " + phase, m_channel.place().peer, interface_of_address(local_ip(m_channel.fd()))};
   try {
-    if (!m_session->connected()) m_session->connect(from_hex(m_client_address));
+    if (!m_session->connected()) m_session->connect(from_hex(m_client_address), m_client_regions);
   } catch (const step_error& e) {
     decline(e.kind() == error_kind::unreachable ? case_status::unreachable : case_status::error, e.what());
+    return;
+  } catch (const std::exception& e) {
+    decline(case_status::error, e.what());
     return;
   }
   m_channel.send(msg_type::running, nlohmann::json::object(), place.step, m_options.timeouts.handshake);
   pattern_outcome outcome;
   try {
-    outcome = m_session->run(n, place);
+    outcome = m_session->run(n, place, phase == "measure");
   } catch (const step_error& e) {
     const bool gone = e.kind() == error_kind::closed;
     decline(case_status::error, e.what());

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "transports/transport.h"
 
 namespace pairperf {
@@ -15,6 +17,13 @@ struct transport_entry {
   std::string description;
   std::vector<test_spec> tests;
   std::function<std::unique_ptr<transport>(const transport_params&)> create;
+  // Whether cases of this transport are crossed with the --tls axis (a transport-set selection
+  // inside the library, as UCX_TLS is); others get one case with an empty tls.
+  bool tls_axis = false;
+  // Checks the run's transport options before anything runs; throws usage_error. May be empty.
+  std::function<void(const transport_options&)> check_options;
+  // Facts for `pairperf info` and the context block (library version, available transports...).
+  std::function<nlohmann::json()> describe_library;
 };
 
 class transport_registry {

@@ -4,7 +4,8 @@
 //   1. builds one per side from transport_params (constructor: setup, may throw);
 //   2. registers every buffer (register_memory) and ships local_address() and the packed keys to
 //      the peer over the control channel;
-//   3. calls connect() with the peer's address (bounded by params.connect_timeout);
+//   3. calls connect() with the peer's address (bounded by params.connect_timeout), then
+//      set_remote_regions() with the peer's buffers (for put/get);
 //   4. drives post()/poll() from one thread in the timed loop (noexcept, no allocation once warm);
 //   5. asks describe() what actually carried the bytes.
 // All methods are called from one thread. Sizes are bytes.
@@ -12,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,12 +47,21 @@ struct mem_region {
   std::vector<std::byte> packed_key;
 };
 
+// A peer's buffer as shipped over the control channel: its address in the peer's space and the
+// key the transport packed for it (empty where none is needed).
+struct remote_region {
+  std::uint64_t address = 0;
+  std::size_t length = 0;
+  std::vector<std::byte> packed_key;
+};
+
 struct op {
   op_kind kind = op_kind::send;
   op_channel channel = op_channel::data;
   std::byte* local = nullptr;
   std::size_t length = 0;
   std::uint64_t cookie = 0;  // returned in the completion
+  std::uint32_t remote = 0;  // put/get: index into the regions given to set_remote_regions()
 };
 
 struct completion {
@@ -68,6 +79,13 @@ struct transport_params {
   std::chrono::nanoseconds connect_timeout = std::chrono::seconds(3);
 };
 
+// Thrown by a transport's constructor when this host or build cannot run the case (a UCX
+// transport name this host lacks, a memory type it cannot move); the case becomes `skipped`.
+class transport_unsupported : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class transport {
  public:
   virtual ~transport() = default;
@@ -78,7 +96,13 @@ class transport {
   // Connects to the peer; returns within params.connect_timeout. Throws step_error (kind
   // unreachable when the peer cannot be reached).
   virtual void connect(std::span<const std::byte> peer_address) = 0;
-  virtual mem_region register_memory(std::byte* address, std::size_t length) = 0;
+  // `type` is the memory the buffer lives in (the case's allocator), passed on to the library.
+  virtual mem_region register_memory(std::byte* address, std::size_t length, memory_type type) = 0;
+  // The peer's registered buffers, in the order the peer listed them; op.remote indexes them.
+  virtual void set_remote_regions(const std::vector<remote_region>& regions) { (void)regions; }
+  // Asks the transport to inspect the next data operation it posts for provenance (which
+  // protocol and lane carried it); the harness calls it before the measured phase.
+  virtual void probe_next_operation() {}
 
   // Starts an operation; the buffer must stay valid until its completion. Returns 0, or a
   // negative value on failure (last_error() says why).
@@ -95,7 +119,8 @@ class transport {
   [[nodiscard]] virtual provenance describe() const = 0;
 };
 
-// One row of a transport's test table: adding a test is one row, not a new code path.
+// One row of a transport's test table: adding a test is one row, not a new code path. A data_op
+// of put or get makes the test one-sided: the target side posts nothing for the data.
 struct test_spec {
   std::string_view name;
   pattern_kind pattern;

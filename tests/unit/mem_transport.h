@@ -35,7 +35,7 @@ class mem_transport final : public transport {
   [[nodiscard]] capabilities caps() const override { return {true, false, false, {memory_type::host}}; }
   std::vector<std::byte> local_address() override { return {}; }
   void connect(std::span<const std::byte>) override {}
-  mem_region register_memory(std::byte* a, std::size_t n) override { return {a, n, {}}; }
+  mem_region register_memory(std::byte* a, std::size_t n, memory_type) override { return {a, n, {}}; }
 
   [[nodiscard]] int post(const op& o) noexcept override {
     if (o.kind == op_kind::send) {

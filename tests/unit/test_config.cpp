@@ -104,7 +104,7 @@ TEST(Result, RoundTripsWithUnitsInNames) {
   EXPECT_FALSE(j.contains("latency_s"));
   const auto back = j.get<case_result>();
   EXPECT_EQ(back.status, case_status::ok);
-  EXPECT_DOUBLE_EQ(back.bandwidth_Bps->sender_Bps, 1.9e9);
+  EXPECT_DOUBLE_EQ(*back.bandwidth_Bps->sender_Bps, 1.9e9);
   EXPECT_EQ(back.provenance->lanes[0].transport, "tcp");
   EXPECT_EQ(back.validated->messages_checked, 100U);
 }

@@ -54,7 +54,7 @@ pair_result run_pair(pattern_kind kind, std::uint64_t n, unsigned window, std::s
   side_state cs(size, slots, validate), ss(size, slots, validate);
   cs.samples.reset(n);
   ss.samples.reset(n);
-  pattern_run run{kind, side::client, n, window, size, deadline_in(10s)};
+  pattern_run run{kind, op_kind::send, side::client, n, window, size, deadline_in(10s)};
   pattern_run srun = run;
   srun.role = side::server;
   auto server = std::async(std::launch::async, [&] {
@@ -125,7 +125,7 @@ TEST(Patterns, SilentPeerTimesOutWithinTheDeadline) {
   mem_transport ct(link, true);
   side_state cs(8, 1, false);
   cs.samples.reset(10);
-  pattern_run run{pattern_kind::pingpong, side::client, 10, 1, 8, deadline_in(200ms)};
+  pattern_run run{pattern_kind::pingpong, op_kind::send, side::client, 10, 1, 8, deadline_in(200ms)};
   const auto start = steady::now();
   try {
     run_pattern(ct, run, cs.buffers(), cs.samples, nullptr, where{"case 1 measure", "peer", "lo"});
@@ -143,7 +143,7 @@ TEST(Patterns, PeerGoingAwayIsReportedAsClosed) {
   st.close();
   side_state cs(8, 1, false);
   cs.samples.reset(10);
-  pattern_run run{pattern_kind::stream_uni, side::client, 10, 4, 8, deadline_in(5s)};
+  pattern_run run{pattern_kind::stream_uni, op_kind::send, side::client, 10, 4, 8, deadline_in(5s)};
   try {
     run_pattern(ct, run, cs.buffers(), cs.samples, nullptr, where{"case", "", ""});
     FAIL() << "expected closed";

@@ -74,6 +74,9 @@ transport_entry tcp_transport::entry() {
           {"tcp_bibw", pattern_kind::stream_bi, op_kind::send, "bidirectional streaming bandwidth over TCP"},
       },
       [](const transport_params& p) -> std::unique_ptr<transport> { return std::make_unique<tcp_transport>(p); },
+      false,
+      nullptr,
+      nullptr,
   };
 }
 
@@ -185,7 +188,7 @@ void tcp_transport::accept_as_server() {
   m_listener.reset();
 }
 
-mem_region tcp_transport::register_memory(std::byte* address, std::size_t length) {
+mem_region tcp_transport::register_memory(std::byte* address, std::size_t length, memory_type /*type*/) {
   return mem_region{address, length, {}};  // sockets copy through the kernel: nothing to register
 }
 

@@ -23,7 +23,7 @@ class tcp_transport final : public transport {
   [[nodiscard]] capabilities caps() const override;
   std::vector<std::byte> local_address() override;
   void connect(std::span<const std::byte> peer_address) override;
-  mem_region register_memory(std::byte* address, std::size_t length) override;
+  mem_region register_memory(std::byte* address, std::size_t length, memory_type type) override;
   [[nodiscard]] int post(const op& operation) noexcept override;
   [[nodiscard]] int poll(std::span<completion> out) noexcept override;
   [[nodiscard]] std::string last_error() const override { return m_error; }
