@@ -53,9 +53,6 @@ case_session::case_session(const run_config& config, const transport_params& par
   std::string why_not;
   allocator* alloc = find_allocator(mine, why_not);
   if (alloc == nullptr) throw case_skipped(fmt::format("{} memory: {}", to_string(mine), why_not));
-  if (m_data_op == op_kind::put && c.pattern == pattern_kind::pingpong && !alloc->host_accessible()) {
-    throw case_skipped(fmt::format("test '{}' polls its buffer for arrival: {} memory cannot be polled by the CPU", c.test, to_string(mine)));
-  }
 
   try {
     m_transport = entry->create(params);
@@ -124,7 +121,6 @@ void case_session::connect(std::span<const std::byte> peer, const nlohmann::json
   m_peer_send_slots = peer_regions.at("send_slots").get<std::size_t>();
   if (m_peer_recv_slots + m_peer_send_slots != remote.size()) throw std::invalid_argument("peer's region list does not match its slot counts");
   m_transport->set_remote_regions(remote);
-  m_connected = true;
 }
 
 pattern_outcome case_session::run(std::uint64_t iterations, const where& place, bool probe) {

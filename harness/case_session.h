@@ -35,8 +35,8 @@ class case_session {
   // [{"address", "length_bytes", "key"}] (key in hex).
   [[nodiscard]] nlohmann::json regions() const;
   // Connects to the peer and takes its regions (the peer's regions()).
+  // Both sides call it at the same time (the server right after `ready`).
   void connect(std::span<const std::byte> peer, const nlohmann::json& peer_regions);
-  [[nodiscard]] bool connected() const noexcept { return m_connected; }
 
   // Runs one phase of `iterations` under the case timeout; `probe` asks the transport to
   // inspect the first data operation for provenance.
@@ -66,7 +66,6 @@ class case_session {
   std::size_t m_peer_recv_slots = 0, m_peer_send_slots = 0;
   std::optional<payload_checker> m_checker;
   sample_recorder m_samples;
-  bool m_connected = false;
 };
 
 }  // namespace pairperf

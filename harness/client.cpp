@@ -146,8 +146,9 @@ case_result client_run::run_case(const test_case& c) {
     m_channel->send(msg_type::case_,
                     {{"case", c}, {"config", m_options.config}, {"address", to_hex(session->local_address())}, {"regions", session->regions()}},
                     label + " setup", t().handshake);
-    // The server allocates and registers the case's buffers before it answers: up to a GiB.
-    return m_channel->receive(label + " setup", t().per_case);
+    // The server allocates and registers the case's buffers before it answers (up to a GiB), and
+    // may still be connecting the previous case's data path when this arrives.
+    return m_channel->receive(label + " setup", t().per_case + t().connect);
   }).body;
   if (reply.at("type") == "error") {
     r.status = parse_case_status(reply.value("status", "error"));

@@ -48,7 +48,12 @@ std::string value_after(const std::string& file, std::string_view key, char sep)
 }  // namespace
 
 nlohmann::json tool_context() {
+  nlohmann::json libraries = nlohmann::json::object();
+  for (const auto& e : transport_registry::instance().all()) {
+    if (e.describe_library) libraries[e.name] = e.describe_library();
+  }
   return {{"name", "pairperf"},
+          {"libraries", libraries},
           {"version", PAIRPERF_VERSION},
           {"git_revision", PAIRPERF_GIT_REVISION},
           {"build_type", PAIRPERF_BUILD_TYPE},

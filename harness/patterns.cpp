@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 
 #include <fmt/format.h>
 
@@ -44,6 +43,12 @@ class driver {
         }
       }
     }
+  }
+
+  // Pushes out whatever the transport still holds; completions seen here are extra and dropped.
+  void flush() {
+    m_t.start_flush();
+    while (!m_t.flushed()) (void)poll();
   }
 
   std::span<const completion> poll() {
@@ -189,47 +194,48 @@ pattern_outcome stream(driver& d, const pattern_run& run, const pattern_buffers&
 }
 
 
-// Put ping-pong: the arrival of message i is its marker in the last byte of the receive buffer.
-constexpr std::byte marker_of(std::uint64_t i) noexcept { return static_cast<std::byte>(i % 255 + 1); }
-
-inline bool arrived(const std::byte* buf, std::size_t size, std::uint64_t i) noexcept {
-  // The peer writes this byte; the acquire orders the payload reads after it.
-  return std::atomic_ref<const std::byte>(buf[size - 1]).load(std::memory_order_acquire) == marker_of(i);
-}
-
+// Put ping-pong: each side puts into the other's buffer and then sends a sync notification,
+// which the transport delivers only after the put is complete at the target. The latency is that
+// of a put made visible to the target (the pattern of RDMA writes with a notification).
 template <bool Validate>
 pattern_outcome put_pingpong(driver& d, const pattern_run& run, const pattern_buffers& b, sample_recorder& samples,
                              payload_checker* checker) {
   std::byte* send = b.send_slots[0];
   std::byte* recv = b.recv_slots[0];
   const bool client = run.role == side::client;
-  std::uint64_t puts_done = 0;
-  const auto drain = [&] {
-    for (const auto& c : d.poll()) puts_done += c.kind == op_kind::put ? 1 : 0;
-  };
-  const auto put = [&](std::uint64_t i) {
-    while (puts_done < i) drain();  // the previous put still reads the send buffer
+  const auto put_and_notify = [&](std::uint64_t i) {
     if constexpr (Validate) checker->fill(send, i);
-    send[run.size - 1] = marker_of(i);
     d.post(op_kind::put, op_channel::data, send, run.size, i, 0);
+    d.post(op_kind::send, op_channel::sync, b.sync_send, sync_message_bytes, sync_cookie);
   };
-  const auto wait_for = [&](std::uint64_t i) {
-    while (!arrived(recv, run.size, i)) drain();
-    if constexpr (Validate) checker->check_prefix(recv, run.size - 1, i);
+  // Waits until this side's put and notification are done and, if `notified`, the peer's came.
+  const auto wait = [&](bool notified) {
+    bool put_done = false, sent = false, got = !notified;
+    while (!put_done || !sent || !got) {
+      for (const completion& c : d.poll()) {
+        if (c.kind == op_kind::put) put_done = true;
+        if (c.cookie == sync_cookie && c.kind == op_kind::send) sent = true;
+        if (c.cookie == sync_cookie && c.kind == op_kind::recv) got = true;
+      }
+    }
   };
   const std::int64_t start = now_ns();
   for (std::uint64_t i = 0; i < run.iterations; ++i) {
     if (client) {
       const std::int64_t t0 = now_ns();
-      put(i);
-      wait_for(i);
+      d.post(op_kind::recv, op_channel::sync, b.sync_recv, sync_message_bytes, sync_cookie);
+      put_and_notify(i);
+      wait(true);
       samples.record(now_ns() - t0);
+      if constexpr (Validate) checker->check(recv, i);
     } else {
-      wait_for(i);
-      put(i);
+      d.post(op_kind::recv, op_channel::sync, b.sync_recv, sync_message_bytes, sync_cookie);
+      d.wait_sync(op_kind::recv);
+      if constexpr (Validate) checker->check(recv, i);
+      put_and_notify(i);
+      wait(false);
     }
   }
-  while (puts_done < run.iterations) drain();
   pattern_outcome out;
   out.elapsed_ns = now_ns() - start;
   out.messages_sent = out.messages_received = run.iterations;
@@ -346,8 +352,10 @@ pattern_outcome run_pattern(transport& t, const pattern_run& run, const pattern_
   if (buffers.send_slots.empty() && buffers.recv_slots.empty()) throw std::logic_error("pattern without buffers");
   if (run.window == 0 || run.window > max_window) throw std::logic_error("pattern window out of range");
   driver d(t, run, place);
-  return checker != nullptr ? dispatch<true>(d, run, buffers, samples, checker)
-                            : dispatch<false>(d, run, buffers, samples, checker);
+  const pattern_outcome out = checker != nullptr ? dispatch<true>(d, run, buffers, samples, checker)
+                                                 : dispatch<false>(d, run, buffers, samples, checker);
+  d.flush();  // outside the timed span
+  return out;
 }
 
 }  // namespace pairperf

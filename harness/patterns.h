@@ -54,9 +54,8 @@ struct pattern_outcome {
 // Runs one phase. Records into `samples`: round trips on the ping-pong client, the time between
 // arrivals on a stream receiver (for get, the initiator).
 //
-// One-sided variants: put ping-pong writes into the peer's buffer and each side polls the last
-// byte of its own buffer for the sequence marker (the last byte of a message is the marker, not
-// payload, when validating). One-sided streams: the client keeps `window` puts or gets in
+// One-sided variants: put ping-pong writes into the peer's buffer, then sends a sync notification
+// that the transport delivers after the put completed at the target. One-sided streams: the client keeps `window` puts or gets in
 // flight, then sends a sync "done" (the transport orders it after the data) and waits for the
 // target's sync acknowledgement; the target only waits, then (put, validating) checks the last
 // message that landed in each of its slots. `checker` (nullptr = no validation) fills every sent message

@@ -49,7 +49,6 @@ std::uint64_t count_corrupt(const std::byte* data, std::size_t n, std::uint64_t 
 
 payload_checker::payload_checker(allocator& send_alloc, allocator& recv_alloc, std::size_t size)
     : m_send(&send_alloc), m_recv(&recv_alloc), m_size(size) {
-  m_expected.reserve(size);
   if (!send_alloc.host_accessible() || !recv_alloc.host_accessible()) m_staging.resize(size);
 }
 
@@ -62,23 +61,13 @@ void payload_checker::fill(std::byte* buf, std::uint64_t seq) {
   m_send->copy_from_host(buf, m_staging.data(), m_size);
 }
 
-std::uint64_t payload_checker::check(const std::byte* buf, std::uint64_t seq) { return check_prefix(buf, m_size, seq); }
-
-std::uint64_t payload_checker::check_prefix(const std::byte* buf, std::size_t n, std::uint64_t seq) {
+std::uint64_t payload_checker::check(const std::byte* buf, std::uint64_t seq) {
   const std::byte* host = buf;
   if (!m_recv->host_accessible()) {
-    m_recv->copy_to_host(m_staging.data(), buf, n);
+    m_recv->copy_to_host(m_staging.data(), buf, m_size);
     host = m_staging.data();
   }
-  // The pattern of a prefix is the prefix of the pattern, except the tail word's bytes.
-  std::uint64_t bad = 0;
-  if (n == m_size) {
-    bad = count_corrupt(host, n, seq);
-  } else {
-    m_expected.resize(m_size);
-    fill_pattern(m_expected.data(), m_size, seq);
-    for (std::size_t i = 0; i < n; ++i) bad += host[i] != m_expected[i] ? 1 : 0;
-  }
+  const std::uint64_t bad = count_corrupt(host, m_size, seq);
   ++m_checked;
   m_corrupt += bad;
   return bad;

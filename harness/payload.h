@@ -22,8 +22,7 @@ class payload_checker {
   void fill(std::byte* buf, std::uint64_t seq);
   // Returns the corrupt byte count of this message and adds it to the totals.
   std::uint64_t check(const std::byte* buf, std::uint64_t seq);
-  // Checks only the first n bytes (put ping-pong: the last byte is the arrival marker).
-  std::uint64_t check_prefix(const std::byte* buf, std::size_t n, std::uint64_t seq);
+
 
   [[nodiscard]] std::uint64_t messages_checked() const noexcept { return m_checked; }
   [[nodiscard]] std::uint64_t corrupt_bytes() const noexcept { return m_corrupt; }
@@ -33,7 +32,7 @@ class payload_checker {
   allocator* m_recv;
   std::size_t m_size;
   std::vector<std::byte> m_staging;
-  std::vector<std::byte> m_expected;  // check_prefix's reference pattern
+
   std::uint64_t m_checked = 0;
   std::uint64_t m_corrupt = 0;
 };

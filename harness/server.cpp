@@ -51,6 +51,7 @@ class client_handler {
   run_config m_config;
   std::string m_client_address;
   nlohmann::json m_client_regions;
+  std::optional<std::pair<case_status, std::string>> m_connect_failure;
   std::string m_label;
 };
 
@@ -139,11 +140,29 @@ void client_handler::on_case(const nlohmann::json& body) {
   }
   m_channel.send(msg_type::ready, {{"address", to_hex(m_session->local_address())}, {"regions", m_session->regions()}}, m_label,
                  m_options.timeouts.handshake);
+  // Both sides connect now, at the same time (a transport may need both to make progress). A
+  // failure is not reported here: the client saw its own, and a `run` gets this one.
+  m_connect_failure.reset();
+  try {
+    m_session->connect(from_hex(m_client_address), m_client_regions);
+  } catch (const step_error& e) {
+    m_connect_failure = {e.kind() == error_kind::unreachable ? case_status::unreachable : case_status::error, e.what()};
+  } catch (const std::exception& e) {
+    m_connect_failure = {case_status::error, e.what()};
+  }
+  if (m_connect_failure) {
+    log(fmt::format("{}: data connection failed: {}", m_label, m_connect_failure->second));
+    m_session.reset();
+  }
 }
 
 void client_handler::on_run(const nlohmann::json& body) {
   if (!m_session) {
-    decline(case_status::error, "'run' without a case");
+    if (m_connect_failure) {
+      decline(m_connect_failure->first, "server side: " + m_connect_failure->second);
+    } else {
+      decline(case_status::error, "'run' without a case");
+    }
     return;
   }
   const std::string phase = body.value("phase", "?");
@@ -153,15 +172,6 @@ void client_handler::on_run(const nlohmann::json& body) {
     return;
   }
   const where place{m_label + " " + phase, m_channel.place().peer, interface_of_address(local_ip(m_channel.fd()))};
-  try {
-    if (!m_session->connected()) m_session->connect(from_hex(m_client_address), m_client_regions);
-  } catch (const step_error& e) {
-    decline(e.kind() == error_kind::unreachable ? case_status::unreachable : case_status::error, e.what());
-    return;
-  } catch (const std::exception& e) {
-    decline(case_status::error, e.what());
-    return;
-  }
   m_channel.send(msg_type::running, nlohmann::json::object(), place.step, m_options.timeouts.handshake);
   pattern_outcome outcome;
   try {

@@ -3,6 +3,9 @@
 #include <stdexcept>
 
 #include "transports/tcp/tcp_transport.h"
+#if PAIRPERF_HAVE_UCX
+#include "transports/ucx/ucx_transport.h"
+#endif
 
 namespace pairperf {
 
@@ -10,6 +13,9 @@ const transport_registry& transport_registry::instance() {
   static const transport_registry built_ins = [] {
     transport_registry r;
     r.add(tcp_transport::entry());
+#if PAIRPERF_HAVE_UCX
+    r.add(ucx_transport::entry());
+#endif
     return r;
   }();
   return built_ins;

@@ -93,8 +93,8 @@ class transport {
   [[nodiscard]] virtual capabilities caps() const = 0;
   // Opaque bytes the peer passes to connect().
   virtual std::vector<std::byte> local_address() = 0;
-  // Connects to the peer; returns within params.connect_timeout. Throws step_error (kind
-  // unreachable when the peer cannot be reached).
+  // Connects to the peer; both sides call it at the same time. Returns within
+  // params.connect_timeout; throws step_error (kind unreachable when the peer cannot be reached).
   virtual void connect(std::span<const std::byte> peer_address) = 0;
   // `type` is the memory the buffer lives in (the case's allocator), passed on to the library.
   virtual mem_region register_memory(std::byte* address, std::size_t length, memory_type type) = 0;
@@ -111,6 +111,11 @@ class transport {
   // value on failure. Does not block, except in progress_mode::block, where it may sleep up to
   // 10 ms when nothing is ready.
   [[nodiscard]] virtual int poll(std::span<completion> out) noexcept = 0;
+  // A completed send may not have left the process yet (a library may still hold it for its
+  // progress engine). After each phase the harness calls start_flush() and polls until
+  // flushed(), so nothing stays behind while the harness waits on the control channel.
+  virtual void start_flush() noexcept {}
+  [[nodiscard]] virtual bool flushed() const noexcept { return true; }
   [[nodiscard]] virtual std::string last_error() const = 0;
   // Whether the last failure was the peer going away (closed or reset), not a local fault.
   [[nodiscard]] virtual bool peer_gone() const noexcept = 0;

@@ -47,6 +47,12 @@ void print_table(const nlohmann::json& host) {
     std::vector<std::string> tests;
     for (const auto& t : e.tests) tests.emplace_back(t.name);
     fmt::print("  {:<6} {} [{}]\n", e.name, e.description, fmt::join(tests, ", "));
+    if (e.describe_library) {
+      const nlohmann::json lib = e.describe_library();
+      std::vector<std::string> tls;
+      for (const auto& t : lib.value("transports", nlohmann::json::array())) tls.push_back(t.get<std::string>());
+      fmt::print("         library {}; transports on this host: {}\n", lib.value("version", "?"), fmt::join(tls, ", "));
+    }
   }
   fmt::print("\nmemory types:\n");
   const nlohmann::json memory = memory_types();  // items() must not outlive it

@@ -1,6 +1,8 @@
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <memory>
 #include <optional>
 
@@ -24,7 +26,7 @@ namespace {
 
 struct run_args {
   std::string peer;
-  std::vector<std::string> transports, tests, ifaces, memory;
+  std::vector<std::string> transports, tests, ifaces, memory, tls, ucx;
   std::string sizes = "8,64,1K,8K,64K,1M";
   std::uint64_t iterations = 0;
   std::string duration = "0.2s";
@@ -45,8 +47,12 @@ struct run_args {
 
 void register_options(CLI::App* app, run_args& a) {
   app->add_option("peer", a.peer, "Server address host[:port]; none = start a local server on 127.0.0.1");
-  app->add_option("-t,--transport", a.transports, "Transport (repeatable; default: every built-in one)");
-  app->add_option("--test", a.tests, "Test name from a transport's table, e.g. tcp_lat (repeatable)");
+  app->add_option("-t,--transport", a.transports, "Transport (repeatable or comma-separated; default: every built-in one)")->delimiter(',');
+  app->add_option("--test", a.tests, "Test from a transport's table, e.g. tcp_lat,tag_bw (repeatable or comma-separated)")->delimiter(',');
+  app->add_option("--tls", a.tls,
+                  "UCX transport set, one case each (repeatable: --tls tcp --tls posix,sysv,cma --tls all); default: UCX_TLS, "
+                  "or locally tcp, posix,sysv,cma and UCX's default");
+  app->add_option("--ucx", a.ucx, "Other UCX option KEY=VALUE for every UCX case (repeatable; names are checked)");
   app->add_option("-s,--sizes", a.sizes, "Message sizes: list and doubling ranges, e.g. 1,64,4K,8:4M")->capture_default_str();
   app->add_option("-i,--iface", a.ifaces, "Client interface to bind (repeatable; 'all' = every usable one)");
   app->add_option("-m,--mem", a.memory, "Memory types client,server, e.g. host,host (repeatable)");
@@ -96,6 +102,26 @@ run_config make_config(const run_args& a, const CLI::App& app) {
   return c;
 }
 
+// --tls as given; else UCX_TLS from the environment; else, locally, the sets worth comparing
+// on one host (TCP, shared memory, and UCX's own choice).
+std::vector<std::string> default_tls(const std::vector<std::string>& given, bool local_run) {
+  if (!given.empty()) return given;
+  if (const char* env = std::getenv("UCX_TLS"); env != nullptr && *env != '\0') return {env};
+  if (local_run) return {"tcp", "posix,sysv,cma", ""};
+  return {""};
+}
+
+// Each selected transport checks the run's options it owns (e.g. --ucx names).
+void check_transport_options(const std::vector<test_case>& cases, const transport_options& options) {
+  std::set<std::string> used;
+  for (const auto& c : cases) used.insert(c.transport);
+  for (const auto& name : used) {
+    const transport_entry* e = transport_registry::instance().find(name);
+    if (e != nullptr && e->check_options) e->check_options(options);
+  }
+  if (!options.ucx.empty() && used.count("ucx") == 0) throw usage_error("--ucx given, but no UCX case is selected");
+}
+
 std::string default_results_path() {
   std::string host(256, '\0');
   ::gethostname(host.data(), host.size());
@@ -109,9 +135,14 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   client_options o;
   o.config = make_config(a, app);
   const rate_unit unit = parse_rate_unit(a.units);
-  matrix_request req{a.transports, a.tests, parse_size_list(a.sizes), a.ifaces, {}};
+  const bool local_run = a.peer.empty();
+  matrix_request req{a.transports, a.tests, parse_size_list(a.sizes), default_tls(a.tls, local_run), a.ifaces, {}};
+  // A local sweep stays on loopback, whatever else this host's transports could reach.
+  if (local_run && req.ifaces.empty()) req.ifaces = {"lo"};
   for (const auto& m : a.memory) req.memory.push_back(parse_memory_pair(m));
   o.cases = expand_matrix(req, transport_registry::instance(), usable_interfaces());
+  o.config.transport.ucx = a.ucx;
+  check_transport_options(o.cases, o.config.transport);
   o.token = a.token;
   o.argv = argv;
 

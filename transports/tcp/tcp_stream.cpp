@@ -10,17 +10,6 @@
 
 namespace pairperf {
 
-void op_ring::push(const pending_op& item) {
-  if (m_count == m_items.size()) {
-    std::vector<pending_op> bigger(m_items.size() * 2);
-    for (std::size_t i = 0; i < m_count; ++i) bigger[i] = m_items[(m_head + i) & (m_items.size() - 1)];
-    m_items.swap(bigger);
-    m_head = 0;
-  }
-  m_items[(m_head + m_count) & (m_items.size() - 1)] = item;
-  ++m_count;
-}
-
 int tcp_stream::progress(std::span<completion> out, int n, std::string& error, bool& peer_gone) noexcept {
   const auto fail = [&](const char* what, int err) {
     peer_gone = err == 0 || err == ECONNRESET || err == EPIPE;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "harness/socket.h"
+#include "transports/fifo.h"
 #include "transports/transport.h"
 
 namespace pairperf {
@@ -18,24 +19,6 @@ struct pending_op {
   std::size_t length = 0;
   std::size_t done = 0;
   std::uint64_t cookie = 0;
-};
-
-// FIFO of pending operations; grows by doubling when full (only while warming up, since the
-// window bounds the number in flight), never shrinks.
-class op_ring {
- public:
-  void push(const pending_op& item);
-  [[nodiscard]] pending_op& front() noexcept { return m_items[m_head]; }
-  void pop() noexcept {
-    m_head = (m_head + 1) & (m_items.size() - 1);
-    --m_count;
-  }
-  [[nodiscard]] bool empty() const noexcept { return m_count == 0; }
-
- private:
-  std::vector<pending_op> m_items = std::vector<pending_op>(64);
-  std::size_t m_head = 0;
-  std::size_t m_count = 0;
 };
 
 class tcp_stream {
@@ -54,8 +37,8 @@ class tcp_stream {
 
  private:
   unique_fd m_fd;
-  op_ring m_sends;
-  op_ring m_recvs;
+  fifo<pending_op> m_sends;
+  fifo<pending_op> m_recvs;
 };
 
 }  // namespace pairperf

@@ -1,0 +1,88 @@
+#include "transports/ucx/ucx_handles.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <thread>
+
+#include <fmt/format.h>
+
+namespace pairperf::ucx {
+
+void check(ucs_status_t status, std::string_view what) {
+  if (status != UCS_OK) throw std::runtime_error(fmt::format("{}: {}", what, ucs_status_string(status)));
+}
+
+config_ptr read_config() {
+  ucp_config_t* raw = nullptr;
+  check(ucp_config_read(nullptr, nullptr, &raw), "ucp_config_read");
+  return config_ptr(raw);
+}
+
+worker_address::worker_address(ucp_worker_h worker) : m_worker(worker) {
+  check(ucp_worker_get_address(worker, &m_address, &m_length), "ucp_worker_get_address");
+}
+
+std::vector<std::byte> worker_address::bytes() const {
+  const auto* p = reinterpret_cast<const std::byte*>(m_address);
+  return {p, p + m_length};
+}
+
+memory_handle::memory_handle(ucp_context_h context, void* address, std::size_t length, ucs_memory_type_t type)
+    : m_context(context) {
+  ucp_mem_map_params_t params{};
+  params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
+  params.address = address;
+  params.length = length;
+  params.memory_type = type;
+  check(ucp_mem_map(context, &params, &m_memh), fmt::format("ucp_mem_map of {} bytes", length));
+}
+
+memory_handle::memory_handle(memory_handle&& other) noexcept : m_context(other.m_context), m_memh(other.m_memh) {
+  other.m_memh = nullptr;
+}
+
+memory_handle::~memory_handle() {
+  if (m_memh != nullptr) ucp_mem_unmap(m_context, m_memh);
+}
+
+std::vector<std::byte> memory_handle::packed_key() const {
+  void* buffer = nullptr;
+  std::size_t size = 0;
+  check(ucp_rkey_pack(m_context, m_memh, &buffer, &size), "ucp_rkey_pack");
+  const auto* p = static_cast<const std::byte*>(buffer);
+  std::vector<std::byte> out(p, p + size);
+  ucp_rkey_buffer_release(buffer);
+  return out;
+}
+
+void endpoint::close() noexcept {
+  if (m_ep == nullptr) return;
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  param.flags = m_failed ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+  ucs_status_ptr_t request = ucp_ep_close_nbx(m_ep, &param);
+  if (UCS_PTR_IS_PTR(request)) {
+    const auto end = std::chrono::steady_clock::now() + close_timeout;
+    while (ucp_request_check_status(request) == UCS_INPROGRESS && std::chrono::steady_clock::now() < end) {
+      ucp_worker_progress(m_worker);
+    }
+    // A peer that does not answer within the bound leaves the close to the worker's destruction.
+    ucp_request_free(request);
+  }
+  m_ep = nullptr;
+}
+
+std::string capture_stream(void (*fill)(FILE*, const void*), const void* arg) {
+  char* data = nullptr;
+  std::size_t size = 0;
+  FILE* f = open_memstream(&data, &size);
+  if (f == nullptr) return {};
+  fill(f, arg);
+  std::fclose(f);
+  std::string out(data, size);
+  std::free(data);
+  return out;
+}
+
+}  // namespace pairperf::ucx

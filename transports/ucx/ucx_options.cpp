@@ -1,0 +1,160 @@
+#include "transports/ucx/ucx_options.h"
+
+#include <ucp/api/ucp.h>
+#include <ucs/config/parser.h>
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "harness/errors.h"
+#include "transports/ucx/ucx_handles.h"
+
+namespace pairperf::ucx {
+namespace {
+
+// UCX_TLS aliases and what they stand for (UCX's ucp_tl_aliases).
+const std::map<std::string, std::vector<std::string>, std::less<>>& aliases() {
+  static const std::map<std::string, std::vector<std::string>, std::less<>> table{
+      {"mm", {"posix", "sysv", "xpmem"}},
+      {"sm", {"posix", "sysv", "xpmem", "knem", "cma"}},
+      {"shm", {"posix", "sysv", "xpmem", "knem", "cma"}},
+      {"ib", {"rc_verbs", "ud_verbs", "rc_mlx5", "ud_mlx5", "dc_mlx5"}},
+      {"rc", {"rc_verbs", "rc_mlx5"}},
+      {"rc_v", {"rc_verbs"}},
+      {"rc_x", {"rc_mlx5"}},
+      {"ud", {"ud_verbs", "ud_mlx5"}},
+      {"ud_v", {"ud_verbs"}},
+      {"ud_x", {"ud_mlx5"}},
+      {"dc", {"dc_mlx5"}},
+      {"dc_x", {"dc_mlx5"}},
+      {"ugni", {"ugni_smsg", "ugni_udt", "ugni_rdma"}},
+      {"cuda", {"cuda_copy", "cuda_ipc", "gdr_copy"}},
+      {"rocm", {"rocm_copy", "rocm_ipc", "rocm_gdr"}},
+  };
+  return table;
+}
+
+bool is_process_wide_section(const std::string& header) {
+  return header.rfind("UCS global", 0) == 0 || header.rfind("UCM", 0) == 0;
+}
+
+}  // namespace
+
+option_catalog parse_option_catalog(std::string_view text) {
+  option_catalog out;
+  std::istringstream in{std::string(text)};
+  std::string line, section;
+  while (std::getline(in, line)) {
+    if (line.rfind("# ", 0) == 0) {
+      section = line.substr(2);
+      continue;
+    }
+    if (line.rfind("UCX_", 0) != 0) continue;
+    const auto eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    std::string name = line.substr(4, eq - 4);
+    // UCX applies the memory-type cache process-wide though it sits among the context's options.
+    (is_process_wide_section(section) || name == "MEMTYPE_CACHE" ? out.process_wide : out.per_context).insert(std::move(name));
+  }
+  return out;
+}
+
+std::set<std::string> parse_context_resources(std::string_view text) {
+  std::set<std::string> out;
+  std::istringstream in{std::string(text)};
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.find("resource") == std::string::npos) continue;
+    const auto flags = line.find("flags");
+    if (flags == std::string::npos) continue;
+    std::istringstream words(line.substr(flags));
+    std::string w, last;
+    while (words >> w) last = w;
+    if (const auto slash = last.find('/'); slash != std::string::npos && slash > 0) out.insert(last.substr(0, slash));
+  }
+  return out;
+}
+
+std::vector<std::string> missing_transports(std::string_view tls, const std::set<std::string>& available) {
+  std::vector<std::string> missing;
+  if (tls.empty() || tls.front() == '^') return missing;
+  std::size_t start = 0;
+  while (start <= tls.size()) {
+    const std::size_t comma = std::min(tls.find(',', start), tls.size());
+    std::string name(tls.substr(start, comma - start));
+    start = comma + 1;
+    if (const auto colon = name.find(':'); colon != std::string::npos) name.resize(colon);  // "rc:aux"
+    if (name.empty() || name == "all" || available.count(name) > 0) continue;
+    const auto alias = aliases().find(name);
+    const bool any = alias != aliases().end() &&
+                     std::any_of(alias->second.begin(), alias->second.end(), [&](const std::string& m) { return available.count(m) > 0; });
+    if (!any) missing.push_back(name);
+  }
+  return missing;
+}
+
+namespace {
+
+// A context over every transport and device, made once, for the questions above.
+struct probe {
+  option_catalog options;
+  std::set<std::string> transports;
+
+  probe() {
+    config_ptr config = read_config();
+    check(ucp_config_modify(config.get(), "TLS", "all"), "ucp_config_modify TLS");
+    check(ucp_config_modify(config.get(), "NET_DEVICES", "all"), "ucp_config_modify NET_DEVICES");
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES;
+    params.features = UCP_FEATURE_TAG | UCP_FEATURE_RMA | UCP_FEATURE_AM;
+    ucp_context_h raw = nullptr;
+    check(ucp_init(&params, config.get(), &raw), "ucp_init (probe)");
+    const context_ptr context(raw);
+    transports = parse_context_resources(capture([&](FILE* f) { ucp_context_print_info(context.get(), f); }));
+    // The components are loaded now, so every table is registered: the same listing as `ucx_info -c`.
+    const auto flags = static_cast<ucs_config_print_flags_t>(UCS_CONFIG_PRINT_CONFIG | UCS_CONFIG_PRINT_HEADER | UCS_CONFIG_PRINT_HIDDEN);
+    options = parse_option_catalog(capture([&](FILE* f) { ucs_config_parser_print_all_opts(f, "UCX_", flags, &ucs_config_global_list); }));
+  }
+};
+
+const probe& the_probe() {
+  static const probe p;
+  return p;
+}
+
+}  // namespace
+
+const option_catalog& catalog() { return the_probe().options; }
+const std::set<std::string>& available_transports() { return the_probe().transports; }
+
+std::pair<std::string, std::string> split_option(std::string_view text) {
+  const auto eq = text.find('=');
+  if (eq == std::string_view::npos || eq == 0) throw usage_error(fmt::format("--ucx '{}': expected KEY=VALUE", text));
+  std::string key(text.substr(0, eq));
+  if (key.rfind("UCX_", 0) == 0) key.erase(0, 4);
+  return {key, std::string(text.substr(eq + 1))};
+}
+
+void check_options(const transport_options& options) {
+  const option_catalog& known = catalog();
+  for (const auto& text : options.ucx) {
+    const auto [key, value] = split_option(text);
+    if (known.process_wide.count(key) > 0) {
+      throw usage_error(fmt::format("--ucx {}: UCX applies {} to the whole process, not per case; set UCX_{} in the environment of "
+                                    "both client and server instead (it is recorded in the results' context)",
+                                    text, key, key));
+    }
+    if (key == "TLS" || key == "NET_DEVICES") {
+      throw usage_error(fmt::format("--ucx {}: use --tls and --iface for {}: they are axes of the sweep", text, key));
+    }
+    if (known.per_context.count(key) == 0) {
+      throw usage_error(fmt::format("--ucx {}: UCX has no option '{}'. Valid names: {}", text, key, fmt::join(known.per_context, ", ")));
+    }
+  }
+}
+
+}  // namespace pairperf::ucx

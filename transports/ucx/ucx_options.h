@@ -1,0 +1,38 @@
+#pragma once
+// What this host's UCX offers and accepts: its option names (UCX takes unknown names silently,
+// so pairperf checks them itself), which options act process-wide, and which transports exist.
+// The parsers take text so they are tested on real UCX output.
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "harness/config.h"
+
+namespace pairperf::ucx {
+
+struct option_catalog {
+  std::set<std::string> per_context;   // names without the UCX_ prefix, e.g. "TLS", "TCP_SNDBUF"
+  std::set<std::string> process_wide;  // e.g. "LOG_LEVEL", "MEM_MALLOC_HOOKS", "MEMTYPE_CACHE"
+};
+
+// From ucs_config_parser_print_all_opts with headers ("# UCS global configuration" ...).
+option_catalog parse_option_catalog(std::string_view text);
+// The transport names in ucp_context_print_info's resource lines ("... flags -- tcp/lo").
+std::set<std::string> parse_context_resources(std::string_view text);
+// The names in a UCX_TLS value that a host with `available` transports lacks (aliases such as
+// "shm", "ib", "rc", "cuda" count as present when any member is). "all" and negated lists
+// ("^tcp") lack nothing.
+std::vector<std::string> missing_transports(std::string_view tls, const std::set<std::string>& available);
+
+// This process's UCX, asked once.
+const option_catalog& catalog();
+const std::set<std::string>& available_transports();
+
+// Splits "KEY=VALUE" (a leading "UCX_" is dropped). Throws usage_error.
+std::pair<std::string, std::string> split_option(std::string_view text);
+// Refuses unknown names (with the valid ones) and process-wide ones (with what to do instead).
+// Throws usage_error.
+void check_options(const transport_options& options);
+
+}  // namespace pairperf::ucx

@@ -1,0 +1,120 @@
+#pragma once
+// UCX (UCP) as a transport: tag matching, active messages and RMA over one endpoint per side,
+// with a context built per case from ucp_config_read + ucp_config_modify (TLS from the case's
+// tls, NET_DEVICES from its interface on the client, --ucx KEY=VALUE) + ucp_init, so that cases
+// with different transport sets coexist in one process.
+#include <array>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "transports/fifo.h"
+#include "transports/registry.h"
+#include "transports/transport.h"
+#include "transports/ucx/ucx_handles.h"
+#include "transports/ucx/ucx_provenance.h"
+
+namespace pairperf {
+
+class ucx_transport final : public transport {
+ public:
+  explicit ucx_transport(const transport_params& params);
+  ~ucx_transport() override;
+  ucx_transport(const ucx_transport&) = delete;
+  ucx_transport& operator=(const ucx_transport&) = delete;
+
+  static transport_entry entry();
+
+  [[nodiscard]] capabilities caps() const override;
+  std::vector<std::byte> local_address() override;
+  void connect(std::span<const std::byte> peer_address) override;
+  mem_region register_memory(std::byte* address, std::size_t length, memory_type type) override;
+  void set_remote_regions(const std::vector<remote_region>& regions) override;
+  void probe_next_operation() override { m_probe = true; }
+  [[nodiscard]] int post(const op& operation) noexcept override;
+  [[nodiscard]] int poll(std::span<completion> out) noexcept override;
+  void start_flush() noexcept override;
+  [[nodiscard]] bool flushed() const noexcept override { return m_worker_flushed; }
+  [[nodiscard]] std::string last_error() const override { return m_error; }
+  [[nodiscard]] bool peer_gone() const noexcept override { return m_peer_gone; }
+  [[nodiscard]] provenance describe() const override;
+
+ private:
+  // What a posted operation reports when it completes: its user_data. From a pool, because a
+  // callback may run before the posting call returns (UCP_OP_ATTR_FLAG_NO_IMM_CMPL).
+  struct request_ctx {
+    ucx_transport* self = nullptr;
+    std::uint64_t cookie = 0;
+    op_kind kind = op_kind::send;
+    bool inspect = false;     // the poster will query the request after the call returns
+    bool done_early = false;  // it completed during the call: the poster frees it
+    bool in_use = false;
+    void* request = nullptr;  // while outstanding
+  };
+  struct am_arrival {
+    void* data;
+    std::size_t length;
+    bool rndv;        // data is a descriptor for ucp_am_recv_data_nbx
+    bool persistent;  // data must be released with ucp_am_data_release
+    std::vector<std::byte> copy;  // eager data UCX would not keep
+  };
+
+  static void on_send(void* request, ucs_status_t status, void* user_data);
+  static void on_tag_recv(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user_data);
+  static void on_am_data(void* request, ucs_status_t status, std::size_t length, void* user_data);
+  static void on_flush(void* request, ucs_status_t status, void* user_data);
+  static void on_worker_flush(void* request, ucs_status_t status, void* user_data);
+  static ucs_status_t on_am(void* arg, const void* header, std::size_t header_length, void* data, std::size_t length,
+                            const ucp_am_recv_param_t* param);
+
+  void complete(void* request, ucs_status_t status, request_ctx* ctx) noexcept;
+  int track(ucs_status_ptr_t request, request_ctx* ctx, const char* what) noexcept;
+  request_ctx* acquire(const op& operation, bool inspect) noexcept;
+  void release(request_ctx* ctx) noexcept {
+    ctx->in_use = false;
+    ctx->request = nullptr;
+    m_ctx_free.push_back(ctx);
+  }
+  void cancel_outstanding() noexcept;
+  int post_data_send(const op& operation) noexcept;
+  int post_data_recv(const op& operation) noexcept;
+  int post_rma(const op& operation) noexcept;
+  int post_sync_send(const op& operation) noexcept;
+  void handshake();
+  [[nodiscard]] std::string protocol_text(const ucx::request_info& req, const std::string& ep_text,
+                                          const std::vector<ucx::lane_info>& lanes) const;
+  // Records what UCX says about the protocol and lanes of a request (ucp_request_query).
+  void inspect(ucs_status_ptr_t request) noexcept;
+  int deliver_am(const am_arrival& arrival, const op& recv) noexcept;
+  // Parameters for posting `operation`, with a context from the pool as user_data.
+  ucp_request_param_t params(const op& operation, bool probe) noexcept;
+
+  transport_params m_params;
+  bool m_use_am = false;  // this test's data moves as active messages, not tagged messages
+  ucs_memory_type_t m_mem_type = UCS_MEMORY_TYPE_HOST;
+  ucx::context_ptr m_context;
+  ucx::worker_ptr m_worker;
+  std::vector<ucx::memory_handle> m_memory;
+  std::optional<ucx::endpoint> m_ep;
+  std::vector<ucx::rkey_ptr> m_rkeys;
+  std::vector<remote_region> m_remote;
+  fifo<completion> m_done;
+  std::deque<request_ctx> m_ctx_store;  // stable addresses
+  std::vector<request_ctx*> m_ctx_free;
+  fifo<op> m_am_posted;           // AM receives waiting for a message
+  fifo<am_arrival> m_am_arrived;  // messages waiting for a receive
+  bool m_rma_since_flush = false;
+  std::optional<op> m_sync_after_flush;
+  bool m_flush_done = false;
+  bool m_worker_flushed = true;
+  bool m_probe = false;
+  std::array<std::byte, 8> m_hello_out{}, m_hello_in{};
+  std::string m_request_info;
+  std::string m_error;
+  bool m_failed = false;
+  bool m_peer_gone = false;
+};
+
+}  // namespace pairperf
