@@ -19,7 +19,7 @@ class BadValues(unittest.TestCase):
         (["-n", "1"], "at least 2"),
         (["--window", "0"], "--window must be"),
         (["--streams", "100"], "--streams must be 1 to 64"),
-        (["--transport", "carrier-pigeon"], "unknown transport 'carrier-pigeon' (this build has: tcp)"),
+        (["--transport", "carrier-pigeon"], "unknown transport 'carrier-pigeon' (this build has: tcp"),
         (["--test", "put_bw"], "unknown test 'put_bw'"),
         (["--iface", "nosuch0"], "no usable interface named 'nosuch0'"),
         (["--duration", "fast"], "invalid duration"),

@@ -22,6 +22,10 @@ std::vector<interface_info> fake_ifaces() {
 TEST(Matrix, DefaultsToEveryTestOfEveryTransport) {
   matrix_request req;
   req.sizes = {8, 1024};
+  std::size_t all_tests = 0;
+  for (const auto& e : transport_registry::instance().all()) all_tests += e.tests.size();
+  EXPECT_EQ(expand_matrix(req, transport_registry::instance(), fake_ifaces()).size(), all_tests * 2);
+  req.transports = {"tcp"};
   const auto cases = expand_matrix(req, transport_registry::instance(), fake_ifaces());
   ASSERT_EQ(cases.size(), 6U);  // tcp_lat, tcp_bw, tcp_bibw x 2 sizes
   EXPECT_EQ(cases[0].test, "tcp_lat");
@@ -75,6 +79,22 @@ TEST(Matrix, RefusesUnknownNamesWithTheValidOnes) {
   req.ifaces = {};
   req.sizes = {};
   EXPECT_THROW(expand_matrix(req, transport_registry::instance(), fake_ifaces()), usage_error);
+}
+
+TEST(Matrix, TlsAxisCrossesOnlyTransportsThatHaveIt) {
+  transport_registry reg;
+  reg.add(transport_entry{"plain", "", {{"p_lat", pattern_kind::pingpong, op_kind::send, ""}}, nullptr, false, nullptr, nullptr});
+  reg.add(transport_entry{"lib", "", {{"l_lat", pattern_kind::pingpong, op_kind::send, ""}}, nullptr, true, nullptr, nullptr});
+  matrix_request req;
+  req.sizes = {8};
+  req.tls = {"tcp", "posix,sysv,cma", ""};
+  const auto cases = expand_matrix(req, reg, fake_ifaces());
+  ASSERT_EQ(cases.size(), 1U + 3U);
+  EXPECT_EQ(cases[0].tls, "");
+  EXPECT_EQ(cases[1].tls, "tcp");
+  EXPECT_EQ(cases[2].tls, "posix,sysv,cma");
+  EXPECT_EQ(cases[3].tls, "");
+  EXPECT_EQ(cases[3].test, "l_lat");
 }
 
 TEST(Matrix, ParsesMemoryPairs) {

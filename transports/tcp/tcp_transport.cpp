@@ -99,9 +99,14 @@ capabilities tcp_transport::caps() const { return capabilities{true, false, fals
 std::vector<std::byte> tcp_transport::local_address() {
   nlohmann::json j;
   if (m_params.side == side::server) {
+    // Advertise the addresses the listener takes: all of them for a wildcard, else only its own.
+    const std::string bound = local_ip(m_listener.get());
+    const bool wildcard = bound == "::" || bound == "0.0.0.0";
     nlohmann::json addrs = nlohmann::json::array();
     for (const auto& info : usable_interfaces()) {
-      for (const auto& a : info.addresses) addrs.push_back({{"address", a.address}, {"prefix_len", a.prefix_len}, {"iface", info.name}});
+      for (const auto& a : info.addresses) {
+        if (wildcard || a.address == bound) addrs.push_back({{"address", a.address}, {"prefix_len", a.prefix_len}, {"iface", info.name}});
+      }
     }
     j = {{"port", local_port(m_listener.get())}, {"addresses", addrs}};
   } else {

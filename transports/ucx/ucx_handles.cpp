@@ -60,7 +60,9 @@ void endpoint::close() noexcept {
   if (m_ep == nullptr) return;
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-  param.flags = m_failed ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+  // Forced, as ucx_perftest closes: a graceful close waits for the peer to progress, and the peer
+  // is then waiting on the control channel, not in UCX. Nothing is in flight by now.
+  param.flags = UCP_EP_CLOSE_FLAG_FORCE;
   ucs_status_ptr_t request = ucp_ep_close_nbx(m_ep, &param);
   if (UCS_PTR_IS_PTR(request)) {
     const auto end = std::chrono::steady_clock::now() + close_timeout;

@@ -67,8 +67,8 @@ class memory_handle {
   ucp_mem_h m_memh = nullptr;
 };
 
-// An endpoint; closing progresses the worker for at most `close_timeout` (forcefully when the
-// peer already failed), so a dead peer never hangs teardown.
+// An endpoint; closing is forced and progresses the worker for at most `close_timeout`, so a
+// dead or busy peer never hangs teardown.
 class endpoint {
  public:
   endpoint() = default;
@@ -77,13 +77,11 @@ class endpoint {
   endpoint& operator=(const endpoint&) = delete;
   ~endpoint() { close(); }
   [[nodiscard]] ucp_ep_h get() const noexcept { return m_ep; }
-  void mark_failed() noexcept { m_failed = true; }
   void close() noexcept;
 
  private:
   ucp_worker_h m_worker = nullptr;
   ucp_ep_h m_ep = nullptr;
-  bool m_failed = false;
   static constexpr std::chrono::milliseconds close_timeout{1000};
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <cstring>
 #include <utility>
 
@@ -72,6 +73,32 @@ transport_entry ucx_transport::entry() {
   };
 }
 
+std::shared_ptr<std::remove_pointer_t<ucp_context_h>> ucx_transport::shared_context(const std::string& tls, const std::string& net_devices,
+                                                                                     const std::vector<std::string>& options) {
+  // A context per distinct configuration, made once per process: ucp_init costs far more than
+  // a case's worker and endpoint, and contexts with different transport sets coexist.
+  static std::map<std::string, std::shared_ptr<std::remove_pointer_t<ucp_context_h>>> cache;
+  const std::string key = fmt::format("{}|{}|{}", tls, net_devices, fmt::join(options, ";"));
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  ucx::config_ptr config = ucx::read_config();
+  if (!tls.empty()) ucx::check(ucp_config_modify(config.get(), "TLS", tls.c_str()), fmt::format("UCX_TLS={}", tls));
+  if (!net_devices.empty()) {
+    ucx::check(ucp_config_modify(config.get(), "NET_DEVICES", net_devices.c_str()), fmt::format("UCX_NET_DEVICES={}", net_devices));
+  }
+  for (const auto& text : options) {
+    const auto [name, value] = ucx::split_option(text);
+    ucx::check(ucp_config_modify(config.get(), name.c_str(), value.c_str()), fmt::format("--ucx {}", text));
+  }
+  ucp_params_t p{};
+  p.field_mask = UCP_PARAM_FIELD_FEATURES;
+  p.features = UCP_FEATURE_TAG | UCP_FEATURE_RMA | UCP_FEATURE_AM;
+  ucp_context_h context = nullptr;
+  ucx::check(ucp_init(&p, config.get(), &context), fmt::format("ucp_init with UCX_TLS={}", tls.empty() ? "(default)" : tls));
+  std::shared_ptr<std::remove_pointer_t<ucp_context_h>> shared(context, ucx::context_deleter{});
+  cache.emplace(key, shared);
+  return shared;
+}
+
 ucx_transport::ucx_transport(const transport_params& params) : m_params(params) {
   const test_case& c = params.test;
   for (const auto& t : tests) {
@@ -88,22 +115,8 @@ ucx_transport::ucx_transport(const transport_params& params) : m_params(params) 
   }
   if (m_use_am && mine != memory_type::host) throw transport_unsupported("active-message tests copy on the CPU: host memory only");
 
-  ucx::config_ptr config = ucx::read_config();
-  if (!c.tls.empty()) ucx::check(ucp_config_modify(config.get(), "TLS", c.tls.c_str()), fmt::format("UCX_TLS={}", c.tls));
   // The interface is the client's; the server's devices stay as its environment sets them.
-  if (params.side == side::client && !c.iface.empty()) {
-    ucx::check(ucp_config_modify(config.get(), "NET_DEVICES", c.iface.c_str()), fmt::format("UCX_NET_DEVICES={}", c.iface));
-  }
-  for (const auto& text : params.options.ucx) {
-    const auto [key, value] = ucx::split_option(text);
-    ucx::check(ucp_config_modify(config.get(), key.c_str(), value.c_str()), fmt::format("--ucx {}", text));
-  }
-  ucp_params_t p{};
-  p.field_mask = UCP_PARAM_FIELD_FEATURES;
-  p.features = UCP_FEATURE_TAG | UCP_FEATURE_RMA | UCP_FEATURE_AM;
-  ucp_context_h context = nullptr;
-  ucx::check(ucp_init(&p, config.get(), &context), fmt::format("ucp_init with UCX_TLS={}", c.tls.empty() ? "(default)" : c.tls));
-  m_context.reset(context);
+  m_context = shared_context(c.tls, params.side == side::client ? c.iface : std::string(), params.options.ucx);
 
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
@@ -134,7 +147,6 @@ ucx_transport::~ucx_transport() {
   // Operations still outstanding (a peer that died mid-case) are cancelled, not left behind.
   const bool outstanding = m_ctx_store.size() > m_ctx_free.size();
   if (outstanding) cancel_outstanding();
-  if (m_ep && (m_failed || outstanding)) m_ep->mark_failed();
   m_ep.reset();
 }
 

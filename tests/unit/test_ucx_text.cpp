@@ -1,0 +1,199 @@
+// The UCX text parsers on real output: UCX 1.13.1 (Debian 12, captured on this project's CI
+// machine) and the newer formats quoted in UCX's documentation and issue reports.
+#include <gtest/gtest.h>
+
+#include "harness/errors.h"
+#include "transports/ucx/ucx_options.h"
+#include "transports/ucx/ucx_provenance.h"
+
+namespace pairperf::ucx {
+namespace {
+
+// ucp_ep_print_info, UCX 1.13.1, UCX_TLS=tcp with lo and eth0.
+constexpr const char* ep_info_tcp = R"(#
+# UCP endpoint 
+#
+#               peer: <no debug data>
+#                 lane[0]:  0:tcp/lo.0 md[0]                -> md[0]/tcp/sysdev[255] rma_bw#0 am am_bw#0
+#                 lane[1]:  1:tcp/eth0.0 md[0]              -> md[0]/tcp/sysdev[255] rma_bw#1 wireup
+#
+#                tag_send: 0..<egr/short>..8185..<egr/zcopy>..8192..<rndv>..(inf)
+#            tag_send_nbr: 0..<egr/short>..8185..<egr/bcopy>..262144..<rndv>..(inf)
+#           tag_send_sync: 0..<egr/short>..8185..<egr/zcopy>..8192..<rndv>..(inf)
+#                 am_send: 0..<egr/short>..8185..<egr/zcopy>..8192..<rndv>..(inf)
+#
+#                  rma_bw: mds [0] rndv_rkey_size 10
+#
+)";
+
+// ucp_ep_print_info, UCX 1.13.1, default UCX_TLS between two processes on one host.
+constexpr const char* ep_info_shm = R"(#                 lane[0]:  2:sysv/memory.0 md[2]           -> md[2]/sysv/sysdev[255] am am_bw#0
+#                 lane[1]:  4:cma/memory.0 md[4]            -> md[4]/cma/sysdev[255] rma_bw#0
+#                 lane[2]:  0:tcp/lo.0 md[0]                -> md[0]/tcp/sysdev[255] wireup
+#                tag_send: 0..<egr/short>..92..<egr/bcopy>..8192..<rndv>..(inf)
+)";
+
+TEST(UcxEpInfo, LanesWithTheirUse) {
+  const auto lanes = parse_ep_info(ep_info_tcp);
+  ASSERT_EQ(lanes.size(), 2U);
+  EXPECT_EQ(lanes[0].index, 0);
+  EXPECT_EQ(lanes[0].transport, "tcp");
+  EXPECT_EQ(lanes[0].device, "lo");
+  EXPECT_EQ(lanes[0].usage, (std::vector<std::string>{"rma_bw#0", "am", "am_bw#0"}));
+  EXPECT_TRUE(lanes[0].carries_data());
+  EXPECT_EQ(lanes[1].device, "eth0");
+  EXPECT_TRUE(lanes[1].carries_data());  // rma_bw#1 besides wireup
+  const auto shm = parse_ep_info(ep_info_shm);
+  ASSERT_EQ(shm.size(), 3U);
+  EXPECT_EQ(shm[1].transport, "cma");
+  EXPECT_EQ(shm[1].device, "memory");
+  EXPECT_TRUE(shm[1].carries_data());
+  EXPECT_FALSE(shm[2].carries_data());  // wireup only: not a data lane
+}
+
+TEST(UcxEpInfo, LaneLineWithSegmentField) {
+  const auto lanes = parse_ep_info("#                 lane[2]:  2:cma/memory.0 md[2]            -> md[2]/cma/sysdev[255] seg 4294967295 rma_bw#0");
+  ASSERT_EQ(lanes.size(), 1U);
+  EXPECT_EQ(lanes[0].index, 2);
+  EXPECT_EQ(lanes[0].transport, "cma");
+  EXPECT_EQ(lanes[0].usage, (std::vector<std::string>{"rma_bw#0"}));
+  const auto ib = parse_ep_info("#  lane[1]:  3:rc_mlx5/mlx5_0:1.0 md[1] -> md[1]/ib/sysdev[0] rma_bw#0 am_bw#1");
+  ASSERT_EQ(ib.size(), 1U);
+  EXPECT_EQ(ib[0].transport, "rc_mlx5");
+  EXPECT_EQ(ib[0].device, "mlx5_0:1");
+}
+
+TEST(UcxEpInfo, ProtocolFromThresholds) {
+  EXPECT_EQ(protocol_for_size(ep_info_tcp, "tag_send", 8), "egr/short");
+  EXPECT_EQ(protocol_for_size(ep_info_tcp, "tag_send", 8185), "egr/short");
+  EXPECT_EQ(protocol_for_size(ep_info_tcp, "tag_send", 8186), "egr/zcopy");
+  EXPECT_EQ(protocol_for_size(ep_info_tcp, "tag_send", 8193), "rndv");
+  EXPECT_EQ(protocol_for_size(ep_info_tcp, "tag_send", 1 << 20), "rndv");
+  EXPECT_EQ(protocol_for_size(ep_info_shm, "tag_send", 100), "egr/bcopy");
+  EXPECT_EQ(protocol_for_size(ep_info_tcp, "am_send", 64), "egr/short");
+  EXPECT_EQ(protocol_for_size(ep_info_tcp, "stream_send", 64), "");
+}
+
+TEST(UcxRequestInfo, Ucx113Rendezvous) {
+  const auto r = parse_request_info(
+      "flags:0x44000 send length 65536 ucp_proto_progress_tag_rndv_rts() lane[0]:  0:tcp/lo.0 md[0] -> md[0]/tcp/sysdev[255] rma_bw#0 "
+      "am am_bw#0 wireuphost memory");
+  EXPECT_EQ(r.protocol, "tag rndv rts");
+  ASSERT_EQ(r.lanes.size(), 1U);
+  EXPECT_EQ(r.lanes[0].transport, "tcp");
+  EXPECT_EQ(r.lanes[0].device, "lo");
+}
+
+TEST(UcxRequestInfo, Ucx113EagerHasNoNamedProtocol) {
+  const auto r = parse_request_info("flags:0x4001 send length 8 ???() lane[0]: 2:sysv/memory.0 md[2] -> md[2]/sysv/sysdev[255] am am_bw#0host memory");
+  EXPECT_NE(r.protocol.find("???"), std::string::npos);  // the caller falls back to the thresholds
+  ASSERT_EQ(r.lanes.size(), 1U);
+  EXPECT_EQ(r.lanes[0].transport, "sysv");
+}
+
+TEST(UcxRequestInfo, Ucx118Format) {
+  const auto r = parse_request_info(
+      "{proto|cb|init|rk_use} tag_send(multi) from host memory length 1048576 rendezvous zero-copy read from remote cma/memory "
+      "11145.0 MB/s 89.73 us");
+  EXPECT_EQ(r.protocol, "rendezvous zero-copy read from remote");
+  ASSERT_EQ(r.lanes.size(), 1U);
+  EXPECT_EQ(r.lanes[0].transport, "cma");
+  EXPECT_EQ(r.lanes[0].device, "memory");
+  const auto cuda = parse_request_info(
+      "811556..inf | (?) rendezvous pipeline cuda_copy, fenced write to remote, cuda | rc_mlx5/mlx5_0:1");
+  ASSERT_EQ(cuda.lanes.size(), 1U);
+  EXPECT_EQ(cuda.lanes[0].transport, "rc_mlx5");
+  EXPECT_EQ(cuda.lanes[0].device, "mlx5_0:1");
+}
+
+TEST(UcxResourceToken, AcceptsResourcesRefusesTheRest) {
+  lane_info l;
+  EXPECT_TRUE(parse_resource_token("cuda_ipc/cuda", l));
+  EXPECT_EQ(l.transport, "cuda_ipc");
+  EXPECT_FALSE(parse_resource_token("md[0]/tcp/sysdev[255]", l));
+  EXPECT_FALSE(parse_resource_token("MB/s", l));
+  EXPECT_FALSE(parse_resource_token("host", l));
+}
+
+TEST(UcxOptions, CatalogSeparatesProcessWideOptions) {
+  const auto c = parse_option_catalog(R"(#
+# UCS global configuration
+#
+UCX_LOG_LEVEL=WARN
+UCX_HANDLE_ERRORS=bt
+#
+# UCM configuration
+#
+UCX_MEM_MALLOC_HOOKS=y
+#
+# tcp transport configuration
+#
+UCX_TCP_SNDBUF=auto
+#
+# UCP context configuration
+#
+UCX_NET_DEVICES=all
+UCX_TLS=all
+UCX_MEMTYPE_CACHE=try
+)");
+  EXPECT_EQ(c.process_wide, (std::set<std::string>{"LOG_LEVEL", "HANDLE_ERRORS", "MEM_MALLOC_HOOKS", "MEMTYPE_CACHE"}));
+  EXPECT_EQ(c.per_context, (std::set<std::string>{"TCP_SNDBUF", "NET_DEVICES", "TLS"}));
+}
+
+TEST(UcxOptions, ResourcesFromContextInfo) {
+  const auto r = parse_context_resources(R"(#      resource 0  :  md 0  dev 0  flags -- tcp/lo
+#      resource 1  :  md 0  dev 1  flags -- tcp/eth0
+#      resource 2  :  md 1  dev 2  flags -- sysv/memory
+#      resource 3  :  md 3  dev 3  flags -- cma/memory
+#            md 0  :  component 1  tcp
+)");
+  EXPECT_EQ(r, (std::set<std::string>{"tcp", "sysv", "cma"}));
+}
+
+TEST(UcxOptions, MissingTransportsKnowAliases) {
+  const std::set<std::string> here{"tcp", "sysv", "posix", "cma", "self"};
+  EXPECT_TRUE(missing_transports("tcp", here).empty());
+  EXPECT_TRUE(missing_transports("posix,sysv,cma", here).empty());
+  EXPECT_TRUE(missing_transports("shm", here).empty());
+  EXPECT_TRUE(missing_transports("all", here).empty());
+  EXPECT_TRUE(missing_transports("^tcp", here).empty());
+  EXPECT_EQ(missing_transports("rc", here), (std::vector<std::string>{"rc"}));
+  EXPECT_EQ(missing_transports("tcp,cuda_ipc,rc:aux", here), (std::vector<std::string>{"cuda_ipc", "rc"}));
+  EXPECT_EQ(missing_transports("cuda", here), (std::vector<std::string>{"cuda"}));
+  EXPECT_EQ(missing_transports("tpc", here), (std::vector<std::string>{"tpc"}));
+  EXPECT_TRUE(missing_transports("rc", {"rc_verbs"}).empty());
+}
+
+TEST(UcxOptions, SplitsAndChecksNamesAgainstThisUcx) {
+  EXPECT_EQ(split_option("UCX_TCP_SNDBUF=1M"), std::make_pair(std::string("TCP_SNDBUF"), std::string("1M")));
+  EXPECT_THROW(split_option("NOEQUALS"), usage_error);
+  transport_options o;
+  o.ucx = {"RNDV_THRESH=16K"};
+  EXPECT_NO_THROW(check_options(o));
+  o.ucx = {"NO_SUCH_KNOB=1"};
+  try {
+    check_options(o);
+    FAIL();
+  } catch (const usage_error& e) {
+    EXPECT_NE(std::string(e.what()).find("no option 'NO_SUCH_KNOB'"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("RNDV_THRESH"), std::string::npos);  // lists the valid ones
+  }
+  o.ucx = {"LOG_LEVEL=info"};
+  try {
+    check_options(o);
+    FAIL();
+  } catch (const usage_error& e) {
+    EXPECT_NE(std::string(e.what()).find("whole process"), std::string::npos);
+  }
+  o.ucx = {"TLS=tcp"};
+  EXPECT_THROW(check_options(o), usage_error);
+}
+
+TEST(UcxOptions, ThisHostHasTheDebianTransports) {
+  const auto& t = available_transports();
+  EXPECT_EQ(t.count("tcp"), 1U);
+  EXPECT_EQ(t.count("self"), 1U);
+}
+
+}  // namespace
+}  // namespace pairperf::ucx
