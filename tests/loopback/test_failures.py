@@ -15,7 +15,7 @@ import pairperf_testlib as pp
 class Failures(unittest.TestCase):
     def test_no_server_fails_fast_naming_step_address_and_errno(self):
         port = pp.free_port()
-        proc, took = pp.run(["run", f"127.0.0.1:{port}", "--no-json", "--sizes", "8", "--timeout-connect", "2s"], timeout=30)
+        proc, took = pp.run(["run", f"127.0.0.1:{port}", "--no-json", "--transport", "tcp", "--sizes", "8", "--timeout-connect", "2s"], timeout=30)
         self.assertEqual(proc.returncode, 1, proc.stderr)
         self.assertLess(took, 2 + 1)
         self.assertIn("control connect failed", proc.stderr)
@@ -70,7 +70,7 @@ class Failures(unittest.TestCase):
             self.assertIsNone(client.poll())
             client.kill()
             pp.stop(client)
-            proc, took = pp.run(["run", s.address, "--no-json", "--sizes", "8", "-n", "50"], timeout=30)
+            proc, took = pp.run(["run", s.address, "--no-json", "--transport", "tcp", "--sizes", "8", "-n", "50"], timeout=30)
             self.assertEqual(proc.returncode, 0, proc.stderr)
             self.assertTrue(s.alive())
         self.assertIn("client dropped", s.log)
@@ -83,7 +83,7 @@ class Failures(unittest.TestCase):
                 time.sleep(1.5)
                 client.send_signal(signal.SIGSTOP)
                 start = time.monotonic()
-                proc, _ = pp.run(["run", s.address, "--no-json", "--sizes", "8", "-n", "50", "--timeout-handshake", "15s"],
+                proc, _ = pp.run(["run", s.address, "--no-json", "--transport", "tcp", "--sizes", "8", "-n", "50", "--timeout-handshake", "15s"],
                                  timeout=60)
                 took = time.monotonic() - start
             finally:

@@ -12,7 +12,7 @@ class Patterns(unittest.TestCase):
     def run_ok(self, server, *args, timeout=240):
         with pp.tmpdir() as d:
             out = os.path.join(d, "r.json")
-            proc, _ = pp.run(["run", server.address, "--json", out] + list(args), timeout=timeout)
+            proc, _ = pp.run(["run", server.address, "--json", out, "--transport", "tcp"] + list(args), timeout=timeout)
             self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
             return pp.load(out), proc
 
@@ -82,7 +82,7 @@ class Patterns(unittest.TestCase):
         with pp.Server() as s, pp.tmpdir() as d:
             for i in range(2):
                 path = os.path.join(d, f"r{i}.jsonl")
-                proc, _ = pp.run(["run", s.address, "--no-json", "--jsonl", path, "--sizes", "8,1K", "-n", "20"])
+                proc, _ = pp.run(["run", s.address, "--no-json", "--jsonl", path, "--transport", "tcp", "--sizes", "8,1K", "-n", "20"])
                 self.assertEqual(proc.returncode, 0, proc.stderr)
                 with open(path) as f:
                     lines = [l for l in f if l.strip()]

@@ -34,7 +34,7 @@ class ServerSide(unittest.TestCase):
             with pp.connect(s.port) as c:
                 c.sendall(pp.frame(pp.hello(token="guess")))
                 self.assertEqual(pp.read_frame(c)["type"], "refused")
-            proc, _ = pp.run(["run", s.address, "--no-json", "--sizes", "8", "-n", "10", "--token", "nope"], timeout=30)
+            proc, _ = pp.run(["run", s.address, "--no-json", "--transport", "tcp", "--sizes", "8", "-n", "10", "--token", "nope"], timeout=30)
             self.assertEqual(proc.returncode, 1)
             self.assertIn("peer refused: wrong or missing --token", proc.stderr)
             proc, _ = pp.run(["run", s.address, "--no-json", "--sizes", "8", "-n", "10", "--token", "s3cret", "--test", "tcp_lat"],
@@ -182,7 +182,7 @@ class ScriptedServer:
 class ClientSide(unittest.TestCase):
     def test_refusal_reaches_the_user(self):
         with ScriptedServer(refuse="control protocol version 1 is not supported; this server speaks version 2") as s:
-            proc, _ = pp.run(["run", f"127.0.0.1:{s.port}", "--no-json", "--sizes", "8"], timeout=30)
+            proc, _ = pp.run(["run", f"127.0.0.1:{s.port}", "--no-json", "--transport", "tcp", "--sizes", "8"], timeout=30)
         self.assertEqual(proc.returncode, 1)
         self.assertIn("hello failed", proc.stderr)
         self.assertIn("peer refused", proc.stderr)

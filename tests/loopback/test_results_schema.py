@@ -33,7 +33,13 @@ class Schema(unittest.TestCase):
     def test_default_local_sweep_prints_a_table_and_writes_a_valid_file(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stdout + self.proc.stderr)
         self.assertIn("lat p50", self.proc.stdout)
-        self.assertIn("18 ok, 0 skipped, 0 not ok", self.proc.stdout)
+        doc = pp.load(self.files[0])
+        self.assertIn(f"{len(doc['results'])} ok, 0 skipped, 0 not ok", self.proc.stdout)
+        transports = {r["case"]["transport"] for r in doc["results"]}
+        self.assertIn("tcp", transports)
+        if "ucx" in doc["context"]["tool"]["transports"]:
+            # Locally UCX runs over TCP, shared memory and its own default choice.
+            self.assertEqual({r["case"]["tls"] for r in doc["results"] if r["case"]["transport"] == "ucx"}, {"tcp", "posix,sysv,cma", ""})
         self.assertEqual(len(self.files), 1)
         self.assertIn(f"results: results/runs/{os.path.basename(self.files[0])}", self.proc.stdout)
         v = validate(self.files[0])
@@ -60,13 +66,14 @@ class Schema(unittest.TestCase):
             check(lambda b: b["results"][0].update(status="meh"), "meh")
             check(lambda b: b["results"][0].update(status="error"), "message")
             check(lambda b: b["results"][6]["bandwidth_Bps"].pop("receiver"), "receiver")
+            check(lambda b: b["results"][6]["bandwidth_Bps"].update(receiver="fast"), "fast")
             check(lambda b: b.update(schema_version="2.0.0"), "2.0.0")
             check(lambda b: b["context"].pop("env"), "env")
 
     def test_jsonl_and_skipped_rows_validate(self):
         with pp.Server() as s, pp.tmpdir() as d:
             out = os.path.join(d, "r.jsonl")
-            proc, _ = pp.run(["run", s.address, "--no-json", "--jsonl", out, "--sizes", "8", "-n", "10", "--mem", "host",
+            proc, _ = pp.run(["run", s.address, "--no-json", "--jsonl", out, "--transport", "tcp", "--sizes", "8", "-n", "10", "--mem", "host",
                               "--mem", "cuda"], timeout=60)
             self.assertEqual(proc.returncode, 0, proc.stderr)
             v = validate(out)

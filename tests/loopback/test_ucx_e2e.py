@@ -1,0 +1,126 @@
+"""UCX end to end: two processes, every test x every transport set this host offers x sizes on
+both sides of the eager/rendezvous thresholds, with --validate, and what the provenance says."""
+import json
+import os
+import signal
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import unittest
+
+import pairperf_testlib as pp
+
+TESTS = ["tag_lat", "tag_bw", "tag_bibw", "put_lat", "put_bw", "get_bw", "am_lat", "am_bw"]
+SHM = {"posix", "sysv", "cma", "xpmem", "knem"}
+
+
+def ucx_built():
+    proc, _ = pp.run(["info", "--json"], timeout=30)
+    return "ucx" in json.loads(proc.stdout)["tool"]["transports"]
+
+
+REASON = None if ucx_built() else "this pairperf was built without UCX"
+if REASON:
+    print(f"SKIP: {REASON}", flush=True)
+
+
+@unittest.skipIf(REASON is not None, REASON or "")
+class Ucx(unittest.TestCase):
+    def run_ucx(self, server, *args, timeout=300):
+        # --iface lo keeps UCX's network lanes on loopback.
+        with pp.tmpdir() as d:
+            out = os.path.join(d, "r.json")
+            proc, took = pp.run(["run", server.address, "--json", out, "--transport", "ucx", "--iface", "lo"] + list(args), timeout=timeout)
+            return proc, (pp.load(out) if os.path.exists(out) else None), took
+
+    def test_every_test_and_transport_set_validates_across_thresholds(self):
+        # 8 B and 1K are eager; 8K+1 crosses the 8K zero-copy threshold; 256K and 1M are rendezvous.
+        with pp.Server() as s:
+            proc, doc, _ = self.run_ucx(s, "--test", ",".join(TESTS), "--tls", "tcp", "--tls", "posix,sysv,cma", "--tls", "all",
+                                        "--sizes", "8,1K,8193,256K,1M", "-n", "6", "--warmup", "2", "--validate")
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:] + proc.stderr[-2000:])
+        results = doc["results"]
+        self.assertEqual(len(results), len(TESTS) * 3 * 5)
+        for r in results:
+            c = r["case"]
+            with self.subTest(test=c["test"], tls=c["tls"], size=c["size_bytes"]):
+                self.assertEqual(r["status"], "ok", r.get("message"))
+                self.assertEqual(r["validation"]["corrupt_bytes"], 0)
+                self.assertGreater(r["validation"]["messages_checked"], 0)
+                lanes = {l["transport"] for l in r["provenance"]["lanes"]}
+                self.assertTrue(lanes, "every result names its lanes")
+                self.assertTrue(r["provenance"]["protocol"], "every result names its protocol")
+                if c["tls"] == "tcp":
+                    self.assertEqual(lanes, {"tcp"})
+                if c["tls"] == "posix,sysv,cma":
+                    self.assertNotIn("tcp", lanes)
+                    self.assertTrue(lanes <= SHM, lanes)
+
+    def test_rendezvous_threshold_option_changes_the_protocol(self):
+        with pp.Server() as s:
+            _, plain, _ = self.run_ucx(s, "--test", "tag_lat", "--tls", "tcp", "--sizes", "4K", "-n", "20")
+            proc, tuned, _ = self.run_ucx(s, "--test", "tag_lat", "--tls", "tcp", "--sizes", "4K", "-n", "20", "--ucx", "RNDV_THRESH=1K")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("egr", plain["results"][0]["provenance"]["protocol"])
+        self.assertIn("rndv", tuned["results"][0]["provenance"]["protocol"])
+        self.assertEqual(tuned["context"]["config"]["ucx"], ["RNDV_THRESH=1K"])
+
+    def test_transport_this_host_lacks_is_skipped_with_what_it_has(self):
+        with pp.Server() as s:
+            proc, doc, _ = self.run_ucx(s, "--test", "tag_lat", "--tls", "rc", "--tls", "tcp,cuda_ipc", "--tls", "tcp", "--sizes", "8", "-n", "10")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        by_tls = {r["case"]["tls"]: r for r in doc["results"]}
+        for tls, missing in (("rc", "rc"), ("tcp,cuda_ipc", "cuda_ipc")):
+            self.assertEqual(by_tls[tls]["status"], "skipped")
+            self.assertIn(f"does not offer {missing}", by_tls[tls]["message"])
+            self.assertIn("available: ", by_tls[tls]["message"])
+            self.assertIn("tcp", by_tls[tls]["message"])
+        self.assertEqual(by_tls["tcp"]["status"], "ok")
+
+    def test_bad_ucx_options_are_refused_before_running(self):
+        for opt, message in (("NO_SUCH_KNOB=1", "UCX has no option 'NO_SUCH_KNOB'"), ("LOG_LEVEL=info", "whole process"),
+                             ("TLS=tcp", "use --tls"), ("RNDV_THRESH", "expected KEY=VALUE")):
+            with self.subTest(opt=opt):
+                proc, took = pp.run(["run", "--transport", "ucx", "--ucx", opt, "--no-json"], timeout=30)
+                self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+                self.assertIn(message, proc.stderr)
+                self.assertLess(took, 10)
+
+    def test_peer_dying_mid_case_is_an_error_within_the_timeout(self):
+        for tls, bound in (("tcp", 2), ("posix,sysv,cma", 4 + 2)):
+            with self.subTest(tls=tls), pp.Server() as s, pp.tmpdir() as d:
+                out = os.path.join(d, "r.json")
+                client = pp.start(["run", s.address, "--json", out, "--transport", "ucx", "--iface", "lo", "--test", "tag_bw", "--tls", tls,
+                                   "--sizes", "64K", "--duration", "60s", "--timeout-case", "4s"])
+                try:
+                    time.sleep(2.0)
+                    self.assertIsNone(client.poll())
+                    s.proc.send_signal(signal.SIGKILL)
+                    killed = time.monotonic()
+                    client.wait(timeout=30)
+                    took = time.monotonic() - killed
+                finally:
+                    output = pp.stop(client)
+                self.assertEqual(client.returncode, 1, output)
+                self.assertLess(took, bound, output)
+                r = pp.load(out)["results"][0]
+                self.assertEqual(r["status"], "error")
+                self.assertIn("case 1 measure failed", r["message"])
+
+    def test_done_when_command_names_lanes_and_protocol_everywhere(self):
+        with pp.Server() as s:
+            proc, doc, _ = self.run_ucx(s, "--test", "tag_lat,tag_bw,put_bw", "--tls", "tcp", "--tls", "posix,sysv,cma", "--sizes", "8:4M",
+                                        "--duration", "20ms", "--min-iterations", "4")
+        self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+        self.assertEqual(len(doc["results"]), 3 * 2 * 20)
+        for r in doc["results"]:
+            self.assertEqual(r["status"], "ok", r.get("message"))
+            self.assertTrue(r["provenance"]["lanes"])
+            self.assertTrue(r["provenance"]["protocol"])
+            self.assertIn("lanes", r["provenance"]["client"])
+            self.assertIn("lanes", r["provenance"]["server"])
+
+
+if __name__ == "__main__":
+    pp.main()
