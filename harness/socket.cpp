@@ -91,6 +91,13 @@ unique_fd socket_for(const addrinfo* ai, int& last_err) {
   return fd;
 }
 
+// Control messages are small request/response frames: Nagle's algorithm with delayed ACKs would
+// add ~40 ms to every exchange.
+void set_nodelay(int fd) {
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
 bool is_unreachable(int err) {
   return err == ENETUNREACH || err == EHOSTUNREACH || err == ECONNREFUSED || err == ETIMEDOUT ||
          err == EADDRNOTAVAIL || err == ENONET;
@@ -207,6 +214,7 @@ unique_fd connect_tcp(const endpoint& peer, const connect_options& options, cons
       }
     }
     set_nonblocking(fd.get(), false);
+    set_nodelay(fd.get());
     return fd;
   }
   throw step_error(is_unreachable(last_err) ? error_kind::unreachable : error_kind::error, place,
@@ -240,7 +248,10 @@ unique_fd accept_until(const unique_fd& listener, deadline_t deadline, const whe
       throw step_error(error_kind::timeout, place, "no connection arrived before the timeout", ETIMEDOUT);
     }
     const int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd >= 0) return unique_fd(fd);
+    if (fd >= 0) {
+      set_nodelay(fd);
+      return unique_fd(fd);
+    }
     if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) {
       throw step_error(error_kind::error, place, fmt::format("accept: {}", std::strerror(errno)), errno);
     }

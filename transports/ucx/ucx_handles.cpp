@@ -1,11 +1,16 @@
 #include "transports/ucx/ucx_handles.h"
 
+#include <map>
+
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "transports/ucx/ucx_options.h"
 
 namespace pairperf::ucx {
 
@@ -73,6 +78,31 @@ void endpoint::close() noexcept {
     ucp_request_free(request);
   }
   m_ep = nullptr;
+}
+
+shared_context context_for(const std::string& tls, const std::string& net_devices, const std::vector<std::string>& options) {
+  // A context per distinct configuration, made once per process: ucp_init costs far more than
+  // a case's worker and endpoint, and contexts with different transport sets coexist.
+  static std::map<std::string, shared_context> cache;
+  const std::string key = fmt::format("{}|{}|{}", tls, net_devices, fmt::join(options, ";"));
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  config_ptr config = read_config();
+  if (!tls.empty()) check(ucp_config_modify(config.get(), "TLS", tls.c_str()), fmt::format("UCX_TLS={}", tls));
+  if (!net_devices.empty()) {
+    check(ucp_config_modify(config.get(), "NET_DEVICES", net_devices.c_str()), fmt::format("UCX_NET_DEVICES={}", net_devices));
+  }
+  for (const auto& text : options) {
+    const auto [name, value] = split_option(text);
+    check(ucp_config_modify(config.get(), name.c_str(), value.c_str()), fmt::format("--ucx {}", text));
+  }
+  ucp_params_t p{};
+  p.field_mask = UCP_PARAM_FIELD_FEATURES;
+  p.features = UCP_FEATURE_TAG | UCP_FEATURE_RMA | UCP_FEATURE_AM;
+  ucp_context_h context = nullptr;
+  check(ucp_init(&p, config.get(), &context), fmt::format("ucp_init with UCX_TLS={}", tls.empty() ? "(default)" : tls));
+  shared_context shared(context, context_deleter{});
+  cache.emplace(key, shared);
+  return shared;
 }
 
 std::string capture_stream(void (*fill)(FILE*, const void*), const void* arg) {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/errors.h"
+#include "transports/ucx/ucx_describe.h"
 #include "transports/ucx/ucx_options.h"
 
 namespace pairperf {
@@ -51,9 +52,6 @@ bool means_peer_gone(ucs_status_t s) {
   return s == UCS_ERR_CONNECTION_RESET || s == UCS_ERR_ENDPOINT_TIMEOUT || s == UCS_ERR_UNREACHABLE || s == UCS_ERR_REJECTED;
 }
 
-nlohmann::json lane_json(const ucx::lane_info& l) {
-  return {{"index", l.index}, {"transport", l.transport}, {"device", l.device}, {"usage", l.usage}};
-}
 
 }  // namespace
 
@@ -73,32 +71,6 @@ transport_entry ucx_transport::entry() {
   };
 }
 
-std::shared_ptr<std::remove_pointer_t<ucp_context_h>> ucx_transport::shared_context(const std::string& tls, const std::string& net_devices,
-                                                                                     const std::vector<std::string>& options) {
-  // A context per distinct configuration, made once per process: ucp_init costs far more than
-  // a case's worker and endpoint, and contexts with different transport sets coexist.
-  static std::map<std::string, std::shared_ptr<std::remove_pointer_t<ucp_context_h>>> cache;
-  const std::string key = fmt::format("{}|{}|{}", tls, net_devices, fmt::join(options, ";"));
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
-  ucx::config_ptr config = ucx::read_config();
-  if (!tls.empty()) ucx::check(ucp_config_modify(config.get(), "TLS", tls.c_str()), fmt::format("UCX_TLS={}", tls));
-  if (!net_devices.empty()) {
-    ucx::check(ucp_config_modify(config.get(), "NET_DEVICES", net_devices.c_str()), fmt::format("UCX_NET_DEVICES={}", net_devices));
-  }
-  for (const auto& text : options) {
-    const auto [name, value] = ucx::split_option(text);
-    ucx::check(ucp_config_modify(config.get(), name.c_str(), value.c_str()), fmt::format("--ucx {}", text));
-  }
-  ucp_params_t p{};
-  p.field_mask = UCP_PARAM_FIELD_FEATURES;
-  p.features = UCP_FEATURE_TAG | UCP_FEATURE_RMA | UCP_FEATURE_AM;
-  ucp_context_h context = nullptr;
-  ucx::check(ucp_init(&p, config.get(), &context), fmt::format("ucp_init with UCX_TLS={}", tls.empty() ? "(default)" : tls));
-  std::shared_ptr<std::remove_pointer_t<ucp_context_h>> shared(context, ucx::context_deleter{});
-  cache.emplace(key, shared);
-  return shared;
-}
-
 ucx_transport::ucx_transport(const transport_params& params) : m_params(params) {
   const test_case& c = params.test;
   for (const auto& t : tests) {
@@ -116,7 +88,7 @@ ucx_transport::ucx_transport(const transport_params& params) : m_params(params) 
   if (m_use_am && mine != memory_type::host) throw transport_unsupported("active-message tests copy on the CPU: host memory only");
 
   // The interface is the client's; the server's devices stay as its environment sets them.
-  m_context = shared_context(c.tls, params.side == side::client ? c.iface : std::string(), params.options.ucx);
+  m_context = ucx::context_for(c.tls, params.side == side::client ? c.iface : std::string(), params.options.ucx);
 
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
@@ -507,78 +479,19 @@ int ucx_transport::poll(std::span<completion> out) noexcept {
   return static_cast<int>(n);
 }
 
-std::string ucx_transport::protocol_text(const ucx::request_info& req, const std::string& ep_text,
-                                         const std::vector<ucx::lane_info>& lanes) const {
-  // A named protocol from the request itself is the best evidence (UCX 1.13 names rendezvous
-  // by its progress function; newer UCX names every protocol).
-  if (!req.protocol.empty() && req.protocol.find("???") == std::string::npos && req.protocol.find("no debug info") == std::string::npos &&
-      req.protocol.rfind("flags:", 0) != 0) {
-    return req.protocol;
-  }
-  const auto it = std::find_if(tests.begin(), tests.end(), [&](const ucx_test& t) { return t.spec.name == m_params.test.test; });
-  if (it != tests.end() && it->spec.data_op == op_kind::send) {
-    const std::string table = it->active_messages ? "am_send" : "tag_send";
-    const std::string proto = ucx::protocol_for_size(ep_text, table, m_params.test.size_bytes);
-    if (!proto.empty()) return fmt::format("{} {} (from the endpoint's {} thresholds)", it->active_messages ? "am" : "tag", proto, table);
-  }
-  // RMA in UCX 1.13 carries no request information: name the lanes that serve it.
-  std::vector<std::string> rma;
-  for (const auto& l : lanes) {
-    if (std::any_of(l.usage.begin(), l.usage.end(), [](const std::string& u) { return u.rfind("rma", 0) == 0; })) {
-      rma.push_back(l.transport + "/" + l.device);
-    }
-  }
-  if (it != tests.end() && (it->spec.data_op == op_kind::put || it->spec.data_op == op_kind::get) && !rma.empty()) {
-    return fmt::format("{} over rma lanes {}", it->spec.data_op == op_kind::put ? "put" : "get", fmt::join(rma, ", "));
-  }
-  return m_request_info.empty() ? std::string("(this side posted no data operation to inspect)") : req.raw;
-}
-
 provenance ucx_transport::describe() const {
-  provenance p;
-  if (!m_ep) return p;
-  const std::string ep_text = ucx::capture([&](FILE* f) { ucp_ep_print_info(m_ep->get(), f); });
-  std::vector<ucx::lane_info> lanes = ucx::parse_ep_info(ep_text);
-#if UCP_API_VERSION >= UCP_VERSION(1, 14)
-  // Newer UCX names the endpoint's transports directly; the printed text still gives their use.
-  std::array<ucp_transport_entry_t, 32> entries{};
-  ucp_ep_attr_t attr{};
-  attr.field_mask = UCP_EP_ATTR_FIELD_TRANSPORTS;
-  attr.transports.entries = entries.data();
-  attr.transports.num_entries = entries.size();
-  attr.transports.entry_size = sizeof(ucp_transport_entry_t);
-  if (ucp_ep_query(m_ep->get(), &attr) == UCS_OK && lanes.empty()) {
-    for (unsigned i = 0; i < attr.transports.num_entries; ++i) {
-      lanes.push_back({static_cast<int>(i), entries[i].transport_name, entries[i].device_name, {"unknown"}});
-    }
-  }
-#endif
-  for (const auto& l : lanes) {
-    if (l.carries_data()) p.lanes.push_back(lane{l.transport, l.device});
-  }
-  const ucx::request_info req = ucx::parse_request_info(m_request_info);
-  p.protocol = protocol_text(req, ep_text, lanes);
-  nlohmann::json lanes_json = nlohmann::json::array();
-  for (const auto& l : lanes) lanes_json.push_back(lane_json(l));
-  nlohmann::json request_lanes = nlohmann::json::array();
-  for (const auto& l : req.lanes) request_lanes.push_back({{"transport", l.transport}, {"device", l.device}});
-  nlohmann::json ep_lines = nlohmann::json::array();
-  std::size_t start = 0;
-  while (start < ep_text.size()) {
-    const std::size_t end = std::min(ep_text.find('\n', start), ep_text.size());
-    if (end > start) ep_lines.push_back(ep_text.substr(start, end - start));
-    start = end + 1;
-  }
-  nlohmann::json details{{"ucx_version", ucp_get_version_string()},
-                         {"tls", m_params.test.tls.empty() ? std::string("(default)") : m_params.test.tls},
-                         {"lanes", lanes_json},
-                         {"request_info", req.raw},
-                         {"error_handling", "none"},
-                         {"request_lanes", request_lanes},
-                         {"ep_info", ep_lines}};
-  if (m_params.side == side::client) details["net_devices"] = m_params.test.iface.empty() ? std::string("(default)") : m_params.test.iface;
-  (m_params.side == side::client ? p.client : p.server) = std::move(details);
-  return p;
+  if (!m_ep) return {};
+  const auto it = std::find_if(tests.begin(), tests.end(), [&](const ucx_test& t) { return t.spec.name == m_params.test.test; });
+  ucx::endpoint_facts facts;
+  facts.ep = m_ep->get();
+  facts.client = m_params.side == side::client;
+  facts.tls = m_params.test.tls;
+  facts.iface = m_params.test.iface;
+  facts.data_op = it != tests.end() ? it->spec.data_op : op_kind::send;
+  facts.active_messages = m_use_am;
+  facts.size = m_params.test.size_bytes;
+  facts.request_info = m_request_info;
+  return ucx::describe_endpoint(facts);
 }
 
 }  // namespace pairperf

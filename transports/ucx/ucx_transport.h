@@ -83,10 +83,6 @@ class ucx_transport final : public transport {
   int post_rma(const op& operation) noexcept;
   int post_sync_send(const op& operation) noexcept;
   void handshake();
-  static std::shared_ptr<std::remove_pointer_t<ucp_context_h>> shared_context(const std::string& tls, const std::string& net_devices,
-                                                                              const std::vector<std::string>& options);
-  [[nodiscard]] std::string protocol_text(const ucx::request_info& req, const std::string& ep_text,
-                                          const std::vector<ucx::lane_info>& lanes) const;
   // Records what UCX says about the protocol and lanes of a request (ucp_request_query).
   void inspect(ucs_status_ptr_t request) noexcept;
   int deliver_am(const am_arrival& arrival, const op& recv) noexcept;
@@ -96,7 +92,7 @@ class ucx_transport final : public transport {
   transport_params m_params;
   bool m_use_am = false;  // this test's data moves as active messages, not tagged messages
   ucs_memory_type_t m_mem_type = UCS_MEMORY_TYPE_HOST;
-  std::shared_ptr<std::remove_pointer_t<ucp_context_h>> m_context;
+  ucx::shared_context m_context;
   ucx::worker_ptr m_worker;
   std::vector<ucx::memory_handle> m_memory;
   std::optional<ucx::endpoint> m_ep;

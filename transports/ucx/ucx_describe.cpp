@@ -1,0 +1,100 @@
+#include "transports/ucx/ucx_describe.h"
+
+#include <algorithm>
+#include <array>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "transports/ucx/ucx_handles.h"
+#include "transports/ucx/ucx_provenance.h"
+
+namespace pairperf::ucx {
+namespace {
+
+bool named(const std::string& protocol) {
+  return !protocol.empty() && protocol.find("???") == std::string::npos && protocol.find("no debug info") == std::string::npos &&
+         protocol.rfind("flags:", 0) != 0;
+}
+
+std::string protocol_text(const endpoint_facts& f, const request_info& req, const std::string& ep_text, const std::vector<lane_info>& lanes) {
+  // A protocol the request names is the best evidence (UCX 1.13 names rendezvous by its progress
+  // function; newer UCX names every protocol).
+  if (named(req.protocol)) return req.protocol;
+  if (f.data_op == op_kind::send) {
+    const std::string table = f.active_messages ? "am_send" : "tag_send";
+    const std::string proto = protocol_for_size(ep_text, table, f.size);
+    if (!proto.empty()) return fmt::format("{} {} (from the endpoint's {} thresholds)", f.active_messages ? "am" : "tag", proto, table);
+  }
+  // RMA in UCX 1.13 carries no request information: name the lanes that serve it.
+  std::vector<std::string> rma;
+  for (const auto& l : lanes) {
+    if (std::any_of(l.usage.begin(), l.usage.end(), [](const std::string& u) { return u.rfind("rma", 0) == 0; })) {
+      rma.push_back(l.transport + "/" + l.device);
+    }
+  }
+  if ((f.data_op == op_kind::put || f.data_op == op_kind::get) && !rma.empty()) {
+    return fmt::format("{} over rma lanes {}", f.data_op == op_kind::put ? "put" : "get", fmt::join(rma, ", "));
+  }
+  return f.request_info.empty() ? std::string("(this side posted no data operation to inspect)") : req.raw;
+}
+
+std::vector<lane_info> endpoint_lanes(ucp_ep_h ep, const std::string& ep_text) {
+  std::vector<lane_info> lanes = parse_ep_info(ep_text);
+#if UCP_API_VERSION >= UCP_VERSION(1, 14)
+  // Newer UCX names the endpoint's transports directly, should the printed form change.
+  if (lanes.empty()) {
+    std::array<ucp_transport_entry_t, 32> entries{};
+    ucp_ep_attr_t attr{};
+    attr.field_mask = UCP_EP_ATTR_FIELD_TRANSPORTS;
+    attr.transports.entries = entries.data();
+    attr.transports.num_entries = entries.size();
+    attr.transports.entry_size = sizeof(ucp_transport_entry_t);
+    if (ucp_ep_query(ep, &attr) == UCS_OK) {
+      for (unsigned i = 0; i < attr.transports.num_entries; ++i) {
+        lanes.push_back({static_cast<int>(i), entries[i].transport_name, entries[i].device_name, {"unknown"}});
+      }
+    }
+  }
+#else
+  (void)ep;
+#endif
+  return lanes;
+}
+
+}  // namespace
+
+provenance describe_endpoint(const endpoint_facts& f) {
+  provenance p;
+  const std::string ep_text = capture([&](FILE* out) { ucp_ep_print_info(f.ep, out); });
+  const std::vector<lane_info> lanes = endpoint_lanes(f.ep, ep_text);
+  for (const auto& l : lanes) {
+    if (l.carries_data()) p.lanes.push_back(lane{l.transport, l.device});
+  }
+  const request_info req = parse_request_info(f.request_info);
+  p.protocol = protocol_text(f, req, ep_text, lanes);
+
+  nlohmann::json lanes_json = nlohmann::json::array();
+  for (const auto& l : lanes) lanes_json.push_back({{"index", l.index}, {"transport", l.transport}, {"device", l.device}, {"usage", l.usage}});
+  nlohmann::json request_lanes = nlohmann::json::array();
+  for (const auto& l : req.lanes) request_lanes.push_back({{"transport", l.transport}, {"device", l.device}});
+  nlohmann::json ep_lines = nlohmann::json::array();
+  for (std::size_t start = 0; start < ep_text.size();) {
+    const std::size_t end = std::min(ep_text.find('\n', start), ep_text.size());
+    if (end > start) ep_lines.push_back(ep_text.substr(start, end - start));
+    start = end + 1;
+  }
+  nlohmann::json details{{"ucx_version", ucp_get_version_string()},
+                         {"tls", f.tls.empty() ? std::string("(default)") : f.tls},
+                         {"lanes", lanes_json},
+                         {"request_info", req.raw},
+                         {"request_lanes", request_lanes},
+                         {"error_handling", "none"},
+                         {"ep_info", ep_lines}};
+  if (f.client) details["net_devices"] = f.iface.empty() ? std::string("(default)") : f.iface;
+  (f.client ? p.client : p.server) = std::move(details);
+  return p;
+}
+
+}  // namespace pairperf::ucx

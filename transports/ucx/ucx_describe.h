@@ -1,0 +1,29 @@
+#pragma once
+// What carried the bytes of one UCX case, asked of the live endpoint and the inspected request,
+// put together with the parsers of ucx_provenance.h.
+#include <ucp/api/ucp.h>
+
+#include <string>
+
+#include "harness/result.h"
+#include "transports/transport.h"
+
+namespace pairperf::ucx {
+
+struct endpoint_facts {
+  ucp_ep_h ep = nullptr;
+  bool client = true;
+  std::string tls;            // "" = UCX's default
+  std::string iface;          // the client's UCX_NET_DEVICES, "" = default
+  op_kind data_op = op_kind::send;
+  bool active_messages = false;
+  std::size_t size = 0;
+  std::string request_info;   // ucp_request_query's text for one data operation, "" if none
+};
+
+// lanes: the endpoint's data lanes; protocol: from the request when UCX named it, else from the
+// endpoint's threshold table for the size, else the lanes that serve RMA; details (client or
+// server side): version, tls, every lane with its use, the raw request text and ep info.
+provenance describe_endpoint(const endpoint_facts& facts);
+
+}  // namespace pairperf::ucx
