@@ -5,9 +5,11 @@
 //   client                         server
 //   hello {protocol, token, host}  ->
 //                                  <- hello {protocol, host} | refused {reason}
-//   case {case, config, address}   ->
-//                                  <- ready {address} | error {status, message}
-//   (both connect the data transport)
+//   case {case, config, address,   ->
+//         regions}
+//                                  <- ready {address, regions} | error {status, message}
+//   (both connect the data transport at once; a failure is the client's result, and the
+//    server answers the next `run` with its own)
 //   run {phase, iterations}        ->
 //                                  <- running
 //   (both run the pattern)

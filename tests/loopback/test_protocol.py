@@ -158,7 +158,8 @@ class ScriptedServer:
                 data_listener.bind(("127.0.0.1", 0))
                 data_listener.listen(1)
                 address = json.dumps({"port": data_listener.getsockname()[1], "addresses": []}).encode().hex()
-                ctl.sendall(pp.frame({"type": "ready", "address": address}))
+                regions = {"recv_slots": 0, "send_slots": 0, "list": []}  # no one-sided tests here
+                ctl.sendall(pp.frame({"type": "ready", "address": address, "regions": regions}))
             elif msg["type"] == "run":
                 if data is None:
                     data_listener.settimeout(10)
