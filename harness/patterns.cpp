@@ -24,6 +24,14 @@ std::int64_t now_ns() noexcept {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(steady::now().time_since_epoch()).count();
 }
 
+// A ping-pong phase: n messages each way, timed from `start` to now.
+pattern_outcome ping_pong_outcome(std::int64_t start, std::uint64_t n) noexcept {
+  pattern_outcome out;
+  out.elapsed_ns = now_ns() - start;
+  out.messages_sent = out.messages_received = n;
+  return out;
+}
+
 // post/poll with failure and deadline handling around a transport.
 class driver {
  public:
@@ -97,10 +105,7 @@ pattern_outcome pingpong_client(driver& d, const pattern_run& run, const pattern
     prev = t;
     if constexpr (Validate) checker->check(recv, i);
   }
-  pattern_outcome out;
-  out.elapsed_ns = now_ns() - start;
-  out.messages_sent = out.messages_received = run.iterations;
-  return out;
+  return ping_pong_outcome(start, run.iterations);
 }
 
 template <bool Validate>
@@ -125,10 +130,7 @@ pattern_outcome pingpong_server(driver& d, const pattern_run& run, const pattern
     d.post(op_kind::send, op_channel::data, send, run.size, i);
     while (sent <= i) count(d.poll());
   }
-  pattern_outcome out;
-  out.elapsed_ns = now_ns() - start;
-  out.messages_sent = out.messages_received = run.iterations;
-  return out;
+  return ping_pong_outcome(start, run.iterations);
 }
 
 // One loop for all streaming roles: a side sends n_send and receives n_recv messages, keeping up
@@ -243,10 +245,7 @@ pattern_outcome put_pingpong(driver& d, const pattern_run& run, const pattern_bu
       wait(false);
     }
   }
-  pattern_outcome out;
-  out.elapsed_ns = now_ns() - start;
-  out.messages_sent = out.messages_received = run.iterations;
-  return out;
+  return ping_pong_outcome(start, run.iterations);
 }
 
 template <bool Validate>
