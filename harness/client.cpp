@@ -27,6 +27,12 @@ case_status status_of(error_kind kind) {
 
 double per_second(double count, std::int64_t ns) { return ns > 0 ? count * 1e9 / static_cast<double>(ns) : 0; }
 
+// The receiver's figure (none if it saw nothing arrive).
+std::optional<double> receiver_rate(std::uint64_t messages, std::int64_t span_ns, double size) {
+  if (messages == 0 || span_ns <= 0) return std::nullopt;
+  return per_second(static_cast<double>(messages) * size, span_ns);
+}
+
 struct server_view {
   nlohmann::json body;  // the server's `results` message
   [[nodiscard]] double seconds(const char* key) const { return body.at("outcome").at(key).get<double>(); }
@@ -101,6 +107,7 @@ run_summary client_run::run() {
     } else {
       try {
         r = run_case(c);
+        apply_expectations(m_options.expectations, r);
       } catch (const control_lost& e) {
         sum.aborted = true;
         r.test = c;
@@ -236,25 +243,32 @@ void client_run::compose(case_result& r, case_session& s, const pattern_outcome&
         r.bandwidth_Bps = bandwidth{std::nullopt, per_second(n * size, mine.send_elapsed_ns)};
         r.message_rate_per_s = per_second(n, mine.send_elapsed_ns);
       } else if (s.data_op() == op_kind::get) {  // the client is the receiver; the target posts nothing
-        r.bandwidth_Bps = bandwidth{per_second((n - 1) * size, mine.recv_span_ns), std::nullopt};
-        r.message_rate_per_s = per_second(n - 1, mine.recv_span_ns);
+        r.bandwidth_Bps = bandwidth{receiver_rate(mine.recv_span_messages, mine.recv_span_ns, size), std::nullopt};
+        r.message_rate_per_s = per_second(static_cast<double>(mine.recv_span_messages), mine.recv_span_ns);
         r.interval_s = summarize(s.samples().samples(), 1e-9);
       } else {
         const std::int64_t span = ns(theirs.seconds("recv_span_s"));
-        r.bandwidth_Bps = bandwidth{per_second((n - 1) * size, span), per_second(n * size, mine.send_elapsed_ns)};
-        r.message_rate_per_s = per_second(n - 1, span);
+        const auto counted = theirs.body.at("outcome").at("recv_span_messages").get<std::uint64_t>();
+        r.bandwidth_Bps = bandwidth{receiver_rate(counted, span, size), per_second(n * size, mine.send_elapsed_ns)};
+        r.message_rate_per_s = per_second(static_cast<double>(counted), span);
         r.interval_s = theirs.body.at("interval_s").get<sample_stats>();
       }
       break;
     }
     case pattern_kind::stream_bi: {
       const std::int64_t their_span = ns(theirs.seconds("recv_span_s"));
-      r.client_to_server_Bps = bandwidth{per_second((n - 1) * size, their_span), per_second(n * size, mine.send_elapsed_ns)};
-      r.server_to_client_Bps = bandwidth{per_second((n - 1) * size, mine.recv_span_ns),
+      const auto their_counted = theirs.body.at("outcome").at("recv_span_messages").get<std::uint64_t>();
+      r.client_to_server_Bps = bandwidth{receiver_rate(their_counted, their_span, size), per_second(n * size, mine.send_elapsed_ns)};
+      r.server_to_client_Bps = bandwidth{receiver_rate(mine.recv_span_messages, mine.recv_span_ns, size),
                                          per_second(n * size, ns(theirs.seconds("send_elapsed_s")))};
-      r.bandwidth_Bps = bandwidth{*r.client_to_server_Bps->receiver_Bps + *r.server_to_client_Bps->receiver_Bps,
-                                  *r.client_to_server_Bps->sender_Bps + *r.server_to_client_Bps->sender_Bps};
-      r.message_rate_per_s = per_second(n - 1, their_span) + per_second(n - 1, mine.recv_span_ns);
+      const auto sum = [](const std::optional<double>& a, const std::optional<double>& b) -> std::optional<double> {
+        if (!a || !b) return std::nullopt;
+        return *a + *b;
+      };
+      r.bandwidth_Bps = bandwidth{sum(r.client_to_server_Bps->receiver_Bps, r.server_to_client_Bps->receiver_Bps),
+                                  sum(r.client_to_server_Bps->sender_Bps, r.server_to_client_Bps->sender_Bps)};
+      r.message_rate_per_s = per_second(static_cast<double>(their_counted), their_span) +
+                             per_second(static_cast<double>(mine.recv_span_messages), mine.recv_span_ns);
       r.interval_s = summarize(s.samples().samples(), 1e-9);
       break;
     }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "harness/config.h"
+#include "harness/expect.h"
 #include "harness/reporter.h"
 #include "harness/socket.h"
 
@@ -15,6 +16,7 @@ struct client_options {
   std::string token;              // must match the server's --token, if it has one
   run_config config;
   std::vector<test_case> cases;   // the expanded matrix
+  std::vector<expectation> expectations;  // --expect, checked on every ok result
   std::vector<std::string> argv;  // recorded in the context block
 };
 

@@ -24,6 +24,32 @@ std::int64_t now_ns() noexcept {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(steady::now().time_since_epoch()).count();
 }
 
+// Times arrivals for the receiver's bandwidth: every message counts, over the span from the
+// receiver's start (it posts its receives before the sender can begin: the sender waits for the
+// server's `running`) to the last arrival. Timing from the first arrival instead would inflate
+// the figure: with a window of transfers interleaved on one connection, the first completes only
+// when most of the window's data is already there. One poll may return several completions; a
+// batch gets one timestamp, and the gaps between arrivals are the samples.
+class arrival_clock {
+ public:
+  explicit arrival_clock(std::int64_t start) noexcept : m_start(start), m_last(start) {}
+  void new_batch() noexcept { m_batch_time = 0; }
+  void arrived(sample_recorder& samples) noexcept {
+    if (m_batch_time == 0) m_batch_time = now_ns();
+    if (m_count > 0) samples.record(m_batch_time - m_last);
+    m_last = m_batch_time;
+    ++m_count;
+  }
+  void report(pattern_outcome& out) const noexcept {
+    out.recv_span_ns = m_last - m_start;
+    out.recv_span_messages = m_count;
+  }
+
+ private:
+  std::int64_t m_start, m_last, m_batch_time = 0;
+  std::uint64_t m_count = 0;
+};
+
 // A ping-pong phase: n messages each way, timed from `start` to now.
 pattern_outcome ping_pong_outcome(std::int64_t start, std::uint64_t n) noexcept {
   pattern_outcome out;
@@ -144,7 +170,7 @@ pattern_outcome stream(driver& d, const pattern_run& run, const pattern_buffers&
   std::uint64_t posted_s = 0, done_s = 0, posted_r = 0, done_r = 0;
   bool ack_send_posted = n_recv == 0, ack_sent = n_recv == 0;
   bool ack_recv_posted = n_send == 0, ack_received = n_send == 0;
-  std::int64_t first = 0, last = 0, ack_at = 0;
+  std::int64_t ack_at = 0;
 
   const auto post_send = [&](std::size_t slot) {
     if constexpr (Validate) checker->fill(b.send_slots[slot], posted_s);
@@ -157,6 +183,7 @@ pattern_outcome stream(driver& d, const pattern_run& run, const pattern_buffers&
   };
 
   const std::int64_t start = now_ns();
+  arrival_clock arrivals(start);
   while (posted_r < std::min<std::uint64_t>(run.window, n_recv)) post_recv(posted_r % recv_slots);
   while (posted_s < std::min<std::uint64_t>(run.window, n_send)) post_send(posted_s % send_slots);
   while (done_s < n_send || done_r < n_recv || !ack_sent || !ack_received) {
@@ -168,6 +195,7 @@ pattern_outcome stream(driver& d, const pattern_run& run, const pattern_buffers&
       d.post(op_kind::send, op_channel::sync, b.sync_send, sync_message_bytes, sync_cookie);
       ack_send_posted = true;
     }
+    arrivals.new_batch();
     for (const completion& c : d.poll()) {
       if (c.cookie == sync_cookie) {
         if (c.kind == op_kind::recv) {
@@ -180,13 +208,7 @@ pattern_outcome stream(driver& d, const pattern_run& run, const pattern_buffers&
         ++done_s;
         if (posted_s < n_send) post_send(slot_of(c.cookie));
       } else {
-        const std::int64_t t = now_ns();
-        if (done_r == 0) {
-          first = t;
-        } else {
-          samples.record(t - last);
-        }
-        last = t;
+        arrivals.arrived(samples);
         if constexpr (Validate) checker->check(b.recv_slots[slot_of(c.cookie)], seq_of(c.cookie));
         ++done_r;
         if (posted_r < n_recv) post_recv(slot_of(c.cookie));
@@ -196,7 +218,7 @@ pattern_outcome stream(driver& d, const pattern_run& run, const pattern_buffers&
   pattern_outcome out;
   out.elapsed_ns = now_ns() - start;
   out.send_elapsed_ns = n_send > 0 ? ack_at - start : 0;
-  out.recv_span_ns = n_recv > 0 ? last - first : 0;
+  arrivals.report(out);
   out.messages_sent = done_s;
   out.messages_received = done_r;
   return out;
@@ -276,7 +298,8 @@ pattern_outcome one_sided_stream(driver& d, const pattern_run& run, const patter
   const std::size_t peer_slots = is_get ? b.peer_send_slots : b.peer_recv_slots;
   const std::uint32_t peer_base = is_get ? static_cast<std::uint32_t>(b.peer_recv_slots) : 0;
   std::uint64_t posted = 0, done = 0;
-  std::int64_t first = 0, last = 0, ack_at = 0;
+  std::int64_t ack_at = 0;
+  arrival_clock arrivals(start);
   const auto post_one = [&](std::size_t slot) {
     if constexpr (Validate) {
       if (!is_get) checker->fill(local[slot], posted);
@@ -288,16 +311,11 @@ pattern_outcome one_sided_stream(driver& d, const pattern_run& run, const patter
   d.post(op_kind::recv, op_channel::sync, b.sync_recv, sync_message_bytes, sync_cookie);
   while (posted < std::min<std::uint64_t>(run.window, run.iterations)) post_one(posted % local.size());
   while (done < run.iterations) {
+    arrivals.new_batch();
     for (const completion& c : d.poll()) {
       if (c.cookie == sync_cookie) continue;  // cannot be the ack yet: "done" is not sent
       if (is_get) {
-        const std::int64_t t = now_ns();
-        if (done == 0) {
-          first = t;
-        } else {
-          samples.record(t - last);
-        }
-        last = t;
+        arrivals.arrived(samples);
         // The target filled its slot j with the pattern of j; message k read slot k % peer_slots.
         if constexpr (Validate) checker->check(local[slot_of(c.cookie)], seq_of(c.cookie) % peer_slots);
       }
@@ -319,7 +337,7 @@ pattern_outcome one_sided_stream(driver& d, const pattern_run& run, const patter
   }
   out.elapsed_ns = now_ns() - start;
   out.send_elapsed_ns = is_get ? 0 : ack_at - start;
-  out.recv_span_ns = is_get ? last - first : 0;
+  if (is_get) arrivals.report(out);
   (is_get ? out.messages_received : out.messages_sent) = done;
   return out;
 }

@@ -46,7 +46,8 @@ struct pattern_run {
 struct pattern_outcome {
   std::int64_t elapsed_ns = 0;       // this side: first post to last completion
   std::int64_t send_elapsed_ns = 0;  // a sender: first post to the receiver's acknowledgement
-  std::int64_t recv_span_ns = 0;     // a receiver: first to last arrival
+  std::int64_t recv_span_ns = 0;     // a receiver: its start to the last arrival
+  std::uint64_t recv_span_messages = 0;  // messages that arrived in that span (all of them)
   std::uint64_t messages_sent = 0;
   std::uint64_t messages_received = 0;
 };

@@ -72,6 +72,7 @@ void to_json(nlohmann::json& j, const case_result& r) {
     j["validation"] = {{"messages_checked", r.validated->messages_checked},
                        {"corrupt_bytes", r.validated->corrupt_bytes}};
   }
+  if (!r.verdict.is_null()) j["verdict"] = r.verdict;
   if (r.provenance) {
     j["provenance"] = {{"lanes", r.provenance->lanes},
                        {"protocol", r.provenance->protocol},
@@ -101,6 +102,7 @@ void from_json(const nlohmann::json& j, case_result& r) {
     r.validated = validation{j["validation"].at("messages_checked").get<std::uint64_t>(),
                              j["validation"].at("corrupt_bytes").get<std::uint64_t>()};
   }
+  if (j.contains("verdict")) r.verdict = j["verdict"];
   if (j.contains("provenance")) {
     const auto& p = j["provenance"];
     r.provenance = provenance{p.at("lanes").get<std::vector<lane>>(), p.value("protocol", ""),

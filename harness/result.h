@@ -41,7 +41,7 @@ struct provenance {
 // Either figure is absent where that side cannot see the data: the target of a put sees no
 // arrivals, the target of a get posts nothing.
 struct bandwidth {
-  std::optional<double> receiver_Bps;  // payload bytes / time between first and last arrival
+  std::optional<double> receiver_Bps;  // payload bytes / time from the receiver's start to the last arrival
   std::optional<double> sender_Bps;    // payload bytes / time from first post to the receiver's final ack
 };
 
@@ -68,6 +68,7 @@ struct case_result {
   std::optional<double> message_rate_per_s;
   std::optional<validation> validated;
   std::optional<struct provenance> provenance;
+  nlohmann::json verdict;  // --expect: {"pass", "checks": [{"expect", "seen", "pass", "why"}]}; null if none applied
 };
 
 void to_json(nlohmann::json& j, const lane& l);

@@ -25,6 +25,7 @@ nlohmann::json outcome_json(const pattern_outcome& o) {
   return {{"elapsed_s", static_cast<double>(o.elapsed_ns) * 1e-9},
           {"send_elapsed_s", static_cast<double>(o.send_elapsed_ns) * 1e-9},
           {"recv_span_s", static_cast<double>(o.recv_span_ns) * 1e-9},
+          {"recv_span_messages", o.recv_span_messages},
           {"messages_sent", o.messages_sent},
           {"messages_received", o.messages_received}};
 }

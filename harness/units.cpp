@@ -100,10 +100,12 @@ std::chrono::nanoseconds parse_duration(std::string_view text) {
     seconds = value * 1e-3;
   } else if (suffix == "us") {
     seconds = value * 1e-6;
+  } else if (suffix == "ns") {
+    seconds = value * 1e-9;
   } else if (suffix == "m" || suffix == "min") {
     seconds = value * 60;
   } else {
-    throw usage_error(fmt::format("invalid duration '{}': unknown unit '{}' (use s, ms, us, min)",
+    throw usage_error(fmt::format("invalid duration '{}': unknown unit '{}' (use s, ms, us, ns, min)",
                                   trim(text), suffix));
   }
   if (seconds <= 0) throw usage_error(fmt::format("invalid duration '{}': must be > 0", trim(text)));

@@ -21,7 +21,7 @@ std::uint64_t parse_size(std::string_view text);
 // free of duplicates. Throws usage_error.
 std::vector<std::uint64_t> parse_size_list(std::string_view text);
 
-// "2", "0.5s", "250ms", "10us". Throws usage_error. Must be > 0.
+// "2", "0.5s", "250ms", "10us", "500ns". Throws usage_error. Must be > 0.
 std::chrono::nanoseconds parse_duration(std::string_view text);
 
 // 4096 -> "4K", 1000 -> "1000", 1048576 -> "1M".

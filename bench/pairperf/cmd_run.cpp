@@ -1,5 +1,6 @@
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
@@ -26,7 +27,7 @@ namespace {
 
 struct run_args {
   std::string peer;
-  std::vector<std::string> transports, tests, ifaces, memory, tls, ucx;
+  std::vector<std::string> transports, tests, ifaces, memory, tls, ucx, expect;
   std::string sizes = "8,64,1K,8K,64K,1M";
   std::uint64_t iterations = 0;
   std::string duration = "0.2s";
@@ -66,6 +67,9 @@ void register_options(CLI::App* app, run_args& a) {
   app->add_option("--sndbuf", a.sndbuf, "Socket send buffer size, e.g. 4M (default: the kernel's)");
   app->add_option("--rcvbuf", a.rcvbuf, "Socket receive buffer size");
   app->add_option("--progress", a.progress, "busy (spin) or block (sleep in the kernel)")->capture_default_str();
+  app->add_option("--expect", a.expect,
+                  "Check each case, e.g. transport=cma, transport!=tcp, bw>=8GB/s@1M, lat<=5us@8 (repeatable); a miss is "
+                  "status fail, exit code 3");
   app->add_option("--json", a.json, "Results file (default: results/runs/<time>-<host>.json)");
   app->add_option("--jsonl", a.jsonl, "Also write one JSON line per finished case, as it goes");
   app->add_flag("--no-json", a.no_json, "Write no results file");
@@ -143,6 +147,13 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   o.cases = expand_matrix(req, transport_registry::instance(), usable_interfaces());
   o.config.transport.ucx = a.ucx;
   check_transport_options(o.cases, o.config.transport);
+  for (const auto& text : a.expect) {
+    expectation e = parse_expectation(text);
+    if (std::none_of(o.cases.begin(), o.cases.end(), [&](const test_case& c) { return applies(e, c); })) {
+      throw usage_error(fmt::format("--expect {}: no case of this run can be checked against it (wrong size or pattern?)", text));
+    }
+    o.expectations.push_back(std::move(e));
+  }
   o.token = a.token;
   o.argv = argv;
 

@@ -108,6 +108,26 @@ class Ucx(unittest.TestCase):
                 self.assertEqual(r["status"], "error")
                 self.assertIn("case 1 measure failed", r["message"])
 
+    def test_expect_checks_the_lanes_really_used(self):
+        # transport!=tcp: passes on shared memory, fails on UCX_TLS=tcp (status fail, exit code 3).
+        with pp.Server() as s:
+            proc, doc, _ = self.run_ucx(s, "--test", "tag_bw", "--tls", "tcp", "--tls", "posix,sysv,cma", "--sizes", "1M", "-n", "50",
+                                        "--expect", "transport!=tcp", "--expect", "bw>=1MB/s@1M", "--expect", "lat<=1s@8")
+        self.assertEqual(proc.returncode, 3, proc.stdout + proc.stderr)
+        by_tls = {r["case"]["tls"]: r for r in doc["results"]}
+        tcp, shm = by_tls["tcp"], by_tls["posix,sysv,cma"]
+        self.assertEqual(tcp["status"], "fail")
+        self.assertFalse(tcp["verdict"]["pass"])
+        self.assertEqual(len(tcp["verdict"]["checks"]), 2)  # lat@8 does not apply to a 1M stream
+        failed = [c for c in tcp["verdict"]["checks"] if not c["pass"]]
+        self.assertEqual(failed[0]["expect"], "transport!=tcp")
+        self.assertIn("tcp/lo", failed[0]["seen"])
+        self.assertEqual(shm["status"], "ok")
+        self.assertTrue(shm["verdict"]["pass"])
+        proc, _ = pp.run(["run", "--transport", "ucx", "--sizes", "8", "--expect", "bw>=1GB/s@1M", "--no-json"], timeout=30)
+        self.assertEqual(proc.returncode, 2)
+        self.assertIn("no case of this run can be checked", proc.stderr)
+
     def test_done_when_command_names_lanes_and_protocol_everywhere(self):
         with pp.Server() as s:
             proc, doc, _ = self.run_ucx(s, "--test", "tag_lat,tag_bw,put_bw", "--tls", "tcp", "--tls", "posix,sysv,cma", "--sizes", "8:4M",

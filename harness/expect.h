@@ -1,0 +1,43 @@
+#pragma once
+// --expect: per-case expectations checked against what was measured and what really carried the
+// bytes (the provenance's data lanes, not the configuration asked for).
+//   transport=cma        a data lane of that transport carried the case
+//   transport!=tcp       no data lane of that transport did
+//   bw>=8GB/s@1M         bandwidth (the receiver's, else the sender's) at 1 MiB messages
+//   lat<=5us@8           one-way latency p50 at 8 B (lat.p99, lat.avg, lat.max ... pick another)
+// Without "@SIZE" a check applies to every case it can apply to. A result that misses one gets
+// status fail and a verdict saying what was expected, what was seen and why.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "harness/result.h"
+
+namespace pairperf {
+
+struct expectation {
+  enum class metric { transport, bandwidth, latency };
+  enum class op { eq, ne, ge, le, gt, lt };
+  std::string text;                     // as the user wrote it
+  metric what = metric::transport;
+  op how = op::eq;
+  std::string name;                     // transport name
+  std::string statistic = "p50";        // latency statistic
+  double value = 0;                     // bytes per second, or seconds
+  std::optional<std::uint64_t> size;    // "@SIZE"
+};
+
+// Throws usage_error with the accepted forms.
+expectation parse_expectation(const std::string& text);
+
+// Whether the expectation can say anything about this case (size and pattern fit).
+bool applies(const expectation& e, const test_case& c);
+
+// Checks every applicable expectation against an ok result; on a miss sets status fail and its
+// message. Always fills r.verdict when any expectation applied.
+void apply_expectations(const std::vector<expectation>& expectations, case_result& r);
+
+}  // namespace pairperf

@@ -1,0 +1,102 @@
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "harness/errors.h"
+#include "harness/expect.h"
+
+namespace pairperf {
+namespace {
+
+case_result stream_result(std::uint64_t size, double receiver_Bps, std::vector<lane> lanes) {
+  case_result r;
+  r.test.transport = "ucx";
+  r.test.test = "tag_bw";
+  r.test.pattern = pattern_kind::stream_uni;
+  r.test.size_bytes = size;
+  r.iterations = 100;
+  r.bandwidth_Bps = bandwidth{receiver_Bps, receiver_Bps};
+  r.provenance = provenance{std::move(lanes), "tag rndv rts", {}, {}};
+  return r;
+}
+
+TEST(Expect, ParsesTheForms) {
+  auto e = parse_expectation("transport!=tcp");
+  EXPECT_EQ(e.what, expectation::metric::transport);
+  EXPECT_EQ(e.how, expectation::op::ne);
+  EXPECT_EQ(e.name, "tcp");
+  e = parse_expectation("bw>=8GB/s@1M");
+  EXPECT_EQ(e.what, expectation::metric::bandwidth);
+  EXPECT_EQ(e.how, expectation::op::ge);
+  EXPECT_DOUBLE_EQ(e.value, 8e9);
+  EXPECT_EQ(e.size, 1U << 20);
+  e = parse_expectation("lat<=5us@8");
+  EXPECT_DOUBLE_EQ(e.value, 5e-6);
+  EXPECT_EQ(e.statistic, "p50");
+  EXPECT_DOUBLE_EQ(parse_expectation("lat<=500ns").value, 5e-7);
+  e = parse_expectation("lat.p99<20us");
+  EXPECT_EQ(e.statistic, "p99");
+  EXPECT_EQ(e.how, expectation::op::lt);
+  EXPECT_FALSE(e.size.has_value());
+  EXPECT_DOUBLE_EQ(parse_expectation("bw>=100Gb/s").value, 12.5e9);
+  EXPECT_DOUBLE_EQ(parse_expectation("bw>1GiB/s").value, 1024.0 * 1024 * 1024);
+}
+
+TEST(Expect, RefusesWhatItCannotRead) {
+  for (const char* bad : {"transport", "speed>=1GB/s", "bw>=fast", "bw>=8GB", "lat<=5", "lat.p42<=1us", "transport>=tcp", "bw>=",
+                          "bw>=1GB/s@0", "=tcp"}) {
+    EXPECT_THROW(parse_expectation(bad), usage_error) << bad;
+  }
+}
+
+TEST(Expect, AppliesBySizeAndPattern) {
+  test_case c;
+  c.pattern = pattern_kind::pingpong;
+  c.size_bytes = 8;
+  EXPECT_TRUE(applies(parse_expectation("lat<=5us@8"), c));
+  EXPECT_FALSE(applies(parse_expectation("lat<=5us@64"), c));
+  EXPECT_FALSE(applies(parse_expectation("bw>=1GB/s"), c));
+  EXPECT_TRUE(applies(parse_expectation("transport=cma"), c));
+}
+
+TEST(Expect, TransportIsCheckedAgainstTheLanesReallyUsed) {
+  auto r = stream_result(1 << 20, 5e9, {{"tcp", "lo"}});
+  apply_expectations({parse_expectation("transport!=tcp")}, r);
+  EXPECT_EQ(r.status, case_status::fail);
+  EXPECT_NE(r.message.find("tcp"), std::string::npos);
+  EXPECT_FALSE(r.verdict.at("pass").get<bool>());
+  EXPECT_EQ(r.verdict.at("checks")[0].at("seen"), "data lanes tcp/lo");
+
+  auto shm = stream_result(1 << 20, 5e9, {{"sysv", "memory"}, {"cma", "memory"}});
+  apply_expectations({parse_expectation("transport=cma"), parse_expectation("transport!=tcp")}, shm);
+  EXPECT_EQ(shm.status, case_status::ok);
+  EXPECT_TRUE(shm.verdict.at("pass").get<bool>());
+  EXPECT_EQ(shm.verdict.at("checks").size(), 2U);
+}
+
+TEST(Expect, BandwidthAndLatencyThresholds) {
+  auto r = stream_result(1 << 20, 5e9, {{"tcp", "lo"}});
+  apply_expectations({parse_expectation("bw>=8GB/s@1M"), parse_expectation("bw>=1GB/s@8")}, r);
+  EXPECT_EQ(r.status, case_status::fail);
+  EXPECT_EQ(r.verdict.at("checks").size(), 1U);  // the @8 check does not apply to 1M
+  EXPECT_DOUBLE_EQ(r.verdict.at("checks")[0].at("seen_Bps").get<double>(), 5e9);
+
+  case_result lat;
+  lat.test.pattern = pattern_kind::pingpong;
+  lat.test.size_bytes = 8;
+  lat.latency_s = sample_stats{10, 1e-6, 2e-6, 2e-6, 3e-6, 9e-6, 1e-5, 1e-5, 1e-7};
+  apply_expectations({parse_expectation("lat<=5us@8"), parse_expectation("lat.p99<=5us")}, lat);
+  EXPECT_EQ(lat.status, case_status::fail);
+  EXPECT_TRUE(lat.verdict.at("checks")[0].at("pass").get<bool>());
+  EXPECT_FALSE(lat.verdict.at("checks")[1].at("pass").get<bool>());
+}
+
+TEST(Expect, OnlyOkResultsAreJudged) {
+  auto r = stream_result(1 << 20, 5e9, {{"tcp", "lo"}});
+  r.status = case_status::skipped;
+  apply_expectations({parse_expectation("transport!=tcp")}, r);
+  EXPECT_EQ(r.status, case_status::skipped);
+  EXPECT_TRUE(r.verdict.is_null());
+}
+
+}  // namespace
+}  // namespace pairperf
