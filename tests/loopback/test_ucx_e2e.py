@@ -112,13 +112,13 @@ class Ucx(unittest.TestCase):
         # transport!=tcp: passes on shared memory, fails on UCX_TLS=tcp (status fail, exit code 3).
         with pp.Server() as s:
             proc, doc, _ = self.run_ucx(s, "--test", "tag_bw", "--tls", "tcp", "--tls", "posix,sysv,cma", "--sizes", "1M", "-n", "50",
-                                        "--expect", "transport!=tcp", "--expect", "bw>=1MB/s@1M", "--expect", "lat<=1s@8")
+                                        "--expect", "transport!=tcp", "--expect", "bw>=1MB/s@1M")
         self.assertEqual(proc.returncode, 3, proc.stdout + proc.stderr)
         by_tls = {r["case"]["tls"]: r for r in doc["results"]}
         tcp, shm = by_tls["tcp"], by_tls["posix,sysv,cma"]
         self.assertEqual(tcp["status"], "fail")
         self.assertFalse(tcp["verdict"]["pass"])
-        self.assertEqual(len(tcp["verdict"]["checks"]), 2)  # lat@8 does not apply to a 1M stream
+        self.assertEqual(len(tcp["verdict"]["checks"]), 2)
         failed = [c for c in tcp["verdict"]["checks"] if not c["pass"]]
         self.assertEqual(failed[0]["expect"], "transport!=tcp")
         self.assertIn("tcp/lo", failed[0]["seen"])
