@@ -1,8 +1,8 @@
 #include "harness/case_session.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "harness/hex.h"
 #include "transports/registry.h"
@@ -17,9 +17,12 @@ constexpr std::uint64_t validate_memory_cap = std::uint64_t{512} << 20;
 bool supports(const capabilities& caps, op_kind kind) {
   switch (kind) {
     case op_kind::send:
-    case op_kind::recv: return caps.send_recv;
-    case op_kind::put: return caps.put;
-    case op_kind::get: return caps.get;
+    case op_kind::recv:
+      return caps.send_recv;
+    case op_kind::put:
+      return caps.put;
+    case op_kind::get:
+      return caps.get;
   }
   return false;
 }
@@ -28,26 +31,34 @@ bool supports(const capabilities& caps, op_kind kind) {
 bool pattern_has_variant(pattern_kind p, op_kind op) {
   switch (op) {
     case op_kind::send:
-    case op_kind::recv: return true;
-    case op_kind::put: return p != pattern_kind::stream_bi;
-    case op_kind::get: return p == pattern_kind::stream_uni;
+    case op_kind::recv:
+      return true;
+    case op_kind::put:
+      return p != pattern_kind::stream_bi;
+    case op_kind::get:
+      return p == pattern_kind::stream_uni;
   }
   return false;
 }
 
 }  // namespace
 
-case_session::case_session(const run_config& config, const transport_params& params) : m_config(config), m_params(params) {
+case_session::case_session(const run_config& config, const transport_params& params)
+    : m_config(config), m_params(params) {
   const test_case& c = params.test;
   const auto& registry = transport_registry::instance();
   const transport_entry* entry = registry.find(c.transport);
   if (entry == nullptr) {
-    throw case_skipped(fmt::format("this pairperf has no transport '{}' (it has: {})", c.transport, fmt::join(registry.names(), ", ")));
+    throw case_skipped(fmt::format("this pairperf has no transport '{}' (it has: {})", c.transport,
+                                   fmt::join(registry.names(), ", ")));
   }
   const test_spec* spec = registry.find_test(c.transport, c.test);
-  if (spec == nullptr) throw case_skipped(fmt::format("transport '{}' has no test '{}'", c.transport, c.test));
+  if (spec == nullptr)
+    throw case_skipped(fmt::format("transport '{}' has no test '{}'", c.transport, c.test));
   m_data_op = spec->data_op;
-  if (!pattern_has_variant(c.pattern, m_data_op)) throw case_skipped(fmt::format("test '{}' pairs a pattern and an operation pairperf does not run together", c.test));
+  if (!pattern_has_variant(c.pattern, m_data_op))
+    throw case_skipped(fmt::format(
+        "test '{}' pairs a pattern and an operation pairperf does not run together", c.test));
 
   const memory_type mine = params.side == side::client ? c.client_memory : c.server_memory;
   std::string why_not;
@@ -61,14 +72,18 @@ case_session::case_session(const run_config& config, const transport_params& par
   }
   const capabilities caps = m_transport->caps();
   if (std::find(caps.memory.begin(), caps.memory.end(), mine) == caps.memory.end()) {
-    throw case_skipped(fmt::format("transport '{}' cannot move {} memory", c.transport, to_string(mine)));
+    throw case_skipped(
+        fmt::format("transport '{}' cannot move {} memory", c.transport, to_string(mine)));
   }
-  if (!supports(caps, m_data_op)) throw case_skipped(fmt::format("transport '{}' lacks the operation test '{}' needs", c.transport, c.test));
+  if (!supports(caps, m_data_op))
+    throw case_skipped(
+        fmt::format("transport '{}' lacks the operation test '{}' needs", c.transport, c.test));
 
   m_window = c.pattern == pattern_kind::pingpong ? 1U : std::min(config.window, max_window);
   std::size_t slots = 1;
   if (config.validate) {
-    slots = static_cast<std::size_t>(std::clamp<std::uint64_t>(validate_memory_cap / c.size_bytes, 1, m_window));
+    slots = static_cast<std::size_t>(
+        std::clamp<std::uint64_t>(validate_memory_cap / c.size_bytes, 1, m_window));
     m_window = static_cast<unsigned>(slots);
   }
   allocate(*alloc, slots);
@@ -87,11 +102,15 @@ void case_session::allocate(allocator& alloc, std::size_t slots) {
   const bool source = !uni || (m_data_op == op_kind::get ? !client : client);
   const bool sink = !uni || (m_data_op == op_kind::get ? client : !client);
   m_buffers.reserve(2 * slots + 2);
-  for (std::size_t i = 0; sink && i < slots; ++i) m_recv_slots.push_back(m_buffers.emplace_back(alloc, c.size_bytes).data());
-  for (std::size_t i = 0; source && i < slots; ++i) m_send_slots.push_back(m_buffers.emplace_back(alloc, c.size_bytes).data());
+  for (std::size_t i = 0; sink && i < slots; ++i)
+    m_recv_slots.push_back(m_buffers.emplace_back(alloc, c.size_bytes).data());
+  for (std::size_t i = 0; source && i < slots; ++i)
+    m_send_slots.push_back(m_buffers.emplace_back(alloc, c.size_bytes).data());
   const memory_type type = alloc.type();
-  for (auto* p : m_recv_slots) m_recv_regions.push_back(m_transport->register_memory(p, c.size_bytes, type));
-  for (auto* p : m_send_slots) m_send_regions.push_back(m_transport->register_memory(p, c.size_bytes, type));
+  for (auto* p : m_recv_slots)
+    m_recv_regions.push_back(m_transport->register_memory(p, c.size_bytes, type));
+  for (auto* p : m_send_slots)
+    m_send_regions.push_back(m_transport->register_memory(p, c.size_bytes, type));
   // Acknowledgements are small and always in host memory, which every transport can move.
   std::string unused;
   allocator* host = find_allocator(memory_type::host, unused);
@@ -105,21 +124,26 @@ nlohmann::json case_session::regions() const {
   nlohmann::json out = nlohmann::json::array();
   for (const auto* list : {&m_recv_regions, &m_send_regions}) {
     for (const auto& r : *list) {
-      out.push_back({{"address", reinterpret_cast<std::uintptr_t>(r.address)}, {"length_bytes", r.length}, {"key", to_hex(r.packed_key)}});
+      out.push_back({{"address", reinterpret_cast<std::uintptr_t>(r.address)},
+                     {"length_bytes", r.length},
+                     {"key", to_hex(r.packed_key)}});
     }
   }
-  return {{"recv_slots", m_recv_regions.size()}, {"send_slots", m_send_regions.size()}, {"list", out}};
+  return {
+      {"recv_slots", m_recv_regions.size()}, {"send_slots", m_send_regions.size()}, {"list", out}};
 }
 
 void case_session::connect(std::span<const std::byte> peer, const nlohmann::json& peer_regions) {
   m_transport->connect(peer);
   std::vector<remote_region> remote;
   for (const auto& r : peer_regions.at("list")) {
-    remote.push_back({r.at("address").get<std::uint64_t>(), r.at("length_bytes").get<std::size_t>(), from_hex(r.at("key").get<std::string>())});
+    remote.push_back({r.at("address").get<std::uint64_t>(), r.at("length_bytes").get<std::size_t>(),
+                      from_hex(r.at("key").get<std::string>())});
   }
   m_peer_recv_slots = peer_regions.at("recv_slots").get<std::size_t>();
   m_peer_send_slots = peer_regions.at("send_slots").get<std::size_t>();
-  if (m_peer_recv_slots + m_peer_send_slots != remote.size()) throw std::invalid_argument("peer's region list does not match its slot counts");
+  if (m_peer_recv_slots + m_peer_send_slots != remote.size())
+    throw std::invalid_argument("peer's region list does not match its slot counts");
   m_transport->set_remote_regions(remote);
 }
 
@@ -137,10 +161,13 @@ pattern_outcome case_session::run(std::uint64_t iterations, const where& place, 
   const bool one_sided = m_data_op == op_kind::put || m_data_op == op_kind::get;
   const std::size_t peer_slots = m_data_op == op_kind::get ? m_peer_send_slots : m_peer_recv_slots;
   if (one_sided && m_params.side == side::client && peer_slots == 0) {
-    throw step_error(error_kind::protocol, place, "the peer registered no buffers for one-sided operations");
+    throw step_error(error_kind::protocol, place,
+                     "the peer registered no buffers for one-sided operations");
   }
-  const pattern_buffers buffers{m_send_slots, m_recv_slots, m_sync_send, m_sync_recv, m_peer_recv_slots, m_peer_send_slots};
-  return run_pattern(*m_transport, run, buffers, m_samples, m_checker ? &*m_checker : nullptr, place);
+  const pattern_buffers buffers{m_send_slots, m_recv_slots,      m_sync_send,
+                                m_sync_recv,  m_peer_recv_slots, m_peer_send_slots};
+  return run_pattern(*m_transport, run, buffers, m_samples, m_checker ? &*m_checker : nullptr,
+                     place);
 }
 
 std::optional<validation> case_session::validated() const {

@@ -2,12 +2,11 @@
 // One side of one case: the transport built for it, the buffers from the case's allocator and
 // their registrations. The client and the server each hold one per case.
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "harness/config.h"
 #include "harness/patterns.h"

@@ -1,9 +1,9 @@
 #include "harness/client.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-
-#include <fmt/format.h>
 
 #include "harness/case_session.h"
 #include "harness/context.h"
@@ -25,7 +25,9 @@ case_status status_of(error_kind kind) {
   return kind == error_kind::unreachable ? case_status::unreachable : case_status::error;
 }
 
-double per_second(double count, std::int64_t ns) { return ns > 0 ? count * 1e9 / static_cast<double>(ns) : 0; }
+double per_second(double count, std::int64_t ns) {
+  return ns > 0 ? count * 1e9 / static_cast<double>(ns) : 0;
+}
 
 // The receiver's figure (none if it saw nothing arrive).
 std::optional<double> receiver_rate(std::uint64_t messages, std::int64_t span_ns, double size) {
@@ -35,7 +37,9 @@ std::optional<double> receiver_rate(std::uint64_t messages, std::int64_t span_ns
 
 struct server_view {
   nlohmann::json body;  // the server's `results` message
-  [[nodiscard]] double seconds(const char* key) const { return body.at("outcome").at(key).get<double>(); }
+  [[nodiscard]] double seconds(const char* key) const {
+    return body.at("outcome").at(key).get<double>();
+  }
 };
 
 class client_run {
@@ -48,16 +52,19 @@ class client_run {
   void hello();
   case_result run_case(const test_case& c);
   server_view phase(case_session& s, const char* name, std::uint64_t n, pattern_outcome& mine);
-  void compose(case_result& r, case_session& s, const pattern_outcome& mine, const server_view& theirs) const;
+  void compose(case_result& r, case_session& s, const pattern_outcome& mine,
+               const server_view& theirs) const;
   template <class F>
   auto control(F&& f) -> decltype(f());
-  [[nodiscard]] where at(const std::string& step) const { return where{step, m_options.server.to_string(), m_iface}; }
+  [[nodiscard]] where at(const std::string& step) const {
+    return where{step, m_options.server.to_string(), m_iface};
+  }
 
   const client_options& m_options;
   reporter& m_out;
   std::optional<control_channel> m_channel;
-  std::string m_iface;      // local interface of the control connection
-  std::string m_peer_ip;    // numeric server address as seen on the control connection
+  std::string m_iface;    // local interface of the control connection
+  std::string m_peer_ip;  // numeric server address as seen on the control connection
   const timeouts& t() const { return m_options.config.timeouts; }
 };
 
@@ -67,7 +74,8 @@ auto client_run::control(F&& f) -> decltype(f()) {
   try {
     return f();
   } catch (const step_error& e) {
-    if (e.kind() == error_kind::refused || e.kind() == error_kind::error) throw;  // the peer answered
+    if (e.kind() == error_kind::refused || e.kind() == error_kind::error)
+      throw;  // the peer answered
     throw control_lost(e.what());
   }
 }
@@ -75,12 +83,15 @@ auto client_run::control(F&& f) -> decltype(f()) {
 void client_run::hello() {
   connect_options o;
   o.timeout = t().connect;
-  unique_fd fd = connect_tcp(m_options.server, o, where{"control connect", m_options.server.to_string(), ""});
+  unique_fd fd =
+      connect_tcp(m_options.server, o, where{"control connect", m_options.server.to_string(), ""});
   m_iface = interface_of_address(local_ip(fd.get()));
   m_peer_ip = peer_ip(fd.get());
   m_channel.emplace(std::move(fd), where{"", m_options.server.to_string(), m_iface});
   m_channel->send(msg_type::hello,
-                  {{"protocol", control_protocol_version}, {"token", m_options.token}, {"tool", tool_context()}},
+                  {{"protocol", control_protocol_version},
+                   {"token", m_options.token},
+                   {"tool", tool_context()}},
                   "hello", t().handshake);
   const nlohmann::json reply = m_channel->expect(msg_type::hello, "hello", t().handshake);
   m_out.report_context({{"tool", tool_context()},
@@ -91,7 +102,9 @@ void client_run::hello() {
                         {"config", m_options.config},
                         {"client", host_context()},
                         {"server", reply.value("host", nlohmann::json::object())},
-                        {"env", {{"client", relevant_environment()}, {"server", reply.value("env", nlohmann::json::object())}}}});
+                        {"env",
+                         {{"client", relevant_environment()},
+                          {"server", reply.value("env", nlohmann::json::object())}}}});
 }
 
 run_summary client_run::run() {
@@ -116,22 +129,36 @@ run_summary client_run::run() {
       }
     }
     switch (r.status) {
-      case case_status::ok: ++sum.ok; break;
-      case case_status::skipped: ++sum.skipped; break;
-      case case_status::error: ++sum.error; break;
-      case case_status::unreachable: ++sum.unreachable; break;
-      case case_status::fail: ++sum.fail; break;
+      case case_status::ok:
+        ++sum.ok;
+        break;
+      case case_status::skipped:
+        ++sum.skipped;
+        break;
+      case case_status::error:
+        ++sum.error;
+        break;
+      case case_status::unreachable:
+        ++sum.unreachable;
+        break;
+      case case_status::fail:
+        ++sum.fail;
+        break;
     }
     m_out.report_result(r);
   }
-  if (!sum.aborted) control([&] { m_channel->send(msg_type::bye, nlohmann::json::object(), "bye", t().handshake); });
+  if (!sum.aborted)
+    control(
+        [&] { m_channel->send(msg_type::bye, nlohmann::json::object(), "bye", t().handshake); });
   return sum;
 }
 
 case_result client_run::run_case(const test_case& c) {
   case_result r;
   r.test = c;
-  const std::string label = fmt::format("case {} ({} {} {})", c.index + 1, c.test, format_size(c.size_bytes), c.iface.empty() ? "routed" : c.iface);
+  const std::string label =
+      fmt::format("case {} ({} {} {})", c.index + 1, c.test, format_size(c.size_bytes),
+                  c.iface.empty() ? "routed" : c.iface);
   transport_params params{c, m_options.config.transport, side::client, m_peer_ip, "", t().connect};
   std::optional<case_session> session;
   try {
@@ -149,20 +176,26 @@ case_result client_run::run_case(const test_case& c) {
     r.message = format_where(at(label + " setup"), e.what());
     return r;
   }
-  const nlohmann::json reply = control([&] {
-    m_channel->send(msg_type::case_,
-                    {{"case", c}, {"config", m_options.config}, {"address", to_hex(session->local_address())}, {"regions", session->regions()}},
-                    label + " setup", t().handshake);
-    // The server allocates and registers the case's buffers before it answers (up to a GiB), and
-    // may still be connecting the previous case's data path when this arrives.
-    return m_channel->receive(label + " setup", t().per_case + t().connect);
-  }).body;
+  const nlohmann::json reply =
+      control([&] {
+        m_channel->send(msg_type::case_,
+                        {{"case", c},
+                         {"config", m_options.config},
+                         {"address", to_hex(session->local_address())},
+                         {"regions", session->regions()}},
+                        label + " setup", t().handshake);
+        // The server allocates and registers the case's buffers before it answers (up to a GiB),
+        // and may still be connecting the previous case's data path when this arrives.
+        return m_channel->receive(label + " setup", t().per_case + t().connect);
+      }).body;
   if (reply.at("type") == "error") {
     r.status = parse_case_status(reply.value("status", "error"));
     r.message = "server: " + reply.value("message", "no reason given");
     return r;
   }
-  if (reply.at("type") != "ready") throw control_lost(format_where(at(label + " setup"), "unexpected reply " + reply.at("type").dump()));
+  if (reply.at("type") != "ready")
+    throw control_lost(
+        format_where(at(label + " setup"), "unexpected reply " + reply.at("type").dump()));
   try {
     session->connect(from_hex(reply.at("address").get<std::string>()), reply.at("regions"));
   } catch (const step_error& e) {
@@ -177,13 +210,17 @@ case_result client_run::run_case(const test_case& c) {
   try {
     pattern_outcome mine;
     const bool by_time = !m_options.config.iterations.has_value();
-    r.warmup_iterations = std::max<std::uint64_t>(warmup_iterations(m_options.config, c), by_time ? 2 : 0);
+    r.warmup_iterations =
+        std::max<std::uint64_t>(warmup_iterations(m_options.config, c), by_time ? 2 : 0);
     if (r.warmup_iterations > 0) phase(*session, "warmup", r.warmup_iterations, mine);
     if (by_time) {
       // Calibrate from the warm-up: as many iterations as fit the budget, within the bounds.
-      const double per_iter = static_cast<double>(std::max<std::int64_t>(mine.elapsed_ns, 1)) / static_cast<double>(r.warmup_iterations);
+      const double per_iter = static_cast<double>(std::max<std::int64_t>(mine.elapsed_ns, 1)) /
+                              static_cast<double>(r.warmup_iterations);
       const double fit = static_cast<double>(m_options.config.duration.count()) / per_iter;
-      r.iterations = std::clamp<std::uint64_t>(static_cast<std::uint64_t>(fit), m_options.config.min_iterations, m_options.config.max_iterations);
+      r.iterations = std::clamp<std::uint64_t>(static_cast<std::uint64_t>(fit),
+                                               m_options.config.min_iterations,
+                                               m_options.config.max_iterations);
     } else {
       r.iterations = *m_options.config.iterations;
     }
@@ -196,7 +233,8 @@ case_result client_run::run_case(const test_case& c) {
   return r;
 }
 
-server_view client_run::phase(case_session& s, const char* name, std::uint64_t n, pattern_outcome& mine) {
+server_view client_run::phase(case_session& s, const char* name, std::uint64_t n,
+                              pattern_outcome& mine) {
   const test_case& c = s.test();
   const std::string step = fmt::format("case {} {}", c.index + 1, name);
   control([&] {
@@ -212,7 +250,8 @@ server_view client_run::phase(case_session& s, const char* name, std::uint64_t n
   // The server answers with its results or its own failure; if it cannot answer, the run ends.
   std::optional<message> answer;
   try {
-    answer = control([&] { return m_channel->receive(step + " results", t().per_case + t().handshake); });
+    answer = control(
+        [&] { return m_channel->receive(step + " results", t().per_case + t().handshake); });
   } catch (const control_lost& lost) {
     if (failed) throw control_lost(fmt::format("{}; then {}", failed->what(), lost.what()));
     throw;
@@ -220,19 +259,25 @@ server_view client_run::phase(case_session& s, const char* name, std::uint64_t n
   if (failed) throw *failed;
   const message& reply = *answer;
   if (reply.type == msg_type::error) {
-    throw step_error(error_kind::error, at(step), "server: " + reply.body.value("message", "no reason given"));
+    throw step_error(error_kind::error, at(step),
+                     "server: " + reply.body.value("message", "no reason given"));
   }
-  if (reply.type != msg_type::results) throw control_lost(format_where(at(step), fmt::format("unexpected reply '{}'", to_string(reply.type))));
+  if (reply.type != msg_type::results)
+    throw control_lost(
+        format_where(at(step), fmt::format("unexpected reply '{}'", to_string(reply.type))));
   return server_view{reply.body};
 }
 
-void client_run::compose(case_result& r, case_session& s, const pattern_outcome& mine, const server_view& theirs) const {
+void client_run::compose(case_result& r, case_session& s, const pattern_outcome& mine,
+                         const server_view& theirs) const {
   const test_case& c = s.test();
   const double size = static_cast<double>(c.size_bytes);
   const double n = static_cast<double>(r.iterations);
   r.window = s.window();
   r.elapsed_s = static_cast<double>(mine.elapsed_ns) * 1e-9;
-  const auto ns = [](double seconds) { return static_cast<std::int64_t>(std::llround(seconds * 1e9)); };
+  const auto ns = [](double seconds) {
+    return static_cast<std::int64_t>(std::llround(seconds * 1e9));
+  };
   switch (c.pattern) {
     case pattern_kind::pingpong:
       r.latency_s = summarize(s.samples().samples(), 0.5e-9);
@@ -242,14 +287,19 @@ void client_run::compose(case_result& r, case_session& s, const pattern_outcome&
       if (s.data_op() == op_kind::put) {  // the target sees nothing arrive: the sender's figure
         r.bandwidth_Bps = bandwidth{std::nullopt, per_second(n * size, mine.send_elapsed_ns)};
         r.message_rate_per_s = per_second(n, mine.send_elapsed_ns);
-      } else if (s.data_op() == op_kind::get) {  // the client is the receiver; the target posts nothing
-        r.bandwidth_Bps = bandwidth{receiver_rate(mine.recv_span_messages, mine.recv_span_ns, size), std::nullopt};
-        r.message_rate_per_s = per_second(static_cast<double>(mine.recv_span_messages), mine.recv_span_ns);
+      } else if (s.data_op() ==
+                 op_kind::get) {  // the client is the receiver; the target posts nothing
+        r.bandwidth_Bps = bandwidth{receiver_rate(mine.recv_span_messages, mine.recv_span_ns, size),
+                                    std::nullopt};
+        r.message_rate_per_s =
+            per_second(static_cast<double>(mine.recv_span_messages), mine.recv_span_ns);
         r.interval_s = summarize(s.samples().samples(), 1e-9);
       } else {
         const std::int64_t span = ns(theirs.seconds("recv_span_s"));
-        const auto counted = theirs.body.at("outcome").at("recv_span_messages").get<std::uint64_t>();
-        r.bandwidth_Bps = bandwidth{receiver_rate(counted, span, size), per_second(n * size, mine.send_elapsed_ns)};
+        const auto counted =
+            theirs.body.at("outcome").at("recv_span_messages").get<std::uint64_t>();
+        r.bandwidth_Bps = bandwidth{receiver_rate(counted, span, size),
+                                    per_second(n * size, mine.send_elapsed_ns)};
         r.message_rate_per_s = per_second(static_cast<double>(counted), span);
         r.interval_s = theirs.body.at("interval_s").get<sample_stats>();
       }
@@ -257,18 +307,24 @@ void client_run::compose(case_result& r, case_session& s, const pattern_outcome&
     }
     case pattern_kind::stream_bi: {
       const std::int64_t their_span = ns(theirs.seconds("recv_span_s"));
-      const auto their_counted = theirs.body.at("outcome").at("recv_span_messages").get<std::uint64_t>();
-      r.client_to_server_Bps = bandwidth{receiver_rate(their_counted, their_span, size), per_second(n * size, mine.send_elapsed_ns)};
-      r.server_to_client_Bps = bandwidth{receiver_rate(mine.recv_span_messages, mine.recv_span_ns, size),
-                                         per_second(n * size, ns(theirs.seconds("send_elapsed_s")))};
-      const auto sum = [](const std::optional<double>& a, const std::optional<double>& b) -> std::optional<double> {
+      const auto their_counted =
+          theirs.body.at("outcome").at("recv_span_messages").get<std::uint64_t>();
+      r.client_to_server_Bps = bandwidth{receiver_rate(their_counted, their_span, size),
+                                         per_second(n * size, mine.send_elapsed_ns)};
+      r.server_to_client_Bps =
+          bandwidth{receiver_rate(mine.recv_span_messages, mine.recv_span_ns, size),
+                    per_second(n * size, ns(theirs.seconds("send_elapsed_s")))};
+      const auto sum = [](const std::optional<double>& a,
+                          const std::optional<double>& b) -> std::optional<double> {
         if (!a || !b) return std::nullopt;
         return *a + *b;
       };
-      r.bandwidth_Bps = bandwidth{sum(r.client_to_server_Bps->receiver_Bps, r.server_to_client_Bps->receiver_Bps),
-                                  sum(r.client_to_server_Bps->sender_Bps, r.server_to_client_Bps->sender_Bps)};
-      r.message_rate_per_s = per_second(static_cast<double>(their_counted), their_span) +
-                             per_second(static_cast<double>(mine.recv_span_messages), mine.recv_span_ns);
+      r.bandwidth_Bps =
+          bandwidth{sum(r.client_to_server_Bps->receiver_Bps, r.server_to_client_Bps->receiver_Bps),
+                    sum(r.client_to_server_Bps->sender_Bps, r.server_to_client_Bps->sender_Bps)};
+      r.message_rate_per_s =
+          per_second(static_cast<double>(their_counted), their_span) +
+          per_second(static_cast<double>(mine.recv_span_messages), mine.recv_span_ns);
       r.interval_s = summarize(s.samples().samples(), 1e-9);
       break;
     }
@@ -282,7 +338,8 @@ void client_run::compose(case_result& r, case_session& s, const pattern_outcome&
     r.validated = v;
     if (v->corrupt_bytes > 0) {
       r.status = case_status::fail;
-      r.message = fmt::format("--validate: {} corrupt bytes in {} messages checked", v->corrupt_bytes, v->messages_checked);
+      r.message = fmt::format("--validate: {} corrupt bytes in {} messages checked",
+                              v->corrupt_bytes, v->messages_checked);
     }
   }
 }

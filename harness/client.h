@@ -13,11 +13,11 @@ namespace pairperf {
 
 struct client_options {
   endpoint server;
-  std::string token;              // must match the server's --token, if it has one
+  std::string token;  // must match the server's --token, if it has one
   run_config config;
-  std::vector<test_case> cases;   // the expanded matrix
+  std::vector<test_case> cases;           // the expanded matrix
   std::vector<expectation> expectations;  // --expect, checked on every ok result
-  std::vector<std::string> argv;  // recorded in the context block
+  std::vector<std::string> argv;          // recorded in the context block
 };
 
 struct run_summary {

@@ -1,8 +1,8 @@
 #include "harness/config.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "harness/errors.h"
@@ -19,25 +19,32 @@ std::chrono::nanoseconds from_seconds(double s) {
 
 const char* to_string(pattern_kind p) noexcept {
   switch (p) {
-    case pattern_kind::pingpong: return "pingpong";
-    case pattern_kind::stream_uni: return "stream_uni";
-    case pattern_kind::stream_bi: return "stream_bi";
+    case pattern_kind::pingpong:
+      return "pingpong";
+    case pattern_kind::stream_uni:
+      return "stream_uni";
+    case pattern_kind::stream_bi:
+      return "stream_bi";
   }
   return "?";
 }
 
 const char* to_string(memory_type m) noexcept {
   switch (m) {
-    case memory_type::host: return "host";
-    case memory_type::cuda: return "cuda";
+    case memory_type::host:
+      return "host";
+    case memory_type::cuda:
+      return "cuda";
   }
   return "?";
 }
 
 const char* to_string(progress_mode p) noexcept {
   switch (p) {
-    case progress_mode::busy: return "busy";
-    case progress_mode::block: return "block";
+    case progress_mode::busy:
+      return "busy";
+    case progress_mode::block:
+      return "block";
   }
   return "?";
 }
@@ -91,7 +98,8 @@ void from_json(const nlohmann::json& j, run_config& c) {
   c.duration = from_seconds(j.at("duration_s").get<double>());
   j.at("min_iterations").get_to(c.min_iterations);
   j.at("max_iterations").get_to(c.max_iterations);
-  if (!j.at("warmup_iterations").is_null()) c.warmup = j.at("warmup_iterations").get<std::uint64_t>();
+  if (!j.at("warmup_iterations").is_null())
+    c.warmup = j.at("warmup_iterations").get<std::uint64_t>();
   j.at("window").get_to(c.window);
   j.at("validate").get_to(c.validate);
   c.transport.progress = parse_progress(j.at("progress").get<std::string>());
@@ -104,7 +112,8 @@ void from_json(const nlohmann::json& j, run_config& c) {
   c.timeouts.handshake = from_seconds(t.at("handshake").get<double>());
   c.timeouts.per_case = from_seconds(t.at("case").get<double>());
   c.timeouts.idle = from_seconds(t.at("idle").get<double>());
-  if (c.window == 0 || c.transport.streams == 0) throw usage_error("window and streams must be at least 1");
+  if (c.window == 0 || c.transport.streams == 0)
+    throw usage_error("window and streams must be at least 1");
 }
 
 void to_json(nlohmann::json& j, const test_case& c) {
@@ -136,7 +145,8 @@ std::uint64_t warmup_iterations(const run_config& config, const test_case& c) {
   if (config.warmup) return *config.warmup;
   constexpr std::uint64_t byte_cap = std::uint64_t{256} << 20;
   const std::uint64_t wanted = std::max<std::uint64_t>(16, 2ULL * config.window);
-  const std::uint64_t by_bytes = std::max<std::uint64_t>(1, byte_cap / std::max<std::uint64_t>(1, c.size_bytes));
+  const std::uint64_t by_bytes =
+      std::max<std::uint64_t>(1, byte_cap / std::max<std::uint64_t>(1, c.size_bytes));
   return std::min(wanted, by_bytes);
 }
 

@@ -3,11 +3,10 @@
 // matrix). Both are plain values with a JSON round trip; the client sends them to the server.
 #include <chrono>
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace pairperf {
 
@@ -35,19 +34,19 @@ memory_type parse_memory_type(const std::string& text);
 progress_mode parse_progress(const std::string& text);
 
 struct timeouts {
-  std::chrono::nanoseconds connect = std::chrono::seconds(3);     // control and data connections
-  std::chrono::nanoseconds handshake = std::chrono::seconds(5);   // each control round trip
-  std::chrono::nanoseconds per_case = std::chrono::seconds(20);   // one phase of one case
-  std::chrono::nanoseconds idle = std::chrono::seconds(60);       // server waiting for the next case
+  std::chrono::nanoseconds connect = std::chrono::seconds(3);    // control and data connections
+  std::chrono::nanoseconds handshake = std::chrono::seconds(5);  // each control round trip
+  std::chrono::nanoseconds per_case = std::chrono::seconds(20);  // one phase of one case
+  std::chrono::nanoseconds idle = std::chrono::seconds(60);      // server waiting for the next case
 };
 
 // Options that shape how transports move bytes, the same for every case of a run.
 struct transport_options {
   progress_mode progress = progress_mode::busy;
-  unsigned streams = 1;              // parallel connections (TCP)
+  unsigned streams = 1;                 // parallel connections (TCP)
   std::uint64_t send_buffer_bytes = 0;  // 0 = the kernel's default (and autotuning)
   std::uint64_t recv_buffer_bytes = 0;
-  std::vector<std::string> ucx;         // UCX options as KEY=VALUE (without the UCX_ prefix)
+  std::vector<std::string> ucx;  // UCX options as KEY=VALUE (without the UCX_ prefix)
 };
 
 struct run_config {
@@ -63,12 +62,12 @@ struct run_config {
 };
 
 struct test_case {
-  std::size_t index = 0;     // position in the matrix, 0-based
-  std::string transport;     // registry name, e.g. "tcp"
-  std::string test;          // test name from the transport's table, e.g. "tcp_lat"
+  std::size_t index = 0;  // position in the matrix, 0-based
+  std::string transport;  // registry name, e.g. "tcp"
+  std::string test;       // test name from the transport's table, e.g. "tcp_lat"
   pattern_kind pattern = pattern_kind::pingpong;
-  std::string tls;           // transport set inside the library (UCX_TLS); "" = its default
-  std::string iface;         // client-side interface; "" = let routing choose
+  std::string tls;    // transport set inside the library (UCX_TLS); "" = its default
+  std::string iface;  // client-side interface; "" = let routing choose
   memory_type client_memory = memory_type::host;
   memory_type server_memory = memory_type::host;
   std::uint64_t size_bytes = 0;

@@ -5,20 +5,22 @@
 namespace pairperf {
 namespace {
 
-constexpr const char* row_format = "{:>4} {:<6} {:<9} {:<14} {:<8} {:<9} {:>6} {:<11} {:>10} {:>10} {:>14} {:>10}  {}";
+constexpr const char* row_format =
+    "{:>4} {:<6} {:<9} {:<14} {:<8} {:<9} {:>6} {:<11} {:>10} {:>10} {:>14} {:>10}  {}";
 
 std::string lanes_text(const case_result& r) {
   if (!r.provenance || r.provenance->lanes.empty()) return "-";
   std::string out;
-  for (const auto& l : r.provenance->lanes) out += (out.empty() ? "" : ",") + l.transport + "/" + l.device;
+  for (const auto& l : r.provenance->lanes)
+    out += (out.empty() ? "" : ",") + l.transport + "/" + l.device;
   return out;
 }
 
 }  // namespace
 
 std::string console_reporter::header() {
-  return fmt::format(row_format, "#", "xport", "test", "tls", "iface", "memory", "size", "status", "lat p50", "lat p99", "bandwidth",
-                     "msg rate", "path");
+  return fmt::format(row_format, "#", "xport", "test", "tls", "iface", "memory", "size", "status",
+                     "lat p50", "lat p99", "bandwidth", "msg rate", "path");
 }
 
 std::string console_reporter::format_row(const case_result& r) const {
@@ -29,12 +31,15 @@ std::string console_reporter::format_row(const case_result& r) const {
   std::string bw = "-";
   if (r.bandwidth_Bps) {
     const auto& b = *r.bandwidth_Bps;
-    bw = b.receiver_Bps ? format_rate(*b.receiver_Bps, m_unit) : (b.sender_Bps ? format_rate(*b.sender_Bps, m_unit) + "*" : "-");
+    bw = b.receiver_Bps ? format_rate(*b.receiver_Bps, m_unit)
+                        : (b.sender_Bps ? format_rate(*b.sender_Bps, m_unit) + "*" : "-");
   }
   const std::string rate = r.message_rate_per_s ? format_message_rate(*r.message_rate_per_s) : "-";
-  const std::string memory = fmt::format("{},{}", to_string(c.client_memory), to_string(c.server_memory));
-  return fmt::format(row_format, c.index + 1, c.transport, c.test, c.tls.empty() ? "-" : c.tls, c.iface.empty() ? "(route)" : c.iface, memory,
-                     format_size(c.size_bytes), to_string(r.status), lat50, lat99, bw, rate, lanes_text(r));
+  const std::string memory =
+      fmt::format("{},{}", to_string(c.client_memory), to_string(c.server_memory));
+  return fmt::format(row_format, c.index + 1, c.transport, c.test, c.tls.empty() ? "-" : c.tls,
+                     c.iface.empty() ? "(route)" : c.iface, memory, format_size(c.size_bytes),
+                     to_string(r.status), lat50, lat99, bw, rate, lanes_text(r));
 }
 
 void console_reporter::report_context(const nlohmann::json& context) {
@@ -50,26 +55,34 @@ void console_reporter::report_context(const nlohmann::json& context) {
 void console_reporter::report_result(const case_result& r) {
   fmt::print(m_out, "{}\n", format_row(r));
   m_sender_only = m_sender_only || (r.bandwidth_Bps && !r.bandwidth_Bps->receiver_Bps);
-  if (r.status != case_status::ok && !r.message.empty()) fmt::print(m_out, "     ^ {}\n", r.message);
+  if (r.status != case_status::ok && !r.message.empty())
+    fmt::print(m_out, "     ^ {}\n", r.message);
   switch (r.status) {
-    case case_status::ok: ++m_ok; break;
-    case case_status::skipped: ++m_skipped; break;
+    case case_status::ok:
+      ++m_ok;
+      break;
+    case case_status::skipped:
+      ++m_skipped;
+      break;
     case case_status::error:
     case case_status::unreachable:
-    case case_status::fail: ++m_failed; break;
+    case case_status::fail:
+      ++m_failed;
+      break;
   }
   std::fflush(m_out);
 }
 
 void console_reporter::finalize() {
   fmt::print(m_out, "{} ok, {} skipped, {} not ok\n", m_ok, m_skipped, m_failed);
-  if (m_sender_only) fmt::print(m_out, "* sender-side bandwidth: the target of a one-sided put sees no arrivals\n");
+  if (m_sender_only)
+    fmt::print(m_out, "* sender-side bandwidth: the target of a one-sided put sees no arrivals\n");
   std::fflush(m_out);
 }
 
 void progress_reporter::case_started(const test_case& c, std::size_t total) {
-  fmt::print(m_out, "\r\033[K[{}/{}] {} {} {} {}", c.index + 1, total, c.transport, c.test, format_size(c.size_bytes),
-             c.iface.empty() ? "" : c.iface);
+  fmt::print(m_out, "\r\033[K[{}/{}] {} {} {} {}", c.index + 1, total, c.transport, c.test,
+             format_size(c.size_bytes), c.iface.empty() ? "" : c.iface);
   std::fflush(m_out);
 }
 

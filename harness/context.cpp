@@ -1,5 +1,7 @@
 #include "harness/context.h"
 
+#include <fmt/chrono.h>
+#include <fmt/format.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -10,9 +12,6 @@
 #include <fstream>
 #include <string_view>
 #include <thread>
-
-#include <fmt/chrono.h>
-#include <fmt/format.h>
 
 #include "harness/interfaces.h"
 #include "transports/registry.h"
@@ -95,7 +94,9 @@ nlohmann::json host_context() {
           {"os", value_after("/etc/os-release", "PRETTY_NAME=", '=')},
           {"cpu_model", value_after("/proc/cpuinfo", "model name", ':')},
           {"cpus", std::thread::hardware_concurrency()},
-          {"memory_bytes", pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) : 0},
+          {"memory_bytes", pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) *
+                                                       static_cast<std::uint64_t>(page)
+                                                 : 0},
           {"interfaces", list_interfaces()},
           {"rdma_devices", rdma_devices()}};
 }
@@ -109,7 +110,8 @@ nlohmann::json relevant_environment() {
     const auto eq = entry.find('=');
     if (eq == std::string_view::npos) continue;
     const std::string_view name = entry.substr(0, eq);
-    const bool wanted = std::any_of(prefixes.begin(), prefixes.end(), [&](auto p) { return name.rfind(p, 0) == 0; }) ||
+    const bool wanted = std::any_of(prefixes.begin(), prefixes.end(),
+                                    [&](auto p) { return name.rfind(p, 0) == 0; }) ||
                         std::find(names.begin(), names.end(), name) != names.end();
     if (wanted) out[std::string(name)] = std::string(entry.substr(eq + 1));
   }
@@ -118,7 +120,8 @@ nlohmann::json relevant_environment() {
 
 std::string utc_timestamp() {
   const auto now = std::chrono::system_clock::now();
-  return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(std::chrono::system_clock::to_time_t(now)));
+  return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}",
+                     fmt::gmtime(std::chrono::system_clock::to_time_t(now)));
 }
 
 }  // namespace pairperf

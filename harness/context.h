@@ -1,10 +1,9 @@
 #pragma once
 // The context block of a results file: what tool, on what hosts, in what environment. Gathered
 // on each side (the server sends its own in the hello) so results can be compared later.
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace pairperf {
 

@@ -1,9 +1,9 @@
 #include "harness/control.h"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <utility>
-
-#include <fmt/format.h>
 
 namespace pairperf {
 
@@ -35,7 +35,8 @@ std::optional<msg_type> parse_msg_type(std::string_view text) noexcept {
   return std::nullopt;
 }
 
-control_channel::control_channel(unique_fd fd, where place) : m_fd(std::move(fd)), m_place(std::move(place)) {}
+control_channel::control_channel(unique_fd fd, where place)
+    : m_fd(std::move(fd)), m_place(std::move(place)) {}
 
 where control_channel::at(std::string_view step) const {
   where w = m_place;
@@ -43,7 +44,8 @@ where control_channel::at(std::string_view step) const {
   return w;
 }
 
-void control_channel::send(msg_type type, nlohmann::json body, std::string_view step, std::chrono::nanoseconds timeout) {
+void control_channel::send(msg_type type, nlohmann::json body, std::string_view step,
+                           std::chrono::nanoseconds timeout) {
   body["type"] = to_string(type);
   const std::string frame = encode_frame(body);
   write_all(m_fd.get(), frame.data(), frame.size(), deadline_in(timeout), at(step));
@@ -59,7 +61,8 @@ message control_channel::receive(std::string_view step, std::chrono::nanoseconds
       const auto type = parse_msg_type(name);
       if (!type) {
         send_error(fmt::format("unknown message type '{}'", name));
-        throw step_error(error_kind::protocol, at(step), fmt::format("peer sent unknown message type '{}'", name));
+        throw step_error(error_kind::protocol, at(step),
+                         fmt::format("peer sent unknown message type '{}'", name));
       }
       return {*type, std::move(*msg)};
     }
@@ -69,7 +72,8 @@ message control_channel::receive(std::string_view step, std::chrono::nanoseconds
     }
     const std::size_t n = read_some(m_fd.get(), chunk.data(), chunk.size(), deadline, at(step));
     if (n == 0) {
-      const std::string why = m_decoder.pending() > 0 ? "peer closed the connection mid-message (" + m_decoder.truncation_message() + ")"
+      const std::string why = m_decoder.pending() > 0 ? "peer closed the connection mid-message (" +
+                                                            m_decoder.truncation_message() + ")"
                                                       : "peer closed the connection";
       throw step_error(error_kind::closed, at(step), why);
     }
@@ -77,10 +81,12 @@ message control_channel::receive(std::string_view step, std::chrono::nanoseconds
   }
 }
 
-nlohmann::json control_channel::expect(msg_type want, std::string_view step, std::chrono::nanoseconds timeout) {
+nlohmann::json control_channel::expect(msg_type want, std::string_view step,
+                                       std::chrono::nanoseconds timeout) {
   message msg = receive(step, timeout);
   if (msg.type == want) return std::move(msg.body);
-  const std::string text = msg.body.value("message", msg.body.value("reason", std::string("no reason given")));
+  const std::string text =
+      msg.body.value("message", msg.body.value("reason", std::string("no reason given")));
   switch (msg.type) {
     case msg_type::refused:
       throw step_error(error_kind::refused, at(step), "peer refused: " + text);
@@ -95,7 +101,8 @@ nlohmann::json control_channel::expect(msg_type want, std::string_view step, std
     case msg_type::bye:
       break;
   }
-  const std::string reason = fmt::format("expected '{}', got '{}'", to_string(want), to_string(msg.type));
+  const std::string reason =
+      fmt::format("expected '{}', got '{}'", to_string(want), to_string(msg.type));
   send_error(reason);
   throw step_error(error_kind::protocol, at(step), reason);
 }

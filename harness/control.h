@@ -21,11 +21,10 @@
 // peer address and the local interface. A malformed, truncated or oversized frame is answered
 // with an `error` message to the peer and then thrown as a protocol error. Not thread-safe.
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "harness/errors.h"
 #include "harness/frame.h"
@@ -52,7 +51,8 @@ class control_channel {
   // `place` names the peer and the local interface; each call supplies the step.
   control_channel(unique_fd fd, where place);
 
-  void send(msg_type type, nlohmann::json body, std::string_view step, std::chrono::nanoseconds timeout);
+  void send(msg_type type, nlohmann::json body, std::string_view step,
+            std::chrono::nanoseconds timeout);
   message receive(std::string_view step, std::chrono::nanoseconds timeout);
   // Receives and requires `want`. A peer's `refused` throws kind refused, its `error` throws kind
   // error (the peer's text in both); any other type is a protocol error.

@@ -1,20 +1,26 @@
 #include "harness/errors.h"
 
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <cstring>
-
-#include <fmt/format.h>
 
 namespace pairperf {
 
 const char* to_string(error_kind kind) noexcept {
   switch (kind) {
-    case error_kind::error: return "error";
-    case error_kind::timeout: return "timeout";
-    case error_kind::unreachable: return "unreachable";
-    case error_kind::closed: return "closed";
-    case error_kind::protocol: return "protocol";
-    case error_kind::refused: return "refused";
+    case error_kind::error:
+      return "error";
+    case error_kind::timeout:
+      return "timeout";
+    case error_kind::unreachable:
+      return "unreachable";
+    case error_kind::closed:
+      return "closed";
+    case error_kind::protocol:
+      return "protocol";
+    case error_kind::refused:
+      return "refused";
   }
   return "error";
 }
@@ -41,19 +47,32 @@ step_error::step_error(error_kind kind, where place, const std::string& detail, 
 
 std::string errno_name(int err) {
   switch (err) {
-    case ENETUNREACH: return "ENETUNREACH";
-    case EHOSTUNREACH: return "EHOSTUNREACH";
-    case ECONNREFUSED: return "ECONNREFUSED";
-    case ECONNRESET: return "ECONNRESET";
-    case ETIMEDOUT: return "ETIMEDOUT";
-    case EPIPE: return "EPIPE";
-    case EADDRNOTAVAIL: return "EADDRNOTAVAIL";
-    case EADDRINUSE: return "EADDRINUSE";
-    case ENODEV: return "ENODEV";
-    case EPERM: return "EPERM";
-    case EACCES: return "EACCES";
-    case EINVAL: return "EINVAL";
-    default: return fmt::format("errno {}", err);
+    case ENETUNREACH:
+      return "ENETUNREACH";
+    case EHOSTUNREACH:
+      return "EHOSTUNREACH";
+    case ECONNREFUSED:
+      return "ECONNREFUSED";
+    case ECONNRESET:
+      return "ECONNRESET";
+    case ETIMEDOUT:
+      return "ETIMEDOUT";
+    case EPIPE:
+      return "EPIPE";
+    case EADDRNOTAVAIL:
+      return "EADDRNOTAVAIL";
+    case EADDRINUSE:
+      return "EADDRINUSE";
+    case ENODEV:
+      return "ENODEV";
+    case EPERM:
+      return "EPERM";
+    case EACCES:
+      return "EACCES";
+    case EINVAL:
+      return "EINVAL";
+    default:
+      return fmt::format("errno {}", err);
   }
 }
 

@@ -1,12 +1,12 @@
 #include "harness/expect.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <cctype>
-#include <utility>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "harness/errors.h"
 #include "harness/units.h"
@@ -14,12 +14,17 @@
 namespace pairperf {
 namespace {
 
-constexpr const char* forms = "transport=NAME, transport!=NAME, bw>=8GB/s[@SIZE], lat<=5us[@SIZE], lat.p99<=20us[@SIZE]";
+constexpr const char* forms =
+    "transport=NAME, transport!=NAME, bw>=8GB/s[@SIZE], lat<=5us[@SIZE], lat.p99<=20us[@SIZE]";
 
 // Longest operators first so ">=" is not read as ">".
 constexpr std::array<std::pair<const char*, expectation::op>, 6> ops{{
-    {">=", expectation::op::ge}, {"<=", expectation::op::le}, {"!=", expectation::op::ne},
-    {">", expectation::op::gt},  {"<", expectation::op::lt},  {"=", expectation::op::eq},
+    {">=", expectation::op::ge},
+    {"<=", expectation::op::le},
+    {"!=", expectation::op::ne},
+    {">", expectation::op::gt},
+    {"<", expectation::op::lt},
+    {"=", expectation::op::eq},
 }};
 
 const char* op_text(expectation::op o) {
@@ -34,11 +39,18 @@ double parse_rate(const std::string& text, const std::string& whole) {
     const char* suffix;
     double scale;
   };
-  constexpr std::array<unit, 8> units{{{"GiB/s", 1024.0 * 1024 * 1024}, {"GB/s", 1e9}, {"MiB/s", 1024.0 * 1024}, {"MB/s", 1e6},
-                                       {"Gb/s", 1e9 / 8}, {"Mb/s", 1e6 / 8}, {"KB/s", 1e3}, {"B/s", 1}}};
+  constexpr std::array<unit, 8> units{{{"GiB/s", 1024.0 * 1024 * 1024},
+                                       {"GB/s", 1e9},
+                                       {"MiB/s", 1024.0 * 1024},
+                                       {"MB/s", 1e6},
+                                       {"Gb/s", 1e9 / 8},
+                                       {"Mb/s", 1e6 / 8},
+                                       {"KB/s", 1e3},
+                                       {"B/s", 1}}};
   for (const auto& u : units) {
     const std::string suffix = u.suffix;
-    if (text.size() > suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    if (text.size() > suffix.size() &&
+        text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0) {
       try {
         std::size_t used = 0;
         const double v = std::stod(text.substr(0, text.size() - suffix.size()), &used);
@@ -47,17 +59,24 @@ double parse_rate(const std::string& text, const std::string& whole) {
       }
     }
   }
-  throw usage_error(fmt::format("--expect {}: '{}' is not a rate (e.g. 8GB/s, 900MiB/s, 100Gb/s)", whole, text));
+  throw usage_error(
+      fmt::format("--expect {}: '{}' is not a rate (e.g. 8GB/s, 900MiB/s, 100Gb/s)", whole, text));
 }
 
 bool compare(double seen, expectation::op how, double want) {
   switch (how) {
-    case expectation::op::eq: return seen == want;
-    case expectation::op::ne: return seen != want;
-    case expectation::op::ge: return seen >= want;
-    case expectation::op::le: return seen <= want;
-    case expectation::op::gt: return seen > want;
-    case expectation::op::lt: return seen < want;
+    case expectation::op::eq:
+      return seen == want;
+    case expectation::op::ne:
+      return seen != want;
+    case expectation::op::ge:
+      return seen >= want;
+    case expectation::op::le:
+      return seen <= want;
+    case expectation::op::gt:
+      return seen > want;
+    case expectation::op::lt:
+      return seen < want;
   }
   return false;
 }
@@ -82,15 +101,21 @@ nlohmann::json check(const expectation& e, const case_result& r) {
       if (r.provenance) {
         for (const auto& l : r.provenance->lanes) seen.push_back(l.transport + "/" + l.device);
       }
-      const bool present = r.provenance && std::any_of(r.provenance->lanes.begin(), r.provenance->lanes.end(),
-                                                       [&](const lane& l) { return l.transport == e.name; });
+      const bool present =
+          r.provenance && std::any_of(r.provenance->lanes.begin(), r.provenance->lanes.end(),
+                                      [&](const lane& l) { return l.transport == e.name; });
       const bool pass = e.how == expectation::op::eq ? present : !present;
-      out["seen"] = fmt::format("data lanes {}", seen.empty() ? std::string("(none)") : fmt::format("{}", fmt::join(seen, ", ")));
+      out["seen"] =
+          fmt::format("data lanes {}", seen.empty() ? std::string("(none)")
+                                                    : fmt::format("{}", fmt::join(seen, ", ")));
       out["pass"] = pass;
-      out["why"] = pass ? fmt::format("{} {} the data lanes", e.name, present ? "is among" : "is not among")
-                        : fmt::format("expected {} {} the data lanes, which are what UCX or the kernel really used, not the "
-                                      "configuration asked for",
-                                      e.name, e.how == expectation::op::eq ? "among" : "absent from");
+      out["why"] =
+          pass ? fmt::format("{} {} the data lanes", e.name, present ? "is among" : "is not among")
+               : fmt::format(
+                     "expected {} {} the data lanes, which are what UCX or the kernel really used, "
+                     "not the "
+                     "configuration asked for",
+                     e.name, e.how == expectation::op::eq ? "among" : "absent from");
       return out;
     }
     case expectation::metric::bandwidth: {
@@ -100,8 +125,10 @@ nlohmann::json check(const expectation& e, const case_result& r) {
       out["seen"] = format_rate(seen, rate_unit::gb);
       out["seen_Bps"] = seen;
       out["pass"] = pass;
-      out["why"] = fmt::format("{} bandwidth {} {} {}", b.receiver_Bps ? "receiver" : "sender", format_rate(seen, rate_unit::gb),
-                               pass ? "meets" : "misses", fmt::format("{} {}", op_text(e.how), format_rate(e.value, rate_unit::gb)));
+      out["why"] =
+          fmt::format("{} bandwidth {} {} {}", b.receiver_Bps ? "receiver" : "sender",
+                      format_rate(seen, rate_unit::gb), pass ? "meets" : "misses",
+                      fmt::format("{} {}", op_text(e.how), format_rate(e.value, rate_unit::gb)));
       return out;
     }
     case expectation::metric::latency: {
@@ -110,8 +137,8 @@ nlohmann::json check(const expectation& e, const case_result& r) {
       out["seen"] = format_seconds(seen);
       out["seen_s"] = seen;
       out["pass"] = pass;
-      out["why"] = fmt::format("one-way latency {} {} {} {} {}", e.statistic, format_seconds(seen), pass ? "meets" : "misses",
-                               op_text(e.how), format_seconds(e.value));
+      out["why"] = fmt::format("one-way latency {} {} {} {} {}", e.statistic, format_seconds(seen),
+                               pass ? "meets" : "misses", op_text(e.how), format_seconds(e.value));
       return out;
     }
   }
@@ -138,12 +165,15 @@ expectation parse_expectation(const std::string& text) {
       break;
     }
   }
-  if (pos == std::string::npos || pos == 0) throw usage_error(fmt::format("--expect {}: expected one of {}", text, forms));
+  if (pos == std::string::npos || pos == 0)
+    throw usage_error(fmt::format("--expect {}: expected one of {}", text, forms));
   const std::string key = body.substr(0, pos);
   const std::string value = body.substr(pos + op_found.size());
-  if (value.empty()) throw usage_error(fmt::format("--expect {}: no value after '{}'", text, op_found));
+  if (value.empty())
+    throw usage_error(fmt::format("--expect {}: no value after '{}'", text, op_found));
   if (key == "transport") {
-    if (e.how != expectation::op::eq && e.how != expectation::op::ne) throw usage_error(fmt::format("--expect {}: transport takes = or !=", text));
+    if (e.how != expectation::op::eq && e.how != expectation::op::ne)
+      throw usage_error(fmt::format("--expect {}: transport takes = or !=", text));
     e.what = expectation::metric::transport;
     e.name = value;
   } else if (key == "bw") {
@@ -153,14 +183,17 @@ expectation parse_expectation(const std::string& text) {
     e.what = expectation::metric::latency;
     if (key != "lat") e.statistic = key.substr(4);
     if (!latency(sample_stats{}, e.statistic)) {
-      throw usage_error(fmt::format("--expect {}: unknown latency statistic '{}' (p50, p90, p99, p99_9, avg, min, max)", text, e.statistic));
+      throw usage_error(fmt::format(
+          "--expect {}: unknown latency statistic '{}' (p50, p90, p99, p99_9, avg, min, max)", text,
+          e.statistic));
     }
     if (std::isdigit(static_cast<unsigned char>(value.back())) != 0) {
       throw usage_error(fmt::format("--expect {}: give the latency a unit (ns, us, ms, s)", text));
     }
     e.value = static_cast<double>(parse_duration(value).count()) * 1e-9;
   } else {
-    throw usage_error(fmt::format("--expect {}: unknown quantity '{}' (forms: {})", text, key, forms));
+    throw usage_error(
+        fmt::format("--expect {}: unknown quantity '{}' (forms: {})", text, key, forms));
   }
   return e;
 }
@@ -168,9 +201,12 @@ expectation parse_expectation(const std::string& text) {
 bool applies(const expectation& e, const test_case& c) {
   if (e.size && *e.size != c.size_bytes) return false;
   switch (e.what) {
-    case expectation::metric::transport: return true;
-    case expectation::metric::bandwidth: return c.pattern != pattern_kind::pingpong;
-    case expectation::metric::latency: return c.pattern == pattern_kind::pingpong;
+    case expectation::metric::transport:
+      return true;
+    case expectation::metric::bandwidth:
+      return c.pattern != pattern_kind::pingpong;
+    case expectation::metric::latency:
+      return c.pattern == pattern_kind::pingpong;
   }
   return false;
 }

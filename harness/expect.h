@@ -8,11 +8,10 @@
 // Without "@SIZE" a check applies to every case it can apply to. A result that misses one gets
 // status fail and a verdict saying what was expected, what was seen and why.
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "harness/result.h"
 
@@ -21,13 +20,13 @@ namespace pairperf {
 struct expectation {
   enum class metric { transport, bandwidth, latency };
   enum class op { eq, ne, ge, le, gt, lt };
-  std::string text;                     // as the user wrote it
+  std::string text;  // as the user wrote it
   metric what = metric::transport;
   op how = op::eq;
-  std::string name;                     // transport name
-  std::string statistic = "p50";        // latency statistic
-  double value = 0;                     // bytes per second, or seconds
-  std::optional<std::uint64_t> size;    // "@SIZE"
+  std::string name;                   // transport name
+  std::string statistic = "p50";      // latency statistic
+  double value = 0;                   // bytes per second, or seconds
+  std::optional<std::uint64_t> size;  // "@SIZE"
 };
 
 // Throws usage_error with the accepted forms.

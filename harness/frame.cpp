@@ -6,14 +6,16 @@ namespace pairperf {
 namespace {
 std::uint32_t read_length(const char* p) {
   const auto* h = reinterpret_cast<const unsigned char*>(p);
-  return (std::uint32_t{h[0]} << 24) | (std::uint32_t{h[1]} << 16) | (std::uint32_t{h[2]} << 8) | h[3];
+  return (std::uint32_t{h[0]} << 24) | (std::uint32_t{h[1]} << 16) | (std::uint32_t{h[2]} << 8) |
+         h[3];
 }
 }  // namespace
 
 std::string encode_frame(const nlohmann::json& message) {
   const std::string body = message.dump();
   if (body.size() > max_frame_bytes) {
-    throw std::length_error(fmt::format("control message of {} bytes exceeds the {} byte limit", body.size(), max_frame_bytes));
+    throw std::length_error(fmt::format("control message of {} bytes exceeds the {} byte limit",
+                                        body.size(), max_frame_bytes));
   }
   const auto n = static_cast<std::uint32_t>(body.size());
   std::string out;
@@ -46,14 +48,16 @@ frame_decoder::item frame_decoder::next() {
   if (pending() < frame_header_bytes) return need_more{};
   const std::uint32_t len = read_length(m_buffer.data() + m_offset);
   if (len == 0) return fail("empty frame");
-  if (len > max_frame_bytes) return fail(fmt::format("frame of {} bytes exceeds the {} byte limit", len, max_frame_bytes));
+  if (len > max_frame_bytes)
+    return fail(fmt::format("frame of {} bytes exceeds the {} byte limit", len, max_frame_bytes));
   if (pending() < frame_header_bytes + len) return need_more{};
   const std::string_view body(m_buffer.data() + m_offset + frame_header_bytes, len);
   m_offset += frame_header_bytes + len;
   nlohmann::json message = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (message.is_discarded()) return fail("malformed frame: not valid JSON");
   if (!message.is_object()) return fail("malformed frame: not a JSON object");
-  if (!message.contains("type") || !message["type"].is_string()) return fail("malformed frame: no string member 'type'");
+  if (!message.contains("type") || !message["type"].is_string())
+    return fail("malformed frame: no string member 'type'");
   if (m_offset == m_buffer.size()) {
     m_buffer.clear();
     m_offset = 0;
@@ -63,7 +67,8 @@ frame_decoder::item frame_decoder::next() {
 
 std::string frame_decoder::truncation_message() const {
   const std::size_t have = pending();
-  if (have < frame_header_bytes) return fmt::format("truncated frame: {} of {} header bytes", have, frame_header_bytes);
+  if (have < frame_header_bytes)
+    return fmt::format("truncated frame: {} of {} header bytes", have, frame_header_bytes);
   const std::uint32_t len = read_length(m_buffer.data() + m_offset);
   return fmt::format("truncated frame: {} of {} body bytes", have - frame_header_bytes, len);
 }

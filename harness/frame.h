@@ -3,11 +3,10 @@
 // JSON text holding one object with a string member "type". Nothing else crosses the channel.
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <variant>
-
-#include <nlohmann/json.hpp>
 
 namespace pairperf {
 

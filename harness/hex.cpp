@@ -26,7 +26,8 @@ std::string to_hex(std::span<const std::byte> bytes) {
 std::vector<std::byte> from_hex(std::string_view text) {
   if (text.size() % 2 != 0) throw std::invalid_argument("odd length of hex transport blob");
   std::vector<std::byte> out(text.size() / 2);
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<std::byte>((nibble(text[2 * i]) << 4) | nibble(text[2 * i + 1]));
+  for (std::size_t i = 0; i < out.size(); ++i)
+    out[i] = static_cast<std::byte>((nibble(text[2 * i]) << 4) | nibble(text[2 * i + 1]));
   return out;
 }
 

@@ -1,6 +1,7 @@
 #include "harness/interfaces.h"
 
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -13,8 +14,6 @@
 #include <fstream>
 #include <map>
 #include <memory>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 namespace pairperf {
@@ -35,9 +34,10 @@ unsigned prefix_of(const sockaddr* mask) {
 
 std::string numeric(const sockaddr* sa) {
   std::array<char, INET6_ADDRSTRLEN> buf{};
-  const void* src = sa->sa_family == AF_INET
-                        ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(sa)->sin_addr)
-                        : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr);
+  const void* src =
+      sa->sa_family == AF_INET
+          ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(sa)->sin_addr)
+          : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr);
   if (inet_ntop(sa->sa_family, src, buf.data(), buf.size()) == nullptr) return {};
   return buf.data();
 }
@@ -71,8 +71,8 @@ void from_json(const nlohmann::json& j, iface_address& addr) {
 }
 
 void to_json(nlohmann::json& j, const interface_info& info) {
-  j = {{"name", info.name},         {"up", info.up},   {"running", info.running},
-       {"loopback", info.loopback}, {"mtu_bytes", info.mtu}, {"mac", info.mac},
+  j = {{"name", info.name},          {"up", info.up},         {"running", info.running},
+       {"loopback", info.loopback},  {"mtu_bytes", info.mtu}, {"mac", info.mac},
        {"addresses", info.addresses}};
   j["speed_Mbps"] = info.speed_mbps ? nlohmann::json(*info.speed_mbps) : nlohmann::json(nullptr);
 }
@@ -84,7 +84,8 @@ void from_json(const nlohmann::json& j, interface_info& info) {
   info.loopback = j.value("loopback", false);
   info.mtu = j.value("mtu_bytes", 0U);
   info.mac = j.value("mac", "");
-  if (j.contains("speed_Mbps") && j["speed_Mbps"].is_number()) info.speed_mbps = j["speed_Mbps"].get<int>();
+  if (j.contains("speed_Mbps") && j["speed_Mbps"].is_number())
+    info.speed_mbps = j["speed_Mbps"].get<int>();
   if (j.contains("addresses")) j.at("addresses").get_to(info.addresses);
 }
 
@@ -106,7 +107,8 @@ std::vector<interface_info> list_interfaces() {
     } else if (family == AF_PACKET) {
       const auto* ll = reinterpret_cast<const sockaddr_ll*>(it->ifa_addr);
       std::string mac;
-      for (int i = 0; i < ll->sll_halen; ++i) mac += fmt::format("{}{:02x}", i ? ":" : "", ll->sll_addr[i]);
+      for (int i = 0; i < ll->sll_halen; ++i)
+        mac += fmt::format("{}{:02x}", i ? ":" : "", ll->sll_addr[i]);
       info.mac = mac;
     }
   }
@@ -114,7 +116,8 @@ std::vector<interface_info> list_interfaces() {
   for (auto& [name, info] : by_name) {
     info.mtu = static_cast<unsigned>(read_sys_long(name, "mtu").value_or(0));
     // Virtual devices report -1 or fail the read: leave the speed unknown then.
-    if (auto speed = read_sys_long(name, "speed"); speed && *speed > 0) info.speed_mbps = static_cast<int>(*speed);
+    if (auto speed = read_sys_long(name, "speed"); speed && *speed > 0)
+      info.speed_mbps = static_cast<int>(*speed);
     out.push_back(std::move(info));
   }
   return out;
@@ -140,7 +143,8 @@ std::string interface_of_address(const std::string& address) {
   for (const auto& info : list_interfaces()) {
     for (const auto& a : info.addresses) {
       std::array<unsigned char, 16> have{};
-      if (to_bytes(a.address, have) == len && std::memcmp(have.data(), want.data(), len) == 0) return info.name;
+      if (to_bytes(a.address, have) == len && std::memcmp(have.data(), want.data(), len) == 0)
+        return info.name;
     }
   }
   return {};

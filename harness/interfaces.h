@@ -1,24 +1,23 @@
 #pragma once
 // Network interface inventory (getifaddrs + /sys/class/net), used by `info`, the context block,
 // `--iface all` and the TCP transport's address choice.
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 namespace pairperf {
 
 struct iface_address {
-  int family = 0;            // AF_INET or AF_INET6
-  std::string address;       // numeric, without scope
-  unsigned prefix_len = 0;   // from the netmask
+  int family = 0;           // AF_INET or AF_INET6
+  std::string address;      // numeric, without scope
+  unsigned prefix_len = 0;  // from the netmask
 };
 
 struct interface_info {
   std::string name;
-  bool up = false;        // IFF_UP
-  bool running = false;   // IFF_RUNNING (carrier)
+  bool up = false;       // IFF_UP
+  bool running = false;  // IFF_RUNNING (carrier)
   bool loopback = false;
   unsigned mtu = 0;
   std::optional<int> speed_mbps;  // /sys/class/net/X/speed where the driver reports it

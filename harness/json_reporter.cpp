@@ -1,16 +1,19 @@
 #include "harness/json_reporter.h"
 
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
 
-#include <fmt/format.h>
-
 namespace pairperf {
 
 nlohmann::json json_reporter::document() const {
-  return {{"schema", result_schema_name}, {"schema_version", result_schema_version}, {"context", m_context}, {"results", m_results}};
+  return {{"schema", result_schema_name},
+          {"schema_version", result_schema_version},
+          {"context", m_context},
+          {"results", m_results}};
 }
 
 void json_reporter::finalize() {
@@ -18,7 +21,9 @@ void json_reporter::finalize() {
   const std::filesystem::path tmp = m_path.string() + ".tmp";
   {
     std::ofstream out(tmp);
-    if (!out) throw std::runtime_error(fmt::format("cannot write {}: {}", tmp.string(), std::strerror(errno)));
+    if (!out)
+      throw std::runtime_error(
+          fmt::format("cannot write {}: {}", tmp.string(), std::strerror(errno)));
     out << document().dump(2) << '\n';
     if (!out) throw std::runtime_error(fmt::format("cannot write {}", tmp.string()));
   }
@@ -28,7 +33,8 @@ void json_reporter::finalize() {
 jsonl_reporter::jsonl_reporter(const std::filesystem::path& path) : m_path(path.string()) {
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
   m_file = std::fopen(m_path.c_str(), "w");
-  if (m_file == nullptr) throw std::runtime_error(fmt::format("cannot write {}: {}", m_path, std::strerror(errno)));
+  if (m_file == nullptr)
+    throw std::runtime_error(fmt::format("cannot write {}: {}", m_path, std::strerror(errno)));
 }
 
 jsonl_reporter::~jsonl_reporter() {
@@ -43,7 +49,9 @@ void jsonl_reporter::write_line(const nlohmann::json& j) {
 }
 
 void jsonl_reporter::report_context(const nlohmann::json& context) {
-  write_line({{"schema", result_schema_name}, {"schema_version", result_schema_version}, {"context", context}});
+  write_line({{"schema", result_schema_name},
+              {"schema_version", result_schema_version},
+              {"context", context}});
 }
 
 void jsonl_reporter::report_result(const case_result& result) { write_line(result); }

@@ -1,8 +1,8 @@
 #include "harness/matrix.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "harness/errors.h"
 #include "transports/registry.h"
@@ -22,10 +22,12 @@ std::vector<std::string> test_names(const transport_entry& e) {
 }
 
 // The (transport, test) pairs to run, in registry order.
-std::vector<std::pair<const transport_entry*, const test_spec*>> select_tests(const matrix_request& req, const transport_registry& reg) {
+std::vector<std::pair<const transport_entry*, const test_spec*>> select_tests(
+    const matrix_request& req, const transport_registry& reg) {
   for (const auto& name : req.transports) {
     if (reg.find(name) == nullptr) {
-      throw usage_error(fmt::format("unknown transport '{}' (this build has: {})", name, fmt::join(reg.names(), ", ")));
+      throw usage_error(fmt::format("unknown transport '{}' (this build has: {})", name,
+                                    fmt::join(reg.names(), ", ")));
     }
   }
   std::vector<std::pair<const transport_entry*, const test_spec*>> out;
@@ -41,22 +43,29 @@ std::vector<std::pair<const transport_entry*, const test_spec*>> select_tests(co
       }
       throw usage_error(fmt::format("unknown test '{}' (tests: {})", name, fmt::join(all, ", ")));
     }
-    if (!req.transports.empty() && std::find(req.transports.begin(), req.transports.end(), owner->name) == req.transports.end()) {
-      throw usage_error(fmt::format("test '{}' belongs to transport '{}', which --transport does not select", name, owner->name));
+    if (!req.transports.empty() && std::find(req.transports.begin(), req.transports.end(),
+                                             owner->name) == req.transports.end()) {
+      throw usage_error(
+          fmt::format("test '{}' belongs to transport '{}', which --transport does not select",
+                      name, owner->name));
     }
   }
   for (const auto& e : reg.all()) {
-    const bool chosen = req.transports.empty() || std::find(req.transports.begin(), req.transports.end(), e.name) != req.transports.end();
+    const bool chosen =
+        req.transports.empty() ||
+        std::find(req.transports.begin(), req.transports.end(), e.name) != req.transports.end();
     if (!chosen) continue;
     for (const auto& t : e.tests) {
-      const bool wanted = req.tests.empty() || std::find(req.tests.begin(), req.tests.end(), t.name) != req.tests.end();
+      const bool wanted = req.tests.empty() ||
+                          std::find(req.tests.begin(), req.tests.end(), t.name) != req.tests.end();
       if (wanted) out.emplace_back(&e, &t);
     }
   }
   return out;
 }
 
-std::vector<std::string> select_ifaces(const matrix_request& req, const std::vector<interface_info>& usable) {
+std::vector<std::string> select_ifaces(const matrix_request& req,
+                                       const std::vector<interface_info>& usable) {
   if (req.ifaces.empty()) return {""};
   std::vector<std::string> out;
   for (const auto& name : req.ifaces) {
@@ -64,11 +73,13 @@ std::vector<std::string> select_ifaces(const matrix_request& req, const std::vec
       for (const auto& i : usable) push_unique(out, i.name);
       continue;
     }
-    const bool known = std::any_of(usable.begin(), usable.end(), [&](const interface_info& i) { return i.name == name; });
+    const bool known = std::any_of(usable.begin(), usable.end(),
+                                   [&](const interface_info& i) { return i.name == name; });
     if (!known) {
       std::vector<std::string> names;
       for (const auto& i : usable) names.push_back(i.name);
-      throw usage_error(fmt::format("no usable interface named '{}' (up, with an address: {})", name, fmt::join(names, ", ")));
+      throw usage_error(fmt::format("no usable interface named '{}' (up, with an address: {})",
+                                    name, fmt::join(names, ", ")));
     }
     push_unique(out, name);
   }
@@ -84,17 +95,20 @@ std::pair<memory_type, memory_type> parse_memory_pair(std::string_view text) {
     const memory_type m = parse_memory_type(std::string(text));
     return {m, m};
   }
-  return {parse_memory_type(std::string(text.substr(0, comma))), parse_memory_type(std::string(text.substr(comma + 1)))};
+  return {parse_memory_type(std::string(text.substr(0, comma))),
+          parse_memory_type(std::string(text.substr(comma + 1)))};
 }
 
-std::vector<test_case> expand_matrix(const matrix_request& req, const transport_registry& reg, const std::vector<interface_info>& usable) {
+std::vector<test_case> expand_matrix(const matrix_request& req, const transport_registry& reg,
+                                     const std::vector<interface_info>& usable) {
   if (req.sizes.empty()) throw usage_error("no message sizes given");
   const auto tests = select_tests(req, reg);
   const auto ifaces = select_ifaces(req, usable);
   std::vector<std::pair<memory_type, memory_type>> memory = req.memory;
   if (memory.empty()) memory.emplace_back(memory_type::host, memory_type::host);
   std::vector<test_case> out;
-  const std::vector<std::string> tls_sets = req.tls.empty() ? std::vector<std::string>{""} : req.tls;
+  const std::vector<std::string> tls_sets =
+      req.tls.empty() ? std::vector<std::string>{""} : req.tls;
   const std::vector<std::string> no_tls{""};
   for (const auto& [entry, spec] : tests) {
     for (const auto& tls : entry->tls_axis ? tls_sets : no_tls) {

@@ -20,7 +20,8 @@ struct matrix_request {
   std::vector<std::string> tests;       // empty: every test of the chosen transports
   std::vector<std::uint64_t> sizes;     // required
   std::vector<std::string> tls;         // empty: one case with the library's default set
-  std::vector<std::string> ifaces;      // empty: one case with routing's choice; "all": every usable one
+  std::vector<std::string>
+      ifaces;  // empty: one case with routing's choice; "all": every usable one
   std::vector<std::pair<memory_type, memory_type>> memory;  // empty: host,host
 };
 
@@ -28,7 +29,8 @@ struct matrix_request {
 std::pair<memory_type, memory_type> parse_memory_pair(std::string_view text);
 
 // Throws usage_error naming the bad value and the valid ones.
-std::vector<test_case> expand_matrix(const matrix_request& request, const transport_registry& registry,
+std::vector<test_case> expand_matrix(const matrix_request& request,
+                                     const transport_registry& registry,
                                      const std::vector<interface_info>& usable_ifaces);
 
 }  // namespace pairperf

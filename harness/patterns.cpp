@@ -1,9 +1,9 @@
 #include "harness/patterns.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
-
-#include <fmt/format.h>
 
 #include "harness/payload.h"
 
@@ -16,12 +16,17 @@ constexpr unsigned slot_bits = 16;
 constexpr std::uint64_t slot_mask = (std::uint64_t{1} << slot_bits) - 1;
 constexpr unsigned polls_between_clock_reads = 1024;
 
-constexpr std::uint64_t cookie_of(std::uint64_t seq, std::size_t slot) noexcept { return (seq << slot_bits) | slot; }
+constexpr std::uint64_t cookie_of(std::uint64_t seq, std::size_t slot) noexcept {
+  return (seq << slot_bits) | slot;
+}
 constexpr std::uint64_t seq_of(std::uint64_t cookie) noexcept { return cookie >> slot_bits; }
-constexpr std::size_t slot_of(std::uint64_t cookie) noexcept { return static_cast<std::size_t>(cookie & slot_mask); }
+constexpr std::size_t slot_of(std::uint64_t cookie) noexcept {
+  return static_cast<std::size_t>(cookie & slot_mask);
+}
 
 std::int64_t now_ns() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(steady::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(steady::now().time_since_epoch())
+      .count();
 }
 
 // Times arrivals for the receiver's bandwidth: every message counts, over the span from the
@@ -61,9 +66,11 @@ pattern_outcome ping_pong_outcome(std::int64_t start, std::uint64_t n) noexcept 
 // post/poll with failure and deadline handling around a transport.
 class driver {
  public:
-  driver(transport& t, const pattern_run& run, const where& place) : m_t(t), m_deadline(run.deadline), m_place(place) {}
+  driver(transport& t, const pattern_run& run, const where& place)
+      : m_t(t), m_deadline(run.deadline), m_place(place) {}
 
-  void post(op_kind kind, op_channel channel, std::byte* data, std::size_t len, std::uint64_t cookie, std::uint32_t remote = 0) {
+  void post(op_kind kind, op_channel channel, std::byte* data, std::size_t len,
+            std::uint64_t cookie, std::uint32_t remote = 0) {
     if (m_t.post(op{kind, channel, data, len, cookie, remote}) != 0) fail();
   }
 
@@ -91,7 +98,8 @@ class driver {
     if (n == 0 && ++m_idle >= polls_between_clock_reads) {
       m_idle = 0;
       if (steady::now() >= m_deadline) {
-        throw step_error(error_kind::timeout, m_place, "the case did not finish before its timeout (--timeout-case)", ETIMEDOUT);
+        throw step_error(error_kind::timeout, m_place,
+                         "the case did not finish before its timeout (--timeout-case)", ETIMEDOUT);
       }
     }
     return {m_completions.data(), static_cast<std::size_t>(n)};
@@ -99,7 +107,8 @@ class driver {
 
  private:
   [[noreturn]] void fail() const {
-    throw step_error(m_t.peer_gone() ? error_kind::closed : error_kind::error, m_place, m_t.last_error());
+    throw step_error(m_t.peer_gone() ? error_kind::closed : error_kind::error, m_place,
+                     m_t.last_error());
   }
 
   transport& m_t;
@@ -110,8 +119,8 @@ class driver {
 };
 
 template <bool Validate>
-pattern_outcome pingpong_client(driver& d, const pattern_run& run, const pattern_buffers& b, sample_recorder& samples,
-                                payload_checker* checker) {
+pattern_outcome pingpong_client(driver& d, const pattern_run& run, const pattern_buffers& b,
+                                sample_recorder& samples, payload_checker* checker) {
   std::byte* send = b.send_slots[0];
   std::byte* recv = b.recv_slots[0];
   const std::int64_t start = now_ns();
@@ -135,7 +144,8 @@ pattern_outcome pingpong_client(driver& d, const pattern_run& run, const pattern
 }
 
 template <bool Validate>
-pattern_outcome pingpong_server(driver& d, const pattern_run& run, const pattern_buffers& b, payload_checker* checker) {
+pattern_outcome pingpong_server(driver& d, const pattern_run& run, const pattern_buffers& b,
+                                payload_checker* checker) {
   std::byte* send = b.send_slots[0];
   std::byte* recv = b.recv_slots[0];
   const std::int64_t start = now_ns();
@@ -163,8 +173,9 @@ pattern_outcome pingpong_server(driver& d, const pattern_run& run, const pattern
 // to `window` of each in flight. The receiver of data acknowledges with one sync message after
 // its last arrival (and after its own sends are posted, so the ack queues behind them).
 template <bool Validate>
-pattern_outcome stream(driver& d, const pattern_run& run, const pattern_buffers& b, sample_recorder& samples,
-                       payload_checker* checker, std::uint64_t n_send, std::uint64_t n_recv) {
+pattern_outcome stream(driver& d, const pattern_run& run, const pattern_buffers& b,
+                       sample_recorder& samples, payload_checker* checker, std::uint64_t n_send,
+                       std::uint64_t n_recv) {
   const std::size_t send_slots = b.send_slots.size();
   const std::size_t recv_slots = b.recv_slots.size();
   std::uint64_t posted_s = 0, done_s = 0, posted_r = 0, done_r = 0;
@@ -174,11 +185,13 @@ pattern_outcome stream(driver& d, const pattern_run& run, const pattern_buffers&
 
   const auto post_send = [&](std::size_t slot) {
     if constexpr (Validate) checker->fill(b.send_slots[slot], posted_s);
-    d.post(op_kind::send, op_channel::data, b.send_slots[slot], run.size, cookie_of(posted_s, slot));
+    d.post(op_kind::send, op_channel::data, b.send_slots[slot], run.size,
+           cookie_of(posted_s, slot));
     ++posted_s;
   };
   const auto post_recv = [&](std::size_t slot) {
-    d.post(op_kind::recv, op_channel::data, b.recv_slots[slot], run.size, cookie_of(posted_r, slot));
+    d.post(op_kind::recv, op_channel::data, b.recv_slots[slot], run.size,
+           cookie_of(posted_r, slot));
     ++posted_r;
   };
 
@@ -224,13 +237,12 @@ pattern_outcome stream(driver& d, const pattern_run& run, const pattern_buffers&
   return out;
 }
 
-
 // Put ping-pong: each side puts into the other's buffer and then sends a sync notification,
 // which the transport delivers only after the put is complete at the target. The latency is that
 // of a put made visible to the target (the pattern of RDMA writes with a notification).
 template <bool Validate>
-pattern_outcome put_pingpong(driver& d, const pattern_run& run, const pattern_buffers& b, sample_recorder& samples,
-                             payload_checker* checker) {
+pattern_outcome put_pingpong(driver& d, const pattern_run& run, const pattern_buffers& b,
+                             sample_recorder& samples, payload_checker* checker) {
   std::byte* send = b.send_slots[0];
   std::byte* recv = b.recv_slots[0];
   const bool client = run.role == side::client;
@@ -271,8 +283,8 @@ pattern_outcome put_pingpong(driver& d, const pattern_run& run, const pattern_bu
 }
 
 template <bool Validate>
-pattern_outcome one_sided_stream(driver& d, const pattern_run& run, const pattern_buffers& b, sample_recorder& samples,
-                                 payload_checker* checker) {
+pattern_outcome one_sided_stream(driver& d, const pattern_run& run, const pattern_buffers& b,
+                                 sample_recorder& samples, payload_checker* checker) {
   pattern_outcome out;
   const std::int64_t start = now_ns();
   if (run.role == side::server) {
@@ -283,7 +295,8 @@ pattern_outcome one_sided_stream(driver& d, const pattern_run& run, const patter
       if (run.data_op == op_kind::put) {
         const std::size_t slots = b.recv_slots.size();
         for (std::size_t s = 0; s < slots && s < run.iterations; ++s) {
-          const std::uint64_t last = s + (run.iterations - 1 - s) / slots * slots;  // last k with k % slots == s
+          const std::uint64_t last =
+              s + (run.iterations - 1 - s) / slots * slots;  // last k with k % slots == s
           checker->check(b.recv_slots[s], last);
         }
       }
@@ -309,7 +322,8 @@ pattern_outcome one_sided_stream(driver& d, const pattern_run& run, const patter
     ++posted;
   };
   d.post(op_kind::recv, op_channel::sync, b.sync_recv, sync_message_bytes, sync_cookie);
-  while (posted < std::min<std::uint64_t>(run.window, run.iterations)) post_one(posted % local.size());
+  while (posted < std::min<std::uint64_t>(run.window, run.iterations))
+    post_one(posted % local.size());
   while (done < run.iterations) {
     arrivals.new_batch();
     for (const completion& c : d.poll()) {
@@ -317,7 +331,8 @@ pattern_outcome one_sided_stream(driver& d, const pattern_run& run, const patter
       if (is_get) {
         arrivals.arrived(samples);
         // The target filled its slot j with the pattern of j; message k read slot k % peer_slots.
-        if constexpr (Validate) checker->check(local[slot_of(c.cookie)], seq_of(c.cookie) % peer_slots);
+        if constexpr (Validate)
+          checker->check(local[slot_of(c.cookie)], seq_of(c.cookie) % peer_slots);
       }
       ++done;
       if (posted < run.iterations) post_one(slot_of(c.cookie));
@@ -343,8 +358,8 @@ pattern_outcome one_sided_stream(driver& d, const pattern_run& run, const patter
 }
 
 template <bool Validate>
-pattern_outcome dispatch(driver& d, const pattern_run& run, const pattern_buffers& b, sample_recorder& samples,
-                         payload_checker* checker) {
+pattern_outcome dispatch(driver& d, const pattern_run& run, const pattern_buffers& b,
+                         sample_recorder& samples, payload_checker* checker) {
   const bool client = run.role == side::client;
   if (run.data_op == op_kind::put || run.data_op == op_kind::get) {
     switch (run.pattern) {
@@ -360,9 +375,11 @@ pattern_outcome dispatch(driver& d, const pattern_run& run, const pattern_buffer
   }
   switch (run.pattern) {
     case pattern_kind::pingpong:
-      return client ? pingpong_client<Validate>(d, run, b, samples, checker) : pingpong_server<Validate>(d, run, b, checker);
+      return client ? pingpong_client<Validate>(d, run, b, samples, checker)
+                    : pingpong_server<Validate>(d, run, b, checker);
     case pattern_kind::stream_uni:
-      return stream<Validate>(d, run, b, samples, checker, client ? run.iterations : 0, client ? 0 : run.iterations);
+      return stream<Validate>(d, run, b, samples, checker, client ? run.iterations : 0,
+                              client ? 0 : run.iterations);
     case pattern_kind::stream_bi:
       return stream<Validate>(d, run, b, samples, checker, run.iterations, run.iterations);
   }
@@ -371,13 +388,17 @@ pattern_outcome dispatch(driver& d, const pattern_run& run, const pattern_buffer
 
 }  // namespace
 
-pattern_outcome run_pattern(transport& t, const pattern_run& run, const pattern_buffers& buffers, sample_recorder& samples,
-                            payload_checker* checker, const where& place) {
-  if (buffers.send_slots.empty() && buffers.recv_slots.empty()) throw std::logic_error("pattern without buffers");
-  if (run.window == 0 || run.window > max_window) throw std::logic_error("pattern window out of range");
+pattern_outcome run_pattern(transport& t, const pattern_run& run, const pattern_buffers& buffers,
+                            sample_recorder& samples, payload_checker* checker,
+                            const where& place) {
+  if (buffers.send_slots.empty() && buffers.recv_slots.empty())
+    throw std::logic_error("pattern without buffers");
+  if (run.window == 0 || run.window > max_window)
+    throw std::logic_error("pattern window out of range");
   driver d(t, run, place);
-  const pattern_outcome out = checker != nullptr ? dispatch<true>(d, run, buffers, samples, checker)
-                                                 : dispatch<false>(d, run, buffers, samples, checker);
+  const pattern_outcome out = checker != nullptr
+                                  ? dispatch<true>(d, run, buffers, samples, checker)
+                                  : dispatch<false>(d, run, buffers, samples, checker);
   d.flush();  // outside the timed span
   return out;
 }

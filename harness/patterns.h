@@ -25,7 +25,7 @@ inline constexpr unsigned max_window = 1U << 16;
 struct pattern_buffers {
   std::span<std::byte* const> send_slots;  // one per outstanding send when validating, else one
   std::span<std::byte* const> recv_slots;
-  std::byte* sync_send = nullptr;          // sync_message_bytes each
+  std::byte* sync_send = nullptr;  // sync_message_bytes each
   std::byte* sync_recv = nullptr;
   // One-sided tests: the peer's slots, as the peer registered them (its receive slots first,
   // then its send slots; op.remote indexes that list).
@@ -36,17 +36,17 @@ struct pattern_buffers {
 struct pattern_run {
   pattern_kind pattern = pattern_kind::pingpong;
   op_kind data_op = op_kind::send;  // send: two-sided; put or get: one-sided, the client initiates
-  side role = side::client;       // the client initiates ping-pong and sends in stream_uni
-  std::uint64_t iterations = 0;   // messages each way (ping-pong: round trips)
-  unsigned window = 1;            // outstanding operations per direction (stream patterns)
-  std::size_t size = 0;           // bytes per message
-  deadline_t deadline{};          // the loop fails with a timeout after this
+  side role = side::client;         // the client initiates ping-pong and sends in stream_uni
+  std::uint64_t iterations = 0;     // messages each way (ping-pong: round trips)
+  unsigned window = 1;              // outstanding operations per direction (stream patterns)
+  std::size_t size = 0;             // bytes per message
+  deadline_t deadline{};            // the loop fails with a timeout after this
 };
 
 struct pattern_outcome {
-  std::int64_t elapsed_ns = 0;       // this side: first post to last completion
-  std::int64_t send_elapsed_ns = 0;  // a sender: first post to the receiver's acknowledgement
-  std::int64_t recv_span_ns = 0;     // a receiver: its start to the last arrival
+  std::int64_t elapsed_ns = 0;           // this side: first post to last completion
+  std::int64_t send_elapsed_ns = 0;      // a sender: first post to the receiver's acknowledgement
+  std::int64_t recv_span_ns = 0;         // a receiver: its start to the last arrival
   std::uint64_t recv_span_messages = 0;  // messages that arrived in that span (all of them)
   std::uint64_t messages_sent = 0;
   std::uint64_t messages_received = 0;
@@ -56,12 +56,13 @@ struct pattern_outcome {
 // arrivals on a stream receiver (for get, the initiator).
 //
 // One-sided variants: put ping-pong writes into the peer's buffer, then sends a sync notification
-// that the transport delivers after the put completed at the target. One-sided streams: the client keeps `window` puts or gets in
-// flight, then sends a sync "done" (the transport orders it after the data) and waits for the
-// target's sync acknowledgement; the target only waits, then (put, validating) checks the last
-// message that landed in each of its slots. `checker` (nullptr = no validation) fills every sent message
-// and checks every received one. Throws step_error at `place` when the transport fails (kind
-// closed when the peer went away) or the deadline passes (kind timeout).
+// that the transport delivers after the put completed at the target. One-sided streams: the client
+// keeps `window` puts or gets in flight, then sends a sync "done" (the transport orders it after
+// the data) and waits for the target's sync acknowledgement; the target only waits, then (put,
+// validating) checks the last message that landed in each of its slots. `checker` (nullptr = no
+// validation) fills every sent message and checks every received one. Throws step_error at `place`
+// when the transport fails (kind closed when the peer went away) or the deadline passes (kind
+// timeout).
 pattern_outcome run_pattern(transport& t, const pattern_run& run, const pattern_buffers& buffers,
                             sample_recorder& samples, payload_checker* checker, const where& place);
 

@@ -23,7 +23,6 @@ class payload_checker {
   // Returns the corrupt byte count of this message and adds it to the totals.
   std::uint64_t check(const std::byte* buf, std::uint64_t seq);
 
-
   [[nodiscard]] std::uint64_t messages_checked() const noexcept { return m_checked; }
   [[nodiscard]] std::uint64_t corrupt_bytes() const noexcept { return m_corrupt; }
 

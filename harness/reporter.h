@@ -4,9 +4,8 @@
 // all from one thread.
 #include <cstddef>
 #include <memory>
-#include <vector>
-
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "harness/result.h"
 

@@ -21,30 +21,40 @@ void get_optional(const nlohmann::json& j, const char* key, std::optional<T>& ou
 
 const char* to_string(case_status s) noexcept {
   switch (s) {
-    case case_status::ok: return "ok";
-    case case_status::skipped: return "skipped";
-    case case_status::error: return "error";
-    case case_status::unreachable: return "unreachable";
-    case case_status::fail: return "fail";
+    case case_status::ok:
+      return "ok";
+    case case_status::skipped:
+      return "skipped";
+    case case_status::error:
+      return "error";
+    case case_status::unreachable:
+      return "unreachable";
+    case case_status::fail:
+      return "fail";
   }
   return "?";
 }
 
 case_status parse_case_status(const std::string& text) {
-  for (auto s : {case_status::ok, case_status::skipped, case_status::error, case_status::unreachable, case_status::fail}) {
+  for (auto s : {case_status::ok, case_status::skipped, case_status::error,
+                 case_status::unreachable, case_status::fail}) {
     if (text == to_string(s)) return s;
   }
   throw usage_error(fmt::format("unknown case status '{}'", text));
 }
 
-void to_json(nlohmann::json& j, const lane& l) { j = {{"transport", l.transport}, {"device", l.device}}; }
+void to_json(nlohmann::json& j, const lane& l) {
+  j = {{"transport", l.transport}, {"device", l.device}};
+}
 void from_json(const nlohmann::json& j, lane& l) {
   j.at("transport").get_to(l.transport);
   j.at("device").get_to(l.device);
 }
 
 void to_json(nlohmann::json& j, const bandwidth& b) {
-  const auto value = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  const auto value = [](const std::optional<double>& v) {
+    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+  };
   j = {{"receiver", value(b.receiver_Bps)}, {"sender", value(b.sender_Bps)}};
 }
 void from_json(const nlohmann::json& j, bandwidth& b) {
@@ -94,8 +104,10 @@ void from_json(const nlohmann::json& j, case_result& r) {
   get_optional(j, "interval_s", r.interval_s);
   get_optional(j, "bandwidth_Bps", r.bandwidth_Bps);
   if (j.contains("bandwidth_by_direction_Bps")) {
-    r.client_to_server_Bps = j["bandwidth_by_direction_Bps"].at("client_to_server").get<bandwidth>();
-    r.server_to_client_Bps = j["bandwidth_by_direction_Bps"].at("server_to_client").get<bandwidth>();
+    r.client_to_server_Bps =
+        j["bandwidth_by_direction_Bps"].at("client_to_server").get<bandwidth>();
+    r.server_to_client_Bps =
+        j["bandwidth_by_direction_Bps"].at("server_to_client").get<bandwidth>();
   }
   get_optional(j, "message_rate_per_s", r.message_rate_per_s);
   if (j.contains("validation")) {
@@ -106,7 +118,8 @@ void from_json(const nlohmann::json& j, case_result& r) {
   if (j.contains("provenance")) {
     const auto& p = j["provenance"];
     r.provenance = provenance{p.at("lanes").get<std::vector<lane>>(), p.value("protocol", ""),
-                              p.value("client", nlohmann::json::object()), p.value("server", nlohmann::json::object())};
+                              p.value("client", nlohmann::json::object()),
+                              p.value("server", nlohmann::json::object())};
   }
 }
 

@@ -2,11 +2,10 @@
 // One case's outcome as plain data. The runner fills it; reporters only format it (results are
 // data, reporters format them). JSON field names carry their units.
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "harness/config.h"
 #include "harness/stats.h"
@@ -33,16 +32,18 @@ struct lane {
 // What really carried the bytes, asked of the transport after the case.
 struct provenance {
   std::vector<lane> lanes;
-  std::string protocol;    // e.g. "tcp stream, 2 connections, busy-poll"
-  nlohmann::json client;   // transport-specific detail from each side (addresses, TCP_INFO...)
+  std::string protocol;   // e.g. "tcp stream, 2 connections, busy-poll"
+  nlohmann::json client;  // transport-specific detail from each side (addresses, TCP_INFO...)
   nlohmann::json server;
 };
 
 // Either figure is absent where that side cannot see the data: the target of a put sees no
 // arrivals, the target of a get posts nothing.
 struct bandwidth {
-  std::optional<double> receiver_Bps;  // payload bytes / time from the receiver's start to the last arrival
-  std::optional<double> sender_Bps;    // payload bytes / time from first post to the receiver's final ack
+  std::optional<double>
+      receiver_Bps;  // payload bytes / time from the receiver's start to the last arrival
+  std::optional<double>
+      sender_Bps;  // payload bytes / time from first post to the receiver's final ack
 };
 
 struct validation {
@@ -60,15 +61,16 @@ struct case_result {
   unsigned window = 0;
   double elapsed_s = 0;  // measured phase, on the client
 
-  std::optional<sample_stats> latency_s;   // pingpong: one-way (round trip / 2)
-  std::optional<sample_stats> interval_s;  // stream: receiver's time between arrivals
-  std::optional<bandwidth> bandwidth_Bps;  // stream: both directions summed for stream_bi
+  std::optional<sample_stats> latency_s;          // pingpong: one-way (round trip / 2)
+  std::optional<sample_stats> interval_s;         // stream: receiver's time between arrivals
+  std::optional<bandwidth> bandwidth_Bps;         // stream: both directions summed for stream_bi
   std::optional<bandwidth> client_to_server_Bps;  // stream_bi only: each direction
   std::optional<bandwidth> server_to_client_Bps;
   std::optional<double> message_rate_per_s;
   std::optional<validation> validated;
   std::optional<struct provenance> provenance;
-  nlohmann::json verdict;  // --expect: {"pass", "checks": [{"expect", "seen", "pass", "why"}]}; null if none applied
+  nlohmann::json verdict;  // --expect: {"pass", "checks": [{"expect", "seen", "pass", "why"}]};
+                           // null if none applied
 };
 
 void to_json(nlohmann::json& j, const lane& l);

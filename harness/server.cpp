@@ -1,9 +1,8 @@
 #include "harness/server.h"
 
+#include <fmt/format.h>
 #include <poll.h>
 #include <unistd.h>
-
-#include <fmt/format.h>
 
 #include "harness/case_session.h"
 #include "harness/context.h"
@@ -39,7 +38,9 @@ class client_handler {
   void serve();
 
  private:
-  void log(const std::string& text) const { server_log(m_options, fmt::format("{}: {}", m_channel.place().peer, text)); }
+  void log(const std::string& text) const {
+    server_log(m_options, fmt::format("{}: {}", m_channel.place().peer, text));
+  }
   bool hello();
   void on_case(const nlohmann::json& body);
   void on_run(const nlohmann::json& body);
@@ -60,19 +61,24 @@ bool client_handler::hello() {
   const nlohmann::json h = m_channel.expect(msg_type::hello, "hello", m_options.timeouts.handshake);
   const int version = h.value("protocol", -1);
   if (version != control_protocol_version) {
-    const std::string why = fmt::format("control protocol version {} is not supported; this server speaks version {} (pairperf {})",
-                                        version, control_protocol_version, PAIRPERF_VERSION);
+    const std::string why = fmt::format(
+        "control protocol version {} is not supported; this server speaks version {} (pairperf {})",
+        version, control_protocol_version, PAIRPERF_VERSION);
     m_channel.send(msg_type::refused, {{"reason", why}}, "hello", m_options.timeouts.handshake);
     log("refused: " + why);
     return false;
   }
   if (!m_options.token.empty() && h.value("token", "") != m_options.token) {
-    m_channel.send(msg_type::refused, {{"reason", "wrong or missing --token"}}, "hello", m_options.timeouts.handshake);
+    m_channel.send(msg_type::refused, {{"reason", "wrong or missing --token"}}, "hello",
+                   m_options.timeouts.handshake);
     log("refused: wrong token");
     return false;
   }
   m_channel.send(msg_type::hello,
-                 {{"protocol", control_protocol_version}, {"tool", tool_context()}, {"host", host_context()}, {"env", relevant_environment()}},
+                 {{"protocol", control_protocol_version},
+                  {"tool", tool_context()},
+                  {"host", host_context()},
+                  {"env", relevant_environment()}},
                  "hello", m_options.timeouts.handshake);
   return true;
 }
@@ -83,7 +89,9 @@ void client_handler::serve() {
   for (;;) {
     // Within a run the client sends its next message right after the last reply (it only formats
     // a result in between), so a silence longer than its own handshake bound means it is gone.
-    const std::chrono::nanoseconds wait = m_label.empty() ? m_options.timeouts.idle : m_config.timeouts.handshake + m_config.timeouts.connect;
+    const std::chrono::nanoseconds wait =
+        m_label.empty() ? m_options.timeouts.idle
+                        : m_config.timeouts.handshake + m_config.timeouts.connect;
     const message msg = m_channel.receive("waiting for the next request", wait);
     switch (msg.type) {
       case msg_type::bye:
@@ -112,7 +120,8 @@ void client_handler::serve() {
 void client_handler::decline(case_status status, const std::string& why) {
   log(fmt::format("{}: {}: {}", m_label, to_string(status), why));
   m_session.reset();
-  m_channel.send(msg_type::error, {{"status", to_string(status)}, {"message", why}}, m_label, m_options.timeouts.handshake);
+  m_channel.send(msg_type::error, {{"status", to_string(status)}, {"message", why}}, m_label,
+                 m_options.timeouts.handshake);
 }
 
 void client_handler::on_case(const nlohmann::json& body) {
@@ -129,7 +138,12 @@ void client_handler::on_case(const nlohmann::json& body) {
     return;
   }
   m_label = fmt::format("case {} ({} {})", c.index + 1, c.test, format_size(c.size_bytes));
-  const transport_params params{c, m_config.transport, side::server, peer_ip(m_channel.fd()), m_listen_host, m_config.timeouts.connect};
+  const transport_params params{c,
+                                m_config.transport,
+                                side::server,
+                                peer_ip(m_channel.fd()),
+                                m_listen_host,
+                                m_config.timeouts.connect};
   try {
     m_session.emplace(m_config, params);
   } catch (const case_skipped& e) {
@@ -139,15 +153,19 @@ void client_handler::on_case(const nlohmann::json& body) {
     decline(case_status::error, e.what());
     return;
   }
-  m_channel.send(msg_type::ready, {{"address", to_hex(m_session->local_address())}, {"regions", m_session->regions()}}, m_label,
-                 m_options.timeouts.handshake);
+  m_channel.send(
+      msg_type::ready,
+      {{"address", to_hex(m_session->local_address())}, {"regions", m_session->regions()}}, m_label,
+      m_options.timeouts.handshake);
   // Both sides connect now, at the same time (a transport may need both to make progress). A
   // failure is not reported here: the client saw its own, and a `run` gets this one.
   m_connect_failure.reset();
   try {
     m_session->connect(from_hex(m_client_address), m_client_regions);
   } catch (const step_error& e) {
-    m_connect_failure = {e.kind() == error_kind::unreachable ? case_status::unreachable : case_status::error, e.what()};
+    m_connect_failure = {
+        e.kind() == error_kind::unreachable ? case_status::unreachable : case_status::error,
+        e.what()};
   } catch (const std::exception& e) {
     m_connect_failure = {case_status::error, e.what()};
   }
@@ -172,8 +190,10 @@ void client_handler::on_run(const nlohmann::json& body) {
     decline(case_status::error, fmt::format("bad iteration count {}", n));
     return;
   }
-  const where place{m_label + " " + phase, m_channel.place().peer, interface_of_address(local_ip(m_channel.fd()))};
-  m_channel.send(msg_type::running, nlohmann::json::object(), place.step, m_options.timeouts.handshake);
+  const where place{m_label + " " + phase, m_channel.place().peer,
+                    interface_of_address(local_ip(m_channel.fd()))};
+  m_channel.send(msg_type::running, nlohmann::json::object(), place.step,
+                 m_options.timeouts.handshake);
   pattern_outcome outcome;
   try {
     outcome = m_session->run(n, place, phase == "measure");
@@ -184,23 +204,27 @@ void client_handler::on_run(const nlohmann::json& body) {
     return;
   }
   nlohmann::json results{{"outcome", outcome_json(outcome)}};
-  if (auto samples = m_session->samples().samples(); !samples.empty() && m_session->test().pattern != pattern_kind::pingpong) {
+  if (auto samples = m_session->samples().samples();
+      !samples.empty() && m_session->test().pattern != pattern_kind::pingpong) {
     results["interval_s"] = summarize(samples, 1e-9);
   }
   const auto v = m_session->validated().value_or(validation{});
-  results["validation"] = {{"messages_checked", v.messages_checked}, {"corrupt_bytes", v.corrupt_bytes}};
+  results["validation"] = {{"messages_checked", v.messages_checked},
+                           {"corrupt_bytes", v.corrupt_bytes}};
   if (phase == "measure") results["provenance"] = m_session->describe().server;
   m_channel.send(msg_type::results, std::move(results), place.step, m_options.timeouts.handshake);
 }
 
 // Waits for a client until one arrives, stop is set or (for a --once server) the idle timeout
 // passes; returns an invalid fd then.
-unique_fd next_client(const unique_fd& listener, const std::atomic<bool>& stop, std::optional<deadline_t> give_up) {
+unique_fd next_client(const unique_fd& listener, const std::atomic<bool>& stop,
+                      std::optional<deadline_t> give_up) {
   while (!stop.load() && (!give_up || steady::now() < *give_up)) {
     pollfd p{listener.get(), POLLIN, 0};
     if (::poll(&p, 1, 200) > 0) {
       try {
-        return accept_until(listener, deadline_in(std::chrono::milliseconds(200)), where{"control accept", "", ""});
+        return accept_until(listener, deadline_in(std::chrono::milliseconds(200)),
+                            where{"control accept", "", ""});
       } catch (const step_error&) {  // the client went away before we took it: keep waiting
         continue;
       }
@@ -212,11 +236,15 @@ unique_fd next_client(const unique_fd& listener, const std::atomic<bool>& stop, 
 }  // namespace
 
 int run_server(const server_options& options, const std::atomic<bool>& stop) {
-  const unique_fd listener = listen_tcp(options.listen_host, options.port, where{"control listen", options.listen_host, ""});
+  const unique_fd listener = listen_tcp(options.listen_host, options.port,
+                                        where{"control listen", options.listen_host, ""});
   const std::uint16_t port = local_port(listener.get());
-  server_log(options, fmt::format("listening on {} (control protocol {})",
-                                  endpoint{options.listen_host.empty() ? "*" : options.listen_host, port}.to_string(),
-                                  control_protocol_version));
+  server_log(
+      options,
+      fmt::format(
+          "listening on {} (control protocol {})",
+          endpoint{options.listen_host.empty() ? "*" : options.listen_host, port}.to_string(),
+          control_protocol_version));
   if (options.ready_fd) {
     const std::string line = fmt::format("{}\n", port);
     [[maybe_unused]] const auto written = ::write(*options.ready_fd, line.data(), line.size());
@@ -224,7 +252,9 @@ int run_server(const server_options& options, const std::atomic<bool>& stop) {
   }
   while (true) {
     // A --once server exists for one client: it must not wait forever for one that never comes.
-    unique_fd fd = next_client(listener, stop, options.once ? std::optional(deadline_in(options.timeouts.idle)) : std::nullopt);
+    unique_fd fd = next_client(
+        listener, stop,
+        options.once ? std::optional(deadline_in(options.timeouts.idle)) : std::nullopt);
     if (!fd.valid()) {
       if (!stop.load()) server_log(options, "no client came within --timeout-idle; exiting");
       break;

@@ -13,13 +13,13 @@
 namespace pairperf {
 
 struct server_options {
-  std::string listen_host;          // "" = all addresses
-  std::uint16_t port = 0;           // 0 = ephemeral (reported through ready_fd)
-  bool once = false;                // serve one client, then return (or after timeouts.idle without one)
-  std::optional<int> ready_fd;      // write "<port>\n" here once listening, then close it
-  std::string token;                // clients must present it ("" = none needed)
-  struct timeouts timeouts;         // handshake and idle waits for clients
-  std::FILE* log = stderr;          // one line per client and per case; nullptr = silent
+  std::string listen_host;  // "" = all addresses
+  std::uint16_t port = 0;   // 0 = ephemeral (reported through ready_fd)
+  bool once = false;        // serve one client, then return (or after timeouts.idle without one)
+  std::optional<int> ready_fd;  // write "<port>\n" here once listening, then close it
+  std::string token;            // clients must present it ("" = none needed)
+  struct timeouts timeouts;     // handshake and idle waits for clients
+  std::FILE* log = stderr;      // one line per client and per case; nullptr = silent
 };
 
 // Serves until `stop` becomes true (checked at least every 200 ms while idle) or, with once, after

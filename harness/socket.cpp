@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -14,8 +15,6 @@
 #include <charconv>
 #include <cstring>
 #include <memory>
-
-#include <fmt/format.h>
 
 #include "harness/interfaces.h"
 
@@ -70,7 +69,8 @@ struct addrinfo_deleter {
 };
 using addrinfo_ptr = std::unique_ptr<addrinfo, addrinfo_deleter>;
 
-addrinfo_ptr resolve(const std::string& host, std::uint16_t port, bool passive, const where& place) {
+addrinfo_ptr resolve(const std::string& host, std::uint16_t port, bool passive,
+                     const where& place) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -79,7 +79,8 @@ addrinfo_ptr resolve(const std::string& host, std::uint16_t port, bool passive, 
   const std::string service = std::to_string(port);
   const int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &raw);
   if (rc != 0) {
-    throw step_error(error_kind::unreachable, place, fmt::format("cannot resolve '{}': {}", host, gai_strerror(rc)));
+    throw step_error(error_kind::unreachable, place,
+                     fmt::format("cannot resolve '{}': {}", host, gai_strerror(rc)));
   }
   return addrinfo_ptr(raw);
 }
@@ -108,11 +109,15 @@ void bind_source(int fd, int family, const connect_options& options, const where
   std::string source = options.source_address;
   if (!options.iface.empty()) {
     const auto info = find_interface(options.iface);
-    if (!info) throw step_error(error_kind::error, place, fmt::format("no interface named '{}'", options.iface));
+    if (!info)
+      throw step_error(error_kind::error, place,
+                       fmt::format("no interface named '{}'", options.iface));
     if (::setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, options.iface.c_str(),
                      static_cast<socklen_t>(options.iface.size())) != 0) {
       // Without CAP_NET_RAW on old kernels: binding the source address is the best we can do.
-      if (errno != EPERM) throw step_error(error_kind::error, place, fmt::format("SO_BINDTODEVICE: {}", std::strerror(errno)), errno);
+      if (errno != EPERM)
+        throw step_error(error_kind::error, place,
+                         fmt::format("SO_BINDTODEVICE: {}", std::strerror(errno)), errno);
     }
     if (source.empty()) {
       for (const auto& a : info->addresses) {
@@ -128,7 +133,8 @@ void bind_source(int fd, int family, const connect_options& options, const where
   for (const addrinfo* it = ai.get(); it != nullptr; it = it->ai_next) {
     if (it->ai_family != family) continue;
     if (::bind(fd, it->ai_addr, it->ai_addrlen) == 0) return;
-    throw step_error(error_kind::unreachable, place, fmt::format("bind to {}: {}", source, std::strerror(errno)), errno);
+    throw step_error(error_kind::unreachable, place,
+                     fmt::format("bind to {}: {}", source, std::strerror(errno)), errno);
   }
 }
 
@@ -163,20 +169,24 @@ endpoint parse_endpoint(std::string_view text, std::uint16_t default_port) {
   std::string_view port_text;
   if (!text.empty() && text.front() == '[') {
     const auto close = text.find(']');
-    if (close == std::string_view::npos) throw usage_error(fmt::format("invalid address '{}': missing ']'", text));
+    if (close == std::string_view::npos)
+      throw usage_error(fmt::format("invalid address '{}': missing ']'", text));
     ep.host = std::string(text.substr(1, close - 1));
     if (close + 1 < text.size()) {
       if (text[close + 1] != ':') throw usage_error(fmt::format("invalid address '{}'", text));
       port_text = text.substr(close + 2);
     }
-  } else if (const auto colon = text.find(':'); colon != std::string_view::npos && text.find(':', colon + 1) == std::string_view::npos) {
+  } else if (const auto colon = text.find(':');
+             colon != std::string_view::npos &&
+             text.find(':', colon + 1) == std::string_view::npos) {
     ep.host = std::string(text.substr(0, colon));
     port_text = text.substr(colon + 1);
   }
   if (!port_text.empty() || (text.size() > 0 && text.back() == ':')) {
     unsigned value = 0;
     auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), value);
-    if (ec != std::errc() || ptr != port_text.data() + port_text.size() || value == 0 || value > 65535) {
+    if (ec != std::errc() || ptr != port_text.data() + port_text.size() || value == 0 ||
+        value > 65535) {
       throw usage_error(fmt::format("invalid port in '{}': expected 1-65535", text));
     }
     ep.port = static_cast<std::uint16_t>(value);
@@ -239,13 +249,17 @@ unique_fd listen_tcp(const std::string& host, std::uint16_t port, const where& p
     }
     return fd;
   }
-  throw step_error(error_kind::error, place, fmt::format("cannot listen: {} ({})", std::strerror(last_err), errno_name(last_err)), last_err);
+  throw step_error(
+      error_kind::error, place,
+      fmt::format("cannot listen: {} ({})", std::strerror(last_err), errno_name(last_err)),
+      last_err);
 }
 
 unique_fd accept_until(const unique_fd& listener, deadline_t deadline, const where& place) {
   for (;;) {
     if (!wait_for(listener.get(), POLLIN, deadline, place)) {
-      throw step_error(error_kind::timeout, place, "no connection arrived before the timeout", ETIMEDOUT);
+      throw step_error(error_kind::timeout, place, "no connection arrived before the timeout",
+                       ETIMEDOUT);
     }
     const int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC);
     if (fd >= 0) {
@@ -253,7 +267,8 @@ unique_fd accept_until(const unique_fd& listener, deadline_t deadline, const whe
       return unique_fd(fd);
     }
     if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) {
-      throw step_error(error_kind::error, place, fmt::format("accept: {}", std::strerror(errno)), errno);
+      throw step_error(error_kind::error, place, fmt::format("accept: {}", std::strerror(errno)),
+                       errno);
     }
   }
 }
@@ -269,18 +284,21 @@ void write_all(int fd, const void* data, std::size_t len, deadline_t deadline, c
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!wait_for(fd, POLLOUT, deadline, place)) throw step_error(error_kind::timeout, place, "send timed out", ETIMEDOUT);
+      if (!wait_for(fd, POLLOUT, deadline, place))
+        throw step_error(error_kind::timeout, place, "send timed out", ETIMEDOUT);
       continue;
     }
     const int err = errno;
-    throw step_error(err == EPIPE || err == ECONNRESET ? error_kind::closed : error_kind::error, place,
-                     fmt::format("send: {} ({})", std::strerror(err), errno_name(err)), err);
+    throw step_error(err == EPIPE || err == ECONNRESET ? error_kind::closed : error_kind::error,
+                     place, fmt::format("send: {} ({})", std::strerror(err), errno_name(err)), err);
   }
 }
 
-std::size_t read_some(int fd, void* data, std::size_t len, deadline_t deadline, const where& place) {
+std::size_t read_some(int fd, void* data, std::size_t len, deadline_t deadline,
+                      const where& place) {
   for (;;) {
-    if (!wait_for(fd, POLLIN, deadline, place)) throw step_error(error_kind::timeout, place, "no reply before the timeout", ETIMEDOUT);
+    if (!wait_for(fd, POLLIN, deadline, place))
+      throw step_error(error_kind::timeout, place, "no reply before the timeout", ETIMEDOUT);
     const ssize_t n = ::read(fd, data, len);  // read(), not recv(): pipes come here too
     if (n >= 0) return static_cast<std::size_t>(n);
     if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;

@@ -47,8 +47,8 @@ struct endpoint {
 endpoint parse_endpoint(std::string_view text, std::uint16_t default_port);
 
 struct connect_options {
-  std::string iface;          // bind to this interface (SO_BINDTODEVICE and its address); "" = route
-  std::string source_address; // bind to this local address; "" = any (or the iface's)
+  std::string iface;  // bind to this interface (SO_BINDTODEVICE and its address); "" = route
+  std::string source_address;  // bind to this local address; "" = any (or the iface's)
   std::chrono::nanoseconds timeout = std::chrono::seconds(3);
 };
 

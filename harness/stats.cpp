@@ -2,15 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
-
 #include <nlohmann/json.hpp>
 
 namespace pairperf {
 
 void to_json(nlohmann::json& j, const sample_stats& s) {
-  j = nlohmann::json{{"count", s.count}, {"min", s.min},     {"avg", s.avg},   {"p50", s.p50},
-                     {"p90", s.p90},     {"p99", s.p99},     {"p99_9", s.p99_9}, {"max", s.max},
-                     {"stddev", s.stddev}};
+  j = nlohmann::json{{"count", s.count}, {"min", s.min}, {"avg", s.avg},
+                     {"p50", s.p50},     {"p90", s.p90}, {"p99", s.p99},
+                     {"p99_9", s.p99_9}, {"max", s.max}, {"stddev", s.stddev}};
 }
 
 void from_json(const nlohmann::json& j, sample_stats& s) {

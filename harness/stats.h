@@ -3,10 +3,9 @@
 // nanosecond ticks of the steady clock, recorded into preallocated storage; summarising scales
 // them to seconds.
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <span>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace pairperf {
 

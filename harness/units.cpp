@@ -1,11 +1,11 @@
 #include "harness/units.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
-
-#include <fmt/format.h>
 
 #include "harness/errors.h"
 
@@ -29,7 +29,8 @@ std::string_view trim(std::string_view s) {
 std::pair<double, std::string> split_number(std::string_view text, std::string_view what) {
   text = trim(text);
   std::size_t i = 0;
-  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+    ++i;
   double value = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + i, value);
   if (i == 0 || ec != std::errc() || ptr != text.data() + i) {
@@ -52,14 +53,15 @@ std::uint64_t parse_size(std::string_view text) {
   } else if (suffix == "g" || suffix == "gb" || suffix == "gib") {
     scale = 1024.0 * 1024 * 1024;
   } else {
-    throw usage_error(fmt::format("invalid size '{}': unknown suffix '{}' (use K, M or G)",
-                                  trim(text), suffix));
+    throw usage_error(
+        fmt::format("invalid size '{}': unknown suffix '{}' (use K, M or G)", trim(text), suffix));
   }
   const double bytes = value * scale;
   if (bytes != std::floor(bytes)) {
     throw usage_error(fmt::format("invalid size '{}': not a whole number of bytes", trim(text)));
   }
-  if (bytes < 1) throw usage_error(fmt::format("invalid size '{}': must be at least 1 byte", trim(text)));
+  if (bytes < 1)
+    throw usage_error(fmt::format("invalid size '{}': must be at least 1 byte", trim(text)));
   if (bytes > static_cast<double>(max_message_bytes)) {
     throw usage_error(fmt::format("invalid size '{}': larger than the 1G limit", trim(text)));
   }
@@ -105,17 +107,20 @@ std::chrono::nanoseconds parse_duration(std::string_view text) {
   } else if (suffix == "m" || suffix == "min") {
     seconds = value * 60;
   } else {
-    throw usage_error(fmt::format("invalid duration '{}': unknown unit '{}' (use s, ms, us, ns, min)",
-                                  trim(text), suffix));
+    throw usage_error(fmt::format(
+        "invalid duration '{}': unknown unit '{}' (use s, ms, us, ns, min)", trim(text), suffix));
   }
-  if (seconds <= 0) throw usage_error(fmt::format("invalid duration '{}': must be > 0", trim(text)));
-  if (seconds > 86400) throw usage_error(fmt::format("invalid duration '{}': above one day", trim(text)));
+  if (seconds <= 0)
+    throw usage_error(fmt::format("invalid duration '{}': must be > 0", trim(text)));
+  if (seconds > 86400)
+    throw usage_error(fmt::format("invalid duration '{}': above one day", trim(text)));
   return std::chrono::nanoseconds(static_cast<std::int64_t>(std::llround(seconds * 1e9)));
 }
 
 std::string format_size(std::uint64_t bytes) {
   constexpr std::uint64_t k = 1024;
-  if (bytes >= k * k * k && bytes % (k * k * k) == 0) return fmt::format("{}G", bytes / (k * k * k));
+  if (bytes >= k * k * k && bytes % (k * k * k) == 0)
+    return fmt::format("{}G", bytes / (k * k * k));
   if (bytes >= k * k && bytes % (k * k) == 0) return fmt::format("{}M", bytes / (k * k));
   if (bytes >= k && bytes % k == 0) return fmt::format("{}K", bytes / k);
   return fmt::format("{}", bytes);
@@ -130,8 +135,10 @@ rate_unit parse_rate_unit(std::string_view text) {
 
 std::string format_rate(double bytes_per_second, rate_unit unit) {
   switch (unit) {
-    case rate_unit::gb: return fmt::format("{:.3f} GB/s", bytes_per_second / 1e9);
-    case rate_unit::gib: return fmt::format("{:.3f} GiB/s", bytes_per_second / (1024.0 * 1024 * 1024));
+    case rate_unit::gb:
+      return fmt::format("{:.3f} GB/s", bytes_per_second / 1e9);
+    case rate_unit::gib:
+      return fmt::format("{:.3f} GiB/s", bytes_per_second / (1024.0 * 1024 * 1024));
   }
   return {};
 }

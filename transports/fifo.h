@@ -26,7 +26,8 @@ class fifo {
  private:
   void grow() {
     std::vector<T> bigger(m_items.size() * 2);
-    for (std::size_t i = 0; i < m_count; ++i) bigger[i] = m_items[(m_head + i) & (m_items.size() - 1)];
+    for (std::size_t i = 0; i < m_count; ++i)
+      bigger[i] = m_items[(m_head + i) & (m_items.size() - 1)];
     m_items.swap(bigger);
     m_head = 0;
   }

@@ -22,7 +22,8 @@ const transport_registry& transport_registry::instance() {
 }
 
 void transport_registry::add(transport_entry entry) {
-  if (find(entry.name) != nullptr) throw std::logic_error("duplicate transport name: " + entry.name);
+  if (find(entry.name) != nullptr)
+    throw std::logic_error("duplicate transport name: " + entry.name);
   m_entries.push_back(std::move(entry));
 }
 
@@ -33,7 +34,8 @@ const transport_entry* transport_registry::find(const std::string& name) const n
   return nullptr;
 }
 
-const test_spec* transport_registry::find_test(const std::string& transport, const std::string& test) const noexcept {
+const test_spec* transport_registry::find_test(const std::string& transport,
+                                               const std::string& test) const noexcept {
   const transport_entry* e = find(transport);
   if (e == nullptr) return nullptr;
   for (const auto& t : e->tests) {

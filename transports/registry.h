@@ -3,10 +3,9 @@
 // #if PAIRPERF_HAVE_* in registry.cpp, and nowhere else in the harness.
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "transports/transport.h"
 
@@ -34,7 +33,8 @@ class transport_registry {
   // Throws std::logic_error on a duplicate name.
   void add(transport_entry entry);
   [[nodiscard]] const transport_entry* find(const std::string& name) const noexcept;
-  [[nodiscard]] const test_spec* find_test(const std::string& transport, const std::string& test) const noexcept;
+  [[nodiscard]] const test_spec* find_test(const std::string& transport,
+                                           const std::string& test) const noexcept;
   [[nodiscard]] const std::vector<transport_entry>& all() const noexcept { return m_entries; }
   [[nodiscard]] std::vector<std::string> names() const;
 

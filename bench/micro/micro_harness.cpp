@@ -1,11 +1,11 @@
 // Google Benchmark micro-benchmarks of the harness's own overhead: what it costs to time and
 // record one sample, to summarise a million, to write a results file of 1,000 cases, and to
 // encode and decode one control message.
+#include <benchmark/benchmark.h>
+
 #include <filesystem>
 #include <numeric>
 #include <random>
-
-#include <benchmark/benchmark.h>
 
 #include "harness/frame.h"
 #include "harness/json_reporter.h"
@@ -58,7 +58,10 @@ void BM_write_results_file_1000_cases(benchmark::State& state) {
   r.iterations = 10000;
   r.latency_s = sample_stats{10000, 1e-6, 2e-6, 2e-6, 3e-6, 4e-6, 5e-6, 9e-6, 1e-7};
   r.message_rate_per_s = 2.5e5;
-  r.provenance = provenance{{lane{"tcp", "eth0"}}, "tcp stream, 1 connection", {{"local", "10.0.0.1:5000"}}, {{"local", "10.0.0.2:6000"}}};
+  r.provenance = provenance{{lane{"tcp", "eth0"}},
+                            "tcp stream, 1 connection",
+                            {{"local", "10.0.0.1:5000"}},
+                            {{"local", "10.0.0.2:6000"}}};
   const auto path = std::filesystem::temp_directory_path() / "pairperf_micro_results.json";
   for (auto _ : state) {
     json_reporter j(path);

@@ -1,7 +1,7 @@
-#include <memory>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <memory>
 
 #include "bench/pairperf/commands.h"
 #include "harness/context.h"
@@ -22,14 +22,18 @@ nlohmann::json memory_types() {
 }
 
 void print_table(const nlohmann::json& host) {
-  fmt::print("host        {} ({}, {})\n", host["hostname"].get<std::string>(), host["kernel"].get<std::string>(),
-             host["os"].get<std::string>());
-  fmt::print("cpu         {} x {}\n", host["cpus"].get<unsigned>(), host["cpu_model"].get<std::string>());
-  fmt::print("\n{:<16} {:<6} {:>6} {:>10}  {}\n", "interface", "state", "mtu", "speed", "addresses");
+  fmt::print("host        {} ({}, {})\n", host["hostname"].get<std::string>(),
+             host["kernel"].get<std::string>(), host["os"].get<std::string>());
+  fmt::print("cpu         {} x {}\n", host["cpus"].get<unsigned>(),
+             host["cpu_model"].get<std::string>());
+  fmt::print("\n{:<16} {:<6} {:>6} {:>10}  {}\n", "interface", "state", "mtu", "speed",
+             "addresses");
   for (const auto& i : list_interfaces()) {
     std::vector<std::string> addrs;
-    for (const auto& a : i.addresses) addrs.push_back(fmt::format("{}/{}", a.address, a.prefix_len));
-    fmt::print("{:<16} {:<6} {:>6} {:>10}  {}\n", i.name, i.up ? (i.running ? "up" : "nocarr") : "down", i.mtu,
+    for (const auto& a : i.addresses)
+      addrs.push_back(fmt::format("{}/{}", a.address, a.prefix_len));
+    fmt::print("{:<16} {:<6} {:>6} {:>10}  {}\n", i.name,
+               i.up ? (i.running ? "up" : "nocarr") : "down", i.mtu,
                i.speed_mbps ? fmt::format("{} Mb/s", *i.speed_mbps) : "-", fmt::join(addrs, " "));
   }
   fmt::print("\nrdma devices:");
@@ -37,8 +41,8 @@ void print_table(const nlohmann::json& host) {
   for (const auto& d : host["rdma_devices"]) {
     fmt::print("\n  {}", d["name"].get<std::string>());
     for (const auto& p : d["ports"]) {
-      fmt::print("  port {} {} {} {}", p["port"].get<std::string>(), p["state"].get<std::string>(), p["link_layer"].get<std::string>(),
-                 p["rate"].get<std::string>());
+      fmt::print("  port {} {} {} {}", p["port"].get<std::string>(), p["state"].get<std::string>(),
+                 p["link_layer"].get<std::string>(), p["rate"].get<std::string>());
     }
   }
   if (!host["rdma_devices"].empty()) fmt::print("\n");
@@ -50,25 +54,31 @@ void print_table(const nlohmann::json& host) {
     if (e.describe_library) {
       const nlohmann::json lib = e.describe_library();
       std::vector<std::string> tls;
-      for (const auto& t : lib.value("transports", nlohmann::json::array())) tls.push_back(t.get<std::string>());
-      fmt::print("         library {}; transports on this host: {}\n", lib.value("version", "?"), fmt::join(tls, ", "));
+      for (const auto& t : lib.value("transports", nlohmann::json::array()))
+        tls.push_back(t.get<std::string>());
+      fmt::print("         library {}; transports on this host: {}\n", lib.value("version", "?"),
+                 fmt::join(tls, ", "));
     }
   }
   fmt::print("\nmemory types:\n");
   const nlohmann::json memory = memory_types();  // items() must not outlive it
-  for (const auto& [name, state] : memory.items()) fmt::print("  {:<6} {}\n", name, state.get<std::string>());
+  for (const auto& [name, state] : memory.items())
+    fmt::print("  {:<6} {}\n", name, state.get<std::string>());
 }
 
 }  // namespace
 
 command add_info(CLI::App& root) {
   auto as_json = std::make_shared<bool>(false);
-  CLI::App* app = root.add_subcommand("info", "Show this host: interfaces, RDMA devices, transports, memory types");
+  CLI::App* app = root.add_subcommand(
+      "info", "Show this host: interfaces, RDMA devices, transports, memory types");
   app->add_flag("--json", *as_json, "Print JSON instead of a table");
   return command{app, [as_json] {
                    const nlohmann::json host = host_context();
                    if (*as_json) {
-                     const nlohmann::json doc{{"tool", tool_context()}, {"host", host}, {"env", relevant_environment()},
+                     const nlohmann::json doc{{"tool", tool_context()},
+                                              {"host", host},
+                                              {"env", relevant_environment()},
                                               {"memory_types", memory_types()}};
                      fmt::print("{}\n", doc.dump(2));
                    } else {

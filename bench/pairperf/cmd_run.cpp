@@ -1,13 +1,12 @@
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <set>
 #include <memory>
 #include <optional>
-
-#include <fmt/format.h>
+#include <set>
 
 #include "bench/pairperf/commands.h"
 #include "bench/pairperf/local_server.h"
@@ -47,36 +46,58 @@ struct run_args {
 };
 
 void register_options(CLI::App* app, run_args& a) {
-  app->add_option("peer", a.peer, "Server address host[:port]; none = start a local server on 127.0.0.1");
-  app->add_option("-t,--transport", a.transports, "Transport (repeatable or comma-separated; default: every built-in one)")->delimiter(',');
-  app->add_option("--test", a.tests, "Test from a transport's table, e.g. tcp_lat,tag_bw (repeatable or comma-separated)")->delimiter(',');
+  app->add_option("peer", a.peer,
+                  "Server address host[:port]; none = start a local server on 127.0.0.1");
+  app->add_option("-t,--transport", a.transports,
+                  "Transport (repeatable or comma-separated; default: every built-in one)")
+      ->delimiter(',');
+  app->add_option(
+         "--test", a.tests,
+         "Test from a transport's table, e.g. tcp_lat,tag_bw (repeatable or comma-separated)")
+      ->delimiter(',');
   app->add_option("--tls", a.tls,
-                  "UCX transport set, one case each (repeatable: --tls tcp --tls posix,sysv,cma --tls all); default: UCX_TLS, "
+                  "UCX transport set, one case each (repeatable: --tls tcp --tls posix,sysv,cma "
+                  "--tls all); default: UCX_TLS, "
                   "or locally tcp, posix,sysv,cma and UCX's default");
-  app->add_option("--ucx", a.ucx, "Other UCX option KEY=VALUE for every UCX case (repeatable; names are checked)");
-  app->add_option("-s,--sizes", a.sizes, "Message sizes: list and doubling ranges, e.g. 1,64,4K,8:4M")->capture_default_str();
-  app->add_option("-i,--iface", a.ifaces, "Client interface to bind (repeatable; 'all' = every usable one)");
+  app->add_option("--ucx", a.ucx,
+                  "Other UCX option KEY=VALUE for every UCX case (repeatable; names are checked)");
+  app->add_option("-s,--sizes", a.sizes,
+                  "Message sizes: list and doubling ranges, e.g. 1,64,4K,8:4M")
+      ->capture_default_str();
+  app->add_option("-i,--iface", a.ifaces,
+                  "Client interface to bind (repeatable; 'all' = every usable one)");
   app->add_option("-m,--mem", a.memory, "Memory types client,server, e.g. host,host (repeatable)");
-  app->add_option("-n,--iterations", a.iterations, "Fixed iterations per case (default: a time budget)");
-  app->add_option("-d,--duration", a.duration, "Time budget per case when -n is not given")->capture_default_str();
-  app->add_option("--min-iterations", a.min_iterations, "Least iterations under a time budget")->capture_default_str();
+  app->add_option("-n,--iterations", a.iterations,
+                  "Fixed iterations per case (default: a time budget)");
+  app->add_option("-d,--duration", a.duration, "Time budget per case when -n is not given")
+      ->capture_default_str();
+  app->add_option("--min-iterations", a.min_iterations, "Least iterations under a time budget")
+      ->capture_default_str();
   app->add_option("--warmup", a.warmup, "Warm-up iterations (default: 2 windows, at most 256 MiB)");
-  app->add_option("-w,--window", a.window, "Outstanding operations in stream tests")->capture_default_str();
-  app->add_flag("--validate", a.validate, "Fill payloads with a pattern and check every received byte");
+  app->add_option("-w,--window", a.window, "Outstanding operations in stream tests")
+      ->capture_default_str();
+  app->add_flag("--validate", a.validate,
+                "Fill payloads with a pattern and check every received byte");
   app->add_option("--streams", a.streams, "Parallel connections (TCP)")->capture_default_str();
   app->add_option("--sndbuf", a.sndbuf, "Socket send buffer size, e.g. 4M (default: the kernel's)");
   app->add_option("--rcvbuf", a.rcvbuf, "Socket receive buffer size");
-  app->add_option("--progress", a.progress, "busy (spin) or block (sleep in the kernel)")->capture_default_str();
+  app->add_option("--progress", a.progress, "busy (spin) or block (sleep in the kernel)")
+      ->capture_default_str();
   app->add_option("--expect", a.expect,
-                  "Check each case, e.g. transport=cma, transport!=tcp, bw>=8GB/s@1M, lat<=5us@8 (repeatable); a miss is "
+                  "Check each case, e.g. transport=cma, transport!=tcp, bw>=8GB/s@1M, lat<=5us@8 "
+                  "(repeatable); a miss is "
                   "status fail, exit code 3");
   app->add_option("--json", a.json, "Results file (default: results/runs/<time>-<host>.json)");
   app->add_option("--jsonl", a.jsonl, "Also write one JSON line per finished case, as it goes");
   app->add_flag("--no-json", a.no_json, "Write no results file");
-  app->add_option("--units", a.units, "Bandwidth display: GB (1e9 B/s) or GiB")->capture_default_str();
-  app->add_option("--timeout-connect", a.t_connect, "Bound on each connection attempt")->capture_default_str();
-  app->add_option("--timeout-handshake", a.t_handshake, "Bound on each control reply")->capture_default_str();
-  app->add_option("--timeout-case", a.t_case, "Bound on each phase of a case")->capture_default_str();
+  app->add_option("--units", a.units, "Bandwidth display: GB (1e9 B/s) or GiB")
+      ->capture_default_str();
+  app->add_option("--timeout-connect", a.t_connect, "Bound on each connection attempt")
+      ->capture_default_str();
+  app->add_option("--timeout-handshake", a.t_handshake, "Bound on each control reply")
+      ->capture_default_str();
+  app->add_option("--timeout-case", a.t_case, "Bound on each phase of a case")
+      ->capture_default_str();
   app->add_option("--token", a.token, "Token the server requires");
   app->add_flag("-q,--quiet", a.quiet, "No table and no progress line");
 }
@@ -92,7 +113,8 @@ run_config make_config(const run_args& a, const CLI::App& app) {
   if (a.min_iterations < 2) throw usage_error("--min-iterations must be at least 2");
   c.min_iterations = a.min_iterations;
   if (app.count("--warmup") > 0) c.warmup = a.warmup;
-  if (a.window < 1 || a.window > max_window) throw usage_error(fmt::format("--window must be 1 to {}", max_window));
+  if (a.window < 1 || a.window > max_window)
+    throw usage_error(fmt::format("--window must be 1 to {}", max_window));
   c.window = a.window;
   c.validate = a.validate;
   if (a.streams < 1 || a.streams > 64) throw usage_error("--streams must be 1 to 64");
@@ -116,14 +138,16 @@ std::vector<std::string> default_tls(const std::vector<std::string>& given, bool
 }
 
 // Each selected transport checks the run's options it owns (e.g. --ucx names).
-void check_transport_options(const std::vector<test_case>& cases, const transport_options& options) {
+void check_transport_options(const std::vector<test_case>& cases,
+                             const transport_options& options) {
   std::set<std::string> used;
   for (const auto& c : cases) used.insert(c.transport);
   for (const auto& name : used) {
     const transport_entry* e = transport_registry::instance().find(name);
     if (e != nullptr && e->check_options) e->check_options(options);
   }
-  if (!options.ucx.empty() && used.count("ucx") == 0) throw usage_error("--ucx given, but no UCX case is selected");
+  if (!options.ucx.empty() && used.count("ucx") == 0)
+    throw usage_error("--ucx given, but no UCX case is selected");
 }
 
 std::string default_results_path() {
@@ -140,7 +164,8 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   o.config = make_config(a, app);
   const rate_unit unit = parse_rate_unit(a.units);
   const bool local_run = a.peer.empty();
-  matrix_request req{a.transports, a.tests, parse_size_list(a.sizes), default_tls(a.tls, local_run), a.ifaces, {}};
+  matrix_request req{a.transports, a.tests, parse_size_list(a.sizes), default_tls(a.tls, local_run),
+                     a.ifaces,     {}};
   // A local sweep stays on loopback, whatever else this host's transports could reach.
   if (local_run && req.ifaces.empty()) req.ifaces = {"lo"};
   for (const auto& m : a.memory) req.memory.push_back(parse_memory_pair(m));
@@ -149,8 +174,11 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   check_transport_options(o.cases, o.config.transport);
   for (const auto& text : a.expect) {
     expectation e = parse_expectation(text);
-    if (std::none_of(o.cases.begin(), o.cases.end(), [&](const test_case& c) { return applies(e, c); })) {
-      throw usage_error(fmt::format("--expect {}: no case of this run can be checked against it (wrong size or pattern?)", text));
+    if (std::none_of(o.cases.begin(), o.cases.end(),
+                     [&](const test_case& c) { return applies(e, c); })) {
+      throw usage_error(fmt::format(
+          "--expect {}: no case of this run can be checked against it (wrong size or pattern?)",
+          text));
     }
     o.expectations.push_back(std::move(e));
   }
@@ -158,9 +186,11 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   o.argv = argv;
 
   multi_reporter out;
-  if (!a.quiet && ::isatty(STDERR_FILENO) == 1) out.add(std::make_unique<progress_reporter>(stderr));
+  if (!a.quiet && ::isatty(STDERR_FILENO) == 1)
+    out.add(std::make_unique<progress_reporter>(stderr));
   if (!a.quiet) out.add(std::make_unique<console_reporter>(stdout, unit));
-  const std::string json_path = a.no_json ? std::string() : (a.json.empty() ? default_results_path() : a.json);
+  const std::string json_path =
+      a.no_json ? std::string() : (a.json.empty() ? default_results_path() : a.json);
   if (!json_path.empty()) out.add(std::make_unique<json_reporter>(json_path));
   if (!a.jsonl.empty()) out.add(std::make_unique<jsonl_reporter>(a.jsonl));
 
@@ -180,7 +210,9 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   }
   out.finalize();
   if (!json_path.empty()) fmt::print(a.quiet ? stderr : stdout, "results: {}\n", json_path);
-  if (sum.aborted) fmt::print(stderr, "pairperf: the run stopped early: the control connection to the server was lost\n");
+  if (sum.aborted)
+    fmt::print(stderr,
+               "pairperf: the run stopped early: the control connection to the server was lost\n");
   return sum.exit_code();
 }
 
@@ -188,7 +220,8 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
 
 command add_run(CLI::App& root, const std::vector<std::string>& argv) {
   auto args = std::make_shared<run_args>();
-  CLI::App* app = root.add_subcommand("run", "Measure against a server (or a local one): the sweep of sizes x tests x interfaces");
+  CLI::App* app = root.add_subcommand(
+      "run", "Measure against a server (or a local one): the sweep of sizes x tests x interfaces");
   register_options(app, *args);
   return command{app, [args, app, argv] { return run_command(*args, *app, argv); }};
 }

@@ -1,6 +1,5 @@
-#include <csignal>
-
 #include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <memory>
 
@@ -30,14 +29,20 @@ struct server_args {
 
 command add_server(CLI::App& root) {
   auto args = std::make_shared<server_args>();
-  CLI::App* app = root.add_subcommand("server", "Serve clients one after another on the control port");
+  CLI::App* app =
+      root.add_subcommand("server", "Serve clients one after another on the control port");
   app->add_option("--listen", args->listen, "Address to listen on (default: all)");
-  app->add_option("-p,--port", args->port, "Control port (0 = any free port)")->capture_default_str();
+  app->add_option("-p,--port", args->port, "Control port (0 = any free port)")
+      ->capture_default_str();
   app->add_flag("--once", args->once, "Serve one client, then exit");
-  app->add_option("--ready-fd", args->ready_fd, "Write the port to this file descriptor once listening")->group("");
+  app->add_option("--ready-fd", args->ready_fd,
+                  "Write the port to this file descriptor once listening")
+      ->group("");
   app->add_option("--token", args->token, "Require clients to present this token");
-  app->add_option("--timeout-handshake", args->handshake, "Bound on each control reply, e.g. 5s")->capture_default_str();
-  app->add_option("--timeout-idle", args->idle, "Bound on a client's silence between cases")->capture_default_str();
+  app->add_option("--timeout-handshake", args->handshake, "Bound on each control reply, e.g. 5s")
+      ->capture_default_str();
+  app->add_option("--timeout-idle", args->idle, "Bound on a client's silence between cases")
+      ->capture_default_str();
   app->add_flag("-q,--quiet", args->quiet, "Do not log clients and cases to stderr");
   return command{app, [args] {
                    server_options o;

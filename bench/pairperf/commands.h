@@ -2,11 +2,10 @@
 // The subcommands of the pairperf program. Each registers its options on the root app and
 // returns the function that runs it once parsing succeeded; that function returns the exit code
 // and throws usage_error for bad values (exit 2) or other exceptions (exit 1).
+#include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 namespace pairperf::cli {
 

@@ -1,6 +1,7 @@
 #include "bench/pairperf/local_server.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -13,8 +14,6 @@
 #include <cstring>
 #include <stdexcept>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "harness/socket.h"
 
@@ -35,7 +34,8 @@ bool reap_within(pid_t pid, std::chrono::milliseconds limit) {
 
 local_server::local_server(std::chrono::nanoseconds timeout) {
   std::array<int, 2> pipe_fds{};
-  if (::pipe2(pipe_fds.data(), O_CLOEXEC) != 0) throw std::runtime_error(fmt::format("pipe: {}", std::strerror(errno)));
+  if (::pipe2(pipe_fds.data(), O_CLOEXEC) != 0)
+    throw std::runtime_error(fmt::format("pipe: {}", std::strerror(errno)));
   unique_fd read_end(pipe_fds[0]);
   unique_fd write_end(pipe_fds[1]);
   m_pid = ::fork();
@@ -44,7 +44,9 @@ local_server::local_server(std::chrono::nanoseconds timeout) {
     // Child: fd 3 is the ready pipe (dup2 clears close-on-exec); run this same binary.
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlive the client that started us
     ::dup2(write_end.get(), 3);
-    const char* args[] = {"pairperf", "server", "--listen", "127.0.0.1", "--port", "0", "--once", "--ready-fd", "3", "--quiet", "--timeout-idle", "30s", nullptr};
+    const char* args[] = {
+        "pairperf",   "server", "--listen", "127.0.0.1",      "--port", "0",    "--once",
+        "--ready-fd", "3",      "--quiet",  "--timeout-idle", "30s",    nullptr};
     ::execv("/proc/self/exe", const_cast<char* const*>(args));
     ::_exit(127);
   }
@@ -70,7 +72,8 @@ std::uint16_t local_server::wait_for_port(int fd, std::chrono::nanoseconds timeo
   }
   unsigned port = 0;
   const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), port);
-  if (ec != std::errc() || port == 0 || port > 65535) throw step_error(error_kind::error, place, "the local server did not report its port");
+  if (ec != std::errc() || port == 0 || port > 65535)
+    throw step_error(error_kind::error, place, "the local server did not report its port");
   return static_cast<std::uint16_t>(port);
 }
 

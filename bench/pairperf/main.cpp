@@ -1,19 +1,22 @@
 // pairperf: latency and bandwidth between two endpoints through pluggable transports.
-#include <csignal>
-
 #include <fmt/format.h>
+
+#include <csignal>
 
 #include "bench/pairperf/commands.h"
 #include "harness/errors.h"
 
 int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);  // a closed peer is an error return, never a signal
-  CLI::App app{"pairperf: latency and bandwidth between two endpoints, with provenance of the path the bytes took"};
+  CLI::App app{
+      "pairperf: latency and bandwidth between two endpoints, with provenance of the path the "
+      "bytes took"};
   app.name("pairperf");
   app.set_version_flag("--version", std::string("pairperf ") + PAIRPERF_VERSION);
   app.require_subcommand(1);
   const std::vector<std::string> args(argv, argv + argc);
-  const std::vector<pairperf::cli::command> commands{pairperf::cli::add_run(app, args), pairperf::cli::add_server(app),
+  const std::vector<pairperf::cli::command> commands{pairperf::cli::add_run(app, args),
+                                                     pairperf::cli::add_server(app),
                                                      pairperf::cli::add_info(app)};
   try {
     app.parse(argc, argv);

@@ -23,7 +23,8 @@ struct mem_link {
 
 class mem_transport final : public transport {
  public:
-  mem_transport(std::shared_ptr<mem_link> link, bool is_a) : m_link(std::move(link)), m_is_a(is_a) {}
+  mem_transport(std::shared_ptr<mem_link> link, bool is_a)
+      : m_link(std::move(link)), m_is_a(is_a) {}
 
   bool corrupt_data = false;
 
@@ -32,15 +33,20 @@ class mem_transport final : public transport {
     out().closed = true;
   }
 
-  [[nodiscard]] capabilities caps() const override { return {true, false, false, {memory_type::host}}; }
+  [[nodiscard]] capabilities caps() const override {
+    return {true, false, false, {memory_type::host}};
+  }
   std::vector<std::byte> local_address() override { return {}; }
   void connect(std::span<const std::byte>) override {}
-  mem_region register_memory(std::byte* a, std::size_t n, memory_type) override { return {a, n, {}}; }
+  mem_region register_memory(std::byte* a, std::size_t n, memory_type) override {
+    return {a, n, {}};
+  }
 
   [[nodiscard]] int post(const op& o) noexcept override {
     if (o.kind == op_kind::send) {
       std::vector<std::byte> bytes(o.local, o.local + o.length);
-      if (corrupt_data && o.channel == op_channel::data && !bytes.empty()) bytes[0] ^= std::byte{0x5A};
+      if (corrupt_data && o.channel == op_channel::data && !bytes.empty())
+        bytes[0] ^= std::byte{0x5A};
       {
         std::lock_guard lock(out().m);
         (o.channel == op_channel::data ? out().data : out().sync).push_back(std::move(bytes));
@@ -80,7 +86,9 @@ class mem_transport final : public transport {
 
   [[nodiscard]] std::string last_error() const override { return m_error; }
   [[nodiscard]] bool peer_gone() const noexcept override { return m_gone; }
-  [[nodiscard]] provenance describe() const override { return {{{"mem", "test"}}, "in-memory", {}, {}}; }
+  [[nodiscard]] provenance describe() const override {
+    return {{{"mem", "test"}}, "in-memory", {}, {}};
+  }
 
  private:
   mem_wire& out() { return m_is_a ? m_link->a_to_b : m_link->b_to_a; }

@@ -1,7 +1,6 @@
+#include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include "harness/control.h"
 
@@ -23,7 +22,9 @@ struct channel_pair {
   std::optional<control_channel> a;
   int raw_b = -1;
 
-  void write_b(const std::string& bytes) const { ASSERT_EQ(::write(raw_b, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size())); }
+  void write_b(const std::string& bytes) const {
+    ASSERT_EQ(::write(raw_b, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  }
   std::string read_b() const {
     char buf[4096];
     const ssize_t n = ::read(raw_b, buf, sizeof(buf));
@@ -122,13 +123,15 @@ TEST(Control, UnknownAndUnexpectedTypesAreProtocolErrors) {
     FAIL();
   } catch (const step_error& e) {
     EXPECT_EQ(e.kind(), error_kind::protocol);
-    EXPECT_NE(std::string(e.what()).find("expected 'ready', got 'bye'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("expected 'ready', got 'bye'"), std::string::npos)
+        << e.what();
   }
 }
 
 TEST(Control, MessageNamesRoundTrip) {
-  for (auto t : {msg_type::hello, msg_type::case_, msg_type::ready, msg_type::run, msg_type::running, msg_type::results,
-                 msg_type::bye, msg_type::refused, msg_type::error}) {
+  for (auto t :
+       {msg_type::hello, msg_type::case_, msg_type::ready, msg_type::run, msg_type::running,
+        msg_type::results, msg_type::bye, msg_type::refused, msg_type::error}) {
     EXPECT_EQ(parse_msg_type(to_string(t)), t);
   }
   EXPECT_FALSE(parse_msg_type("case_").has_value());

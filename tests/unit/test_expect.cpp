@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
 #include "harness/errors.h"
@@ -42,8 +43,8 @@ TEST(Expect, ParsesTheForms) {
 }
 
 TEST(Expect, RefusesWhatItCannotRead) {
-  for (const char* bad : {"transport", "speed>=1GB/s", "bw>=fast", "bw>=8GB", "lat<=5", "lat.p42<=1us", "transport>=tcp", "bw>=",
-                          "bw>=1GB/s@0", "=tcp"}) {
+  for (const char* bad : {"transport", "speed>=1GB/s", "bw>=fast", "bw>=8GB", "lat<=5",
+                          "lat.p42<=1us", "transport>=tcp", "bw>=", "bw>=1GB/s@0", "=tcp"}) {
     EXPECT_THROW(parse_expectation(bad), usage_error) << bad;
   }
 }
@@ -67,7 +68,8 @@ TEST(Expect, TransportIsCheckedAgainstTheLanesReallyUsed) {
   EXPECT_EQ(r.verdict.at("checks")[0].at("seen"), "data lanes tcp/lo");
 
   auto shm = stream_result(1 << 20, 5e9, {{"sysv", "memory"}, {"cma", "memory"}});
-  apply_expectations({parse_expectation("transport=cma"), parse_expectation("transport!=tcp")}, shm);
+  apply_expectations({parse_expectation("transport=cma"), parse_expectation("transport!=tcp")},
+                     shm);
   EXPECT_EQ(shm.status, case_status::ok);
   EXPECT_TRUE(shm.verdict.at("pass").get<bool>());
   EXPECT_EQ(shm.verdict.at("checks").size(), 2U);

@@ -6,7 +6,8 @@ namespace pairperf {
 namespace {
 
 std::string header(std::uint32_t n) {
-  return {static_cast<char>(n >> 24), static_cast<char>(n >> 16), static_cast<char>(n >> 8), static_cast<char>(n)};
+  return {static_cast<char>(n >> 24), static_cast<char>(n >> 16), static_cast<char>(n >> 8),
+          static_cast<char>(n)};
 }
 
 TEST(Frame, EncodesLengthThenJson) {
@@ -17,7 +18,8 @@ TEST(Frame, EncodesLengthThenJson) {
 }
 
 TEST(Frame, DecodesByteByByteAndBackToBack) {
-  const std::string stream = encode_frame({{"type", "hello"}, {"protocol", 1}}) + encode_frame({{"type", "bye"}});
+  const std::string stream =
+      encode_frame({{"type", "hello"}, {"protocol", 1}}) + encode_frame({{"type", "bye"}});
   frame_decoder d;
   std::vector<nlohmann::json> got;
   for (char c : stream) {
@@ -66,14 +68,16 @@ TEST(Frame, RefusesGarbage) {
     frame_decoder d;
     d.feed(bytes);
     auto item = d.next();
-    return std::holds_alternative<frame_error>(item) ? std::get<frame_error>(item).reason : std::string("accepted");
+    return std::holds_alternative<frame_error>(item) ? std::get<frame_error>(item).reason
+                                                     : std::string("accepted");
   };
   EXPECT_NE(reason(header(0)).find("empty"), std::string::npos);
   EXPECT_NE(reason(header(5) + "{{{{{").find("not valid JSON"), std::string::npos);
   EXPECT_NE(reason(header(7) + "[1,2,3]").find("not a JSON object"), std::string::npos);
   EXPECT_NE(reason(header(8) + R"({"a":1})" + " ").find("'type'"), std::string::npos);
   EXPECT_NE(reason(header(10) + R"({"type":1})").find("'type'"), std::string::npos);
-  EXPECT_NE(reason("GET / HTTP/1.1\r\n\r\n").find("exceeds"), std::string::npos);  // "GET " read as a length
+  EXPECT_NE(reason("GET / HTTP/1.1\r\n\r\n").find("exceeds"),
+            std::string::npos);  // "GET " read as a length
 }
 
 TEST(Frame, EncodeRefusesOversizedMessages) {

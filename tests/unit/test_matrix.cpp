@@ -24,7 +24,8 @@ TEST(Matrix, DefaultsToEveryTestOfEveryTransport) {
   req.sizes = {8, 1024};
   std::size_t all_tests = 0;
   for (const auto& e : transport_registry::instance().all()) all_tests += e.tests.size();
-  EXPECT_EQ(expand_matrix(req, transport_registry::instance(), fake_ifaces()).size(), all_tests * 2);
+  EXPECT_EQ(expand_matrix(req, transport_registry::instance(), fake_ifaces()).size(),
+            all_tests * 2);
   req.transports = {"tcp"};
   const auto cases = expand_matrix(req, transport_registry::instance(), fake_ifaces());
   ASSERT_EQ(cases.size(), 6U);  // tcp_lat, tcp_bw, tcp_bibw x 2 sizes
@@ -83,8 +84,20 @@ TEST(Matrix, RefusesUnknownNamesWithTheValidOnes) {
 
 TEST(Matrix, TlsAxisCrossesOnlyTransportsThatHaveIt) {
   transport_registry reg;
-  reg.add(transport_entry{"plain", "", {{"p_lat", pattern_kind::pingpong, op_kind::send, ""}}, nullptr, false, nullptr, nullptr});
-  reg.add(transport_entry{"lib", "", {{"l_lat", pattern_kind::pingpong, op_kind::send, ""}}, nullptr, true, nullptr, nullptr});
+  reg.add(transport_entry{"plain",
+                          "",
+                          {{"p_lat", pattern_kind::pingpong, op_kind::send, ""}},
+                          nullptr,
+                          false,
+                          nullptr,
+                          nullptr});
+  reg.add(transport_entry{"lib",
+                          "",
+                          {{"l_lat", pattern_kind::pingpong, op_kind::send, ""}},
+                          nullptr,
+                          true,
+                          nullptr,
+                          nullptr});
   matrix_request req;
   req.sizes = {8};
   req.tls = {"tcp", "posix,sysv,cma", ""};

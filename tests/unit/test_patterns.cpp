@@ -1,7 +1,7 @@
+#include <gtest/gtest.h>
+
 #include <future>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "harness/patterns.h"
 #include "harness/payload.h"
@@ -45,8 +45,8 @@ struct pair_result {
   std::uint64_t client_corrupt = 0, server_corrupt = 0, client_checked = 0, server_checked = 0;
 };
 
-pair_result run_pair(pattern_kind kind, std::uint64_t n, unsigned window, std::size_t size, bool validate,
-                     bool server_corrupts = false) {
+pair_result run_pair(pattern_kind kind, std::uint64_t n, unsigned window, std::size_t size,
+                     bool validate, bool server_corrupts = false) {
   auto link = std::make_shared<mem_link>();
   mem_transport ct(link, true), st(link, false);
   st.corrupt_data = server_corrupts;
@@ -58,10 +58,12 @@ pair_result run_pair(pattern_kind kind, std::uint64_t n, unsigned window, std::s
   pattern_run srun = run;
   srun.role = side::server;
   auto server = std::async(std::launch::async, [&] {
-    return run_pattern(st, srun, ss.buffers(), ss.samples, ss.checker ? &*ss.checker : nullptr, where{"server", "", ""});
+    return run_pattern(st, srun, ss.buffers(), ss.samples, ss.checker ? &*ss.checker : nullptr,
+                       where{"server", "", ""});
   });
   pair_result r;
-  r.client = run_pattern(ct, run, cs.buffers(), cs.samples, cs.checker ? &*cs.checker : nullptr, where{"client", "", ""});
+  r.client = run_pattern(ct, run, cs.buffers(), cs.samples, cs.checker ? &*cs.checker : nullptr,
+                         where{"client", "", ""});
   r.server = server.get();
   r.client_samples = cs.samples.samples().size();
   r.server_samples = ss.samples.samples().size();
@@ -125,7 +127,8 @@ TEST(Patterns, SilentPeerTimesOutWithinTheDeadline) {
   mem_transport ct(link, true);
   side_state cs(8, 1, false);
   cs.samples.reset(10);
-  pattern_run run{pattern_kind::pingpong, op_kind::send, side::client, 10, 1, 8, deadline_in(200ms)};
+  pattern_run run{pattern_kind::pingpong, op_kind::send, side::client, 10, 1, 8,
+                  deadline_in(200ms)};
   const auto start = steady::now();
   try {
     run_pattern(ct, run, cs.buffers(), cs.samples, nullptr, where{"case 1 measure", "peer", "lo"});

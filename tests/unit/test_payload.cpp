@@ -12,7 +12,8 @@ TEST(Payload, PatternChecksCleanForEverySizeAndDiffersPerMessage) {
     fill_pattern(a.data(), n, 5);
     EXPECT_EQ(count_corrupt(a.data(), n, 5), 0U) << n;
     fill_pattern(b.data(), n, 6);
-    EXPECT_GT(count_corrupt(b.data(), n, 5), 0U) << "message 6 must not pass as message 5, size " << n;
+    EXPECT_GT(count_corrupt(b.data(), n, 5), 0U)
+        << "message 6 must not pass as message 5, size " << n;
   }
 }
 

@@ -1,8 +1,8 @@
+#include <gtest/gtest.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-
-#include <gtest/gtest.h>
 
 #include "harness/console_reporter.h"
 #include "harness/json_reporter.h"

@@ -1,6 +1,5 @@
-#include <sys/socket.h>
-
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 
 #include "harness/interfaces.h"
 #include "harness/socket.h"
@@ -38,7 +37,8 @@ TEST(Socket, RefusedConnectionIsUnreachableAndNamed) {
     port = local_port(l.get());
   }  // closed: nothing listens there now
   try {
-    connect_tcp(endpoint{"127.0.0.1", port}, connect_options{}, where{"control connect", "127.0.0.1", ""});
+    connect_tcp(endpoint{"127.0.0.1", port}, connect_options{},
+                where{"control connect", "127.0.0.1", ""});
     FAIL() << "expected refusal";
   } catch (const step_error& e) {
     EXPECT_EQ(e.kind(), error_kind::unreachable);
@@ -82,7 +82,8 @@ TEST(Socket, BindingToAMissingInterfaceIsAClearError) {
     connect_tcp(endpoint{"127.0.0.1", 9}, o, where{"data connect", "127.0.0.1:9", "nosuchif0"});
     FAIL();
   } catch (const step_error& e) {
-    EXPECT_NE(std::string(e.what()).find("no interface named 'nosuchif0'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("no interface named 'nosuchif0'"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -1,10 +1,10 @@
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "harness/stats.h"
 

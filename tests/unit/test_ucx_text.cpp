@@ -27,7 +27,8 @@ constexpr const char* ep_info_tcp = R"(#
 )";
 
 // ucp_ep_print_info, UCX 1.13.1, default UCX_TLS between two processes on one host.
-constexpr const char* ep_info_shm = R"(#                 lane[0]:  2:sysv/memory.0 md[2]           -> md[2]/sysv/sysdev[255] am am_bw#0
+constexpr const char* ep_info_shm =
+    R"(#                 lane[0]:  2:sysv/memory.0 md[2]           -> md[2]/sysv/sysdev[255] am am_bw#0
 #                 lane[1]:  4:cma/memory.0 md[4]            -> md[4]/cma/sysdev[255] rma_bw#0
 #                 lane[2]:  0:tcp/lo.0 md[0]                -> md[0]/tcp/sysdev[255] wireup
 #                tag_send: 0..<egr/short>..92..<egr/bcopy>..8192..<rndv>..(inf)
@@ -52,12 +53,15 @@ TEST(UcxEpInfo, LanesWithTheirUse) {
 }
 
 TEST(UcxEpInfo, LaneLineWithSegmentField) {
-  const auto lanes = parse_ep_info("#                 lane[2]:  2:cma/memory.0 md[2]            -> md[2]/cma/sysdev[255] seg 4294967295 rma_bw#0");
+  const auto lanes = parse_ep_info(
+      "#                 lane[2]:  2:cma/memory.0 md[2]            -> md[2]/cma/sysdev[255] seg "
+      "4294967295 rma_bw#0");
   ASSERT_EQ(lanes.size(), 1U);
   EXPECT_EQ(lanes[0].index, 2);
   EXPECT_EQ(lanes[0].transport, "cma");
   EXPECT_EQ(lanes[0].usage, (std::vector<std::string>{"rma_bw#0"}));
-  const auto ib = parse_ep_info("#  lane[1]:  3:rc_mlx5/mlx5_0:1.0 md[1] -> md[1]/ib/sysdev[0] rma_bw#0 am_bw#1");
+  const auto ib = parse_ep_info(
+      "#  lane[1]:  3:rc_mlx5/mlx5_0:1.0 md[1] -> md[1]/ib/sysdev[0] rma_bw#0 am_bw#1");
   ASSERT_EQ(ib.size(), 1U);
   EXPECT_EQ(ib[0].transport, "rc_mlx5");
   EXPECT_EQ(ib[0].device, "mlx5_0:1");
@@ -76,7 +80,8 @@ TEST(UcxEpInfo, ProtocolFromThresholds) {
 
 TEST(UcxRequestInfo, Ucx113Rendezvous) {
   const auto r = parse_request_info(
-      "flags:0x44000 send length 65536 ucp_proto_progress_tag_rndv_rts() lane[0]:  0:tcp/lo.0 md[0] -> md[0]/tcp/sysdev[255] rma_bw#0 "
+      "flags:0x44000 send length 65536 ucp_proto_progress_tag_rndv_rts() lane[0]:  0:tcp/lo.0 "
+      "md[0] -> md[0]/tcp/sysdev[255] rma_bw#0 "
       "am am_bw#0 wireuphost memory");
   EXPECT_EQ(r.protocol, "tag rndv rts");
   ASSERT_EQ(r.lanes.size(), 1U);
@@ -85,7 +90,9 @@ TEST(UcxRequestInfo, Ucx113Rendezvous) {
 }
 
 TEST(UcxRequestInfo, Ucx113EagerHasNoNamedProtocol) {
-  const auto r = parse_request_info("flags:0x4001 send length 8 ???() lane[0]: 2:sysv/memory.0 md[2] -> md[2]/sysv/sysdev[255] am am_bw#0host memory");
+  const auto r = parse_request_info(
+      "flags:0x4001 send length 8 ???() lane[0]: 2:sysv/memory.0 md[2] -> md[2]/sysv/sysdev[255] "
+      "am am_bw#0host memory");
   EXPECT_NE(r.protocol.find("???"), std::string::npos);  // the caller falls back to the thresholds
   ASSERT_EQ(r.lanes.size(), 1U);
   EXPECT_EQ(r.lanes[0].transport, "sysv");
@@ -93,14 +100,16 @@ TEST(UcxRequestInfo, Ucx113EagerHasNoNamedProtocol) {
 
 TEST(UcxRequestInfo, Ucx118Format) {
   const auto r = parse_request_info(
-      "{proto|cb|init|rk_use} tag_send(multi) from host memory length 1048576 rendezvous zero-copy read from remote cma/memory "
+      "{proto|cb|init|rk_use} tag_send(multi) from host memory length 1048576 rendezvous zero-copy "
+      "read from remote cma/memory "
       "11145.0 MB/s 89.73 us");
   EXPECT_EQ(r.protocol, "rendezvous zero-copy read from remote");
   ASSERT_EQ(r.lanes.size(), 1U);
   EXPECT_EQ(r.lanes[0].transport, "cma");
   EXPECT_EQ(r.lanes[0].device, "memory");
   const auto cuda = parse_request_info(
-      "811556..inf | (?) rendezvous pipeline cuda_copy, fenced write to remote, cuda | rc_mlx5/mlx5_0:1");
+      "811556..inf | (?) rendezvous pipeline cuda_copy, fenced write to remote, cuda | "
+      "rc_mlx5/mlx5_0:1");
   ASSERT_EQ(cuda.lanes.size(), 1U);
   EXPECT_EQ(cuda.lanes[0].transport, "rc_mlx5");
   EXPECT_EQ(cuda.lanes[0].device, "mlx5_0:1");
@@ -136,7 +145,8 @@ UCX_NET_DEVICES=all
 UCX_TLS=all
 UCX_MEMTYPE_CACHE=try
 )");
-  EXPECT_EQ(c.process_wide, (std::set<std::string>{"LOG_LEVEL", "HANDLE_ERRORS", "MEM_MALLOC_HOOKS", "MEMTYPE_CACHE"}));
+  EXPECT_EQ(c.process_wide, (std::set<std::string>{"LOG_LEVEL", "HANDLE_ERRORS", "MEM_MALLOC_HOOKS",
+                                                   "MEMTYPE_CACHE"}));
   EXPECT_EQ(c.per_context, (std::set<std::string>{"TCP_SNDBUF", "NET_DEVICES", "TLS"}));
 }
 
@@ -158,14 +168,16 @@ TEST(UcxOptions, MissingTransportsKnowAliases) {
   EXPECT_TRUE(missing_transports("all", here).empty());
   EXPECT_TRUE(missing_transports("^tcp", here).empty());
   EXPECT_EQ(missing_transports("rc", here), (std::vector<std::string>{"rc"}));
-  EXPECT_EQ(missing_transports("tcp,cuda_ipc,rc:aux", here), (std::vector<std::string>{"cuda_ipc", "rc"}));
+  EXPECT_EQ(missing_transports("tcp,cuda_ipc,rc:aux", here),
+            (std::vector<std::string>{"cuda_ipc", "rc"}));
   EXPECT_EQ(missing_transports("cuda", here), (std::vector<std::string>{"cuda"}));
   EXPECT_EQ(missing_transports("tpc", here), (std::vector<std::string>{"tpc"}));
   EXPECT_TRUE(missing_transports("rc", {"rc_verbs"}).empty());
 }
 
 TEST(UcxOptions, SplitsAndChecksNamesAgainstThisUcx) {
-  EXPECT_EQ(split_option("UCX_TCP_SNDBUF=1M"), std::make_pair(std::string("TCP_SNDBUF"), std::string("1M")));
+  EXPECT_EQ(split_option("UCX_TCP_SNDBUF=1M"),
+            std::make_pair(std::string("TCP_SNDBUF"), std::string("1M")));
   EXPECT_THROW(split_option("NOEQUALS"), usage_error);
   transport_options o;
   o.ucx = {"RNDV_THRESH=16K"};
@@ -176,7 +188,8 @@ TEST(UcxOptions, SplitsAndChecksNamesAgainstThisUcx) {
     FAIL();
   } catch (const usage_error& e) {
     EXPECT_NE(std::string(e.what()).find("no option 'NO_SUCH_KNOB'"), std::string::npos);
-    EXPECT_NE(std::string(e.what()).find("RNDV_THRESH"), std::string::npos);  // lists the valid ones
+    EXPECT_NE(std::string(e.what()).find("RNDV_THRESH"),
+              std::string::npos);  // lists the valid ones
   }
   o.ucx = {"LOG_LEVEL=info"};
   try {

@@ -22,7 +22,7 @@ TEST(Units, RefusesBadSizes) {
   EXPECT_THROW(parse_size("0"), usage_error);
   EXPECT_THROW(parse_size("abc"), usage_error);
   EXPECT_THROW(parse_size("4X"), usage_error);
-  EXPECT_THROW(parse_size("2G"), usage_error);  // above the 1 GiB limit
+  EXPECT_THROW(parse_size("2G"), usage_error);   // above the 1 GiB limit
   EXPECT_THROW(parse_size("1.3"), usage_error);  // not whole bytes
   EXPECT_THROW(parse_size("-4"), usage_error);
 }

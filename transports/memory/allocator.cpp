@@ -4,9 +4,11 @@
 
 namespace pairperf {
 
-buffer::buffer(allocator& alloc, std::size_t bytes) : m_alloc(&alloc), m_data(alloc.allocate(bytes)), m_size(bytes) {}
+buffer::buffer(allocator& alloc, std::size_t bytes)
+    : m_alloc(&alloc), m_data(alloc.allocate(bytes)), m_size(bytes) {}
 
-buffer::buffer(buffer&& other) noexcept : m_alloc(other.m_alloc), m_data(other.m_data), m_size(other.m_size) {
+buffer::buffer(buffer&& other) noexcept
+    : m_alloc(other.m_alloc), m_data(other.m_data), m_size(other.m_size) {
   other.m_data = nullptr;
   other.m_size = 0;
 }
@@ -19,7 +21,8 @@ allocator* find_allocator(memory_type type, std::string& why_not) {
     case memory_type::host:
       return &host;
     case memory_type::cuda:
-      why_not = "this pairperf was built without CUDA support (configure with -DPAIRPERF_WITH_CUDA=ON)";
+      why_not =
+          "this pairperf was built without CUDA support (configure with -DPAIRPERF_WITH_CUDA=ON)";
       return nullptr;
   }
   why_not = "unknown memory type";

@@ -1,16 +1,16 @@
 #include "transports/tcp/tcp_stream.h"
 
+#include <fmt/format.h>
 #include <poll.h>
 #include <sys/socket.h>
 
 #include <cerrno>
 #include <cstring>
 
-#include <fmt/format.h>
-
 namespace pairperf {
 
-int tcp_stream::progress(std::span<completion> out, int n, std::string& error, bool& peer_gone) noexcept {
+int tcp_stream::progress(std::span<completion> out, int n, std::string& error,
+                         bool& peer_gone) noexcept {
   const auto fail = [&](const char* what, int err) {
     peer_gone = err == 0 || err == ECONNRESET || err == EPIPE;
     error = err == 0 ? fmt::format("{}: peer closed the connection", what)
@@ -19,7 +19,8 @@ int tcp_stream::progress(std::span<completion> out, int n, std::string& error, b
   };
   while (!m_sends.empty() && static_cast<std::size_t>(n) < out.size()) {
     pending_op& op = m_sends.front();
-    const ssize_t r = ::send(m_fd.get(), op.data + op.done, op.length - op.done, MSG_DONTWAIT | MSG_NOSIGNAL);
+    const ssize_t r =
+        ::send(m_fd.get(), op.data + op.done, op.length - op.done, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (r < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
       return fail("send", errno);

@@ -25,7 +25,9 @@ class tcp_stream {
  public:
   explicit tcp_stream(unique_fd fd) : m_fd(std::move(fd)) {}
 
-  void push(op_kind kind, const pending_op& item) { (kind == op_kind::send ? m_sends : m_recvs).push(item); }
+  void push(op_kind kind, const pending_op& item) {
+    (kind == op_kind::send ? m_sends : m_recvs).push(item);
+  }
 
   // Moves bytes without blocking and writes finished operations to out[n...]; returns the new
   // count, or -1 with `error` set (and `peer_gone` when the peer closed or reset).

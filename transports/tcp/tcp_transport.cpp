@@ -1,5 +1,6 @@
 #include "transports/tcp/tcp_transport.h"
 
+#include <fmt/format.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -7,8 +8,6 @@
 
 #include <array>
 #include <cstring>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "harness/interfaces.h"
@@ -20,14 +19,20 @@ namespace {
 constexpr std::array<char, 4> stream_magic{'P', 'P', 'T', 'S'};
 constexpr unsigned max_streams = 64;
 
-void set_int(int fd, int level, int name, int value) { ::setsockopt(fd, level, name, &value, sizeof(value)); }
-
-void apply_buffers(int fd, const transport_options& o) {
-  if (o.send_buffer_bytes > 0) set_int(fd, SOL_SOCKET, SO_SNDBUF, static_cast<int>(o.send_buffer_bytes));
-  if (o.recv_buffer_bytes > 0) set_int(fd, SOL_SOCKET, SO_RCVBUF, static_cast<int>(o.recv_buffer_bytes));
+void set_int(int fd, int level, int name, int value) {
+  ::setsockopt(fd, level, name, &value, sizeof(value));
 }
 
-bool is_loopback(const std::string& address) { return address.rfind("127.", 0) == 0 || address == "::1"; }
+void apply_buffers(int fd, const transport_options& o) {
+  if (o.send_buffer_bytes > 0)
+    set_int(fd, SOL_SOCKET, SO_SNDBUF, static_cast<int>(o.send_buffer_bytes));
+  if (o.recv_buffer_bytes > 0)
+    set_int(fd, SOL_SOCKET, SO_RCVBUF, static_cast<int>(o.recv_buffer_bytes));
+}
+
+bool is_loopback(const std::string& address) {
+  return address.rfind("127.", 0) == 0 || address == "::1";
+}
 bool is_link_local(const std::string& address) { return address.rfind("fe80", 0) == 0; }
 
 int get_int(int fd, int level, int name) {
@@ -70,10 +75,14 @@ transport_entry tcp_transport::entry() {
       "TCP sockets (kernel stack), bound to an interface on request",
       {
           {"tcp_lat", pattern_kind::pingpong, op_kind::send, "ping-pong latency over TCP"},
-          {"tcp_bw", pattern_kind::stream_uni, op_kind::send, "client-to-server streaming bandwidth over TCP"},
-          {"tcp_bibw", pattern_kind::stream_bi, op_kind::send, "bidirectional streaming bandwidth over TCP"},
+          {"tcp_bw", pattern_kind::stream_uni, op_kind::send,
+           "client-to-server streaming bandwidth over TCP"},
+          {"tcp_bibw", pattern_kind::stream_bi, op_kind::send,
+           "bidirectional streaming bandwidth over TCP"},
       },
-      [](const transport_params& p) -> std::unique_ptr<transport> { return std::make_unique<tcp_transport>(p); },
+      [](const transport_params& p) -> std::unique_ptr<transport> {
+        return std::make_unique<tcp_transport>(p);
+      },
       false,
       nullptr,
       nullptr,
@@ -94,7 +103,9 @@ where tcp_transport::place(const std::string& step, const std::string& peer) con
   return where{step, peer, m_params.side == side::client ? m_params.test.iface : std::string()};
 }
 
-capabilities tcp_transport::caps() const { return capabilities{true, false, false, {memory_type::host}}; }
+capabilities tcp_transport::caps() const {
+  return capabilities{true, false, false, {memory_type::host}};
+}
 
 std::vector<std::byte> tcp_transport::local_address() {
   nlohmann::json j;
@@ -105,7 +116,9 @@ std::vector<std::byte> tcp_transport::local_address() {
     nlohmann::json addrs = nlohmann::json::array();
     for (const auto& info : usable_interfaces()) {
       for (const auto& a : info.addresses) {
-        if (wildcard || a.address == bound) addrs.push_back({{"address", a.address}, {"prefix_len", a.prefix_len}, {"iface", info.name}});
+        if (wildcard || a.address == bound)
+          addrs.push_back(
+              {{"address", a.address}, {"prefix_len", a.prefix_len}, {"iface", info.name}});
       }
     }
     j = {{"port", local_port(m_listener.get())}, {"addresses", addrs}};
@@ -139,12 +152,16 @@ void tcp_transport::connect_as_client(const std::string& peer_json) {
   m_bind_method = "route";
   if (!m_params.test.iface.empty()) {
     const auto info = find_interface(m_params.test.iface);
-    if (!info) throw step_error(error_kind::error, place("data connect", host), "no such interface on this host");
+    if (!info)
+      throw step_error(error_kind::error, place("data connect", host),
+                       "no such interface on this host");
     for (const auto& mine : info->addresses) {
       for (const auto& theirs : peer.at("addresses")) {
         const std::string candidate = theirs.at("address").get<std::string>();
         // The server's loopback is only the same host as ours when the control connection is.
-        if (is_link_local(candidate) || (is_loopback(candidate) && !is_loopback(m_params.peer_host))) continue;
+        if (is_link_local(candidate) ||
+            (is_loopback(candidate) && !is_loopback(m_params.peer_host)))
+          continue;
         if (in_subnet(mine, candidate)) host = candidate;
       }
     }
@@ -155,7 +172,8 @@ void tcp_transport::connect_as_client(const std::string& peer_json) {
   options.iface = m_bound_iface;
   options.timeout = m_params.connect_timeout;
   for (unsigned i = 0; i < m_params.options.streams; ++i) {
-    const where w = place(fmt::format("data connect (stream {})", i), endpoint{host, port}.to_string());
+    const where w =
+        place(fmt::format("data connect (stream {})", i), endpoint{host, port}.to_string());
     unique_fd fd = connect_tcp(endpoint{host, port}, options, w);
     apply_buffers(fd.get(), m_params.options);
     std::array<char, 8> hello{};
@@ -172,19 +190,24 @@ void tcp_transport::accept_as_server() {
   const unsigned n = m_params.options.streams;
   std::vector<unique_fd> slots(n);
   for (unsigned accepted = 0; accepted < n; ++accepted) {
-    const where w = place(fmt::format("data accept ({} of {} streams)", accepted, n), m_params.peer_host);
+    const where w =
+        place(fmt::format("data accept ({} of {} streams)", accepted, n), m_params.peer_host);
     unique_fd fd = accept_until(m_listener, deadline, w);
     std::array<char, 8> hello{};
     std::size_t got = 0;
     while (got < hello.size()) {
-      const std::size_t r = read_some(fd.get(), hello.data() + got, hello.size() - got, deadline, w);
-      if (r == 0) throw step_error(error_kind::closed, w, "peer closed a data connection before its stream header");
+      const std::size_t r =
+          read_some(fd.get(), hello.data() + got, hello.size() - got, deadline, w);
+      if (r == 0)
+        throw step_error(error_kind::closed, w,
+                         "peer closed a data connection before its stream header");
       got += r;
     }
     std::uint32_t index = 0;
     std::memcpy(&index, hello.data() + 4, sizeof(index));
     index = ntohl(index);
-    if (std::memcmp(hello.data(), stream_magic.data(), stream_magic.size()) != 0 || index >= n || slots[index].valid()) {
+    if (std::memcmp(hello.data(), stream_magic.data(), stream_magic.size()) != 0 || index >= n ||
+        slots[index].valid()) {
       throw step_error(error_kind::protocol, w, "a data connection sent a bad stream header");
     }
     slots[index] = std::move(fd);
@@ -193,7 +216,8 @@ void tcp_transport::accept_as_server() {
   m_listener.reset();
 }
 
-mem_region tcp_transport::register_memory(std::byte* address, std::size_t length, memory_type /*type*/) {
+mem_region tcp_transport::register_memory(std::byte* address, std::size_t length,
+                                          memory_type /*type*/) {
   return mem_region{address, length, {}};  // sockets copy through the kernel: nothing to register
 }
 
@@ -212,7 +236,8 @@ int tcp_transport::post(const op& operation) noexcept {
     index = next;
     next = next + 1 == m_streams.size() ? 0 : next + 1;
   }
-  m_streams[index].push(operation.kind, pending_op{operation.local, operation.length, 0, operation.cookie});
+  m_streams[index].push(operation.kind,
+                        pending_op{operation.local, operation.length, 0, operation.cookie});
   return 0;
 }
 
@@ -221,7 +246,8 @@ int tcp_transport::poll(std::span<completion> out) noexcept {
   for (std::size_t i = 0; i < m_streams.size(); ++i) {
     n = m_streams[i].progress(out, n, m_error, m_peer_gone);
     if (n < 0) {
-      m_error = fmt::format("stream {} ({} -> {}): {}", i, local_endpoint(m_streams[i].fd()), peer_endpoint(m_streams[i].fd()), m_error);
+      m_error = fmt::format("stream {} ({} -> {}): {}", i, local_endpoint(m_streams[i].fd()),
+                            peer_endpoint(m_streams[i].fd()), m_error);
       return -1;
     }
   }
@@ -245,8 +271,9 @@ provenance tcp_transport::describe() const {
   const std::string iface = interface_of_address(local_ip(fd0));
   const auto info = find_interface(iface);
   p.lanes.push_back(lane{"tcp", iface.empty() ? "unknown" : iface});
-  p.protocol = fmt::format("tcp stream, {} connection{}, {} progress, TCP_NODELAY", m_streams.size(),
-                           m_streams.size() == 1 ? "" : "s", to_string(m_params.options.progress));
+  p.protocol =
+      fmt::format("tcp stream, {} connection{}, {} progress, TCP_NODELAY", m_streams.size(),
+                  m_streams.size() == 1 ? "" : "s", to_string(m_params.options.progress));
   nlohmann::json streams = nlohmann::json::array();
   for (const auto& s : m_streams) streams.push_back(stream_details(s.fd()));
   nlohmann::json details{{"iface", iface},

@@ -37,12 +37,12 @@ class tcp_transport final : public transport {
   [[nodiscard]] where place(const std::string& step, const std::string& peer) const;
 
   transport_params m_params;
-  unique_fd m_listener;           // server only
+  unique_fd m_listener;  // server only
   std::vector<tcp_stream> m_streams;
-  std::size_t m_next_send = 0;    // round-robin positions of data-channel ops
+  std::size_t m_next_send = 0;  // round-robin positions of data-channel ops
   std::size_t m_next_recv = 0;
-  std::string m_bound_iface;      // client: the interface it bound to ("" = routed)
-  std::string m_bind_method;      // "device", "address" or "route"
+  std::string m_bound_iface;  // client: the interface it bound to ("" = routed)
+  std::string m_bind_method;  // "device", "address" or "route"
   std::string m_error;
   bool m_peer_gone = false;
 };

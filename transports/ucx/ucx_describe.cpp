@@ -1,10 +1,10 @@
 #include "transports/ucx/ucx_describe.h"
 
-#include <algorithm>
-#include <array>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <algorithm>
+#include <array>
 #include <nlohmann/json.hpp>
 
 #include "transports/ucx/ucx_handles.h"
@@ -14,30 +14,36 @@ namespace pairperf::ucx {
 namespace {
 
 bool named(const std::string& protocol) {
-  return !protocol.empty() && protocol.find("???") == std::string::npos && protocol.find("no debug info") == std::string::npos &&
-         protocol.rfind("flags:", 0) != 0;
+  return !protocol.empty() && protocol.find("???") == std::string::npos &&
+         protocol.find("no debug info") == std::string::npos && protocol.rfind("flags:", 0) != 0;
 }
 
-std::string protocol_text(const endpoint_facts& f, const request_info& req, const std::string& ep_text, const std::vector<lane_info>& lanes) {
+std::string protocol_text(const endpoint_facts& f, const request_info& req,
+                          const std::string& ep_text, const std::vector<lane_info>& lanes) {
   // A protocol the request names is the best evidence (UCX 1.13 names rendezvous by its progress
   // function; newer UCX names every protocol).
   if (named(req.protocol)) return req.protocol;
   if (f.data_op == op_kind::send) {
     const std::string table = f.active_messages ? "am_send" : "tag_send";
     const std::string proto = protocol_for_size(ep_text, table, f.size);
-    if (!proto.empty()) return fmt::format("{} {} (from the endpoint's {} thresholds)", f.active_messages ? "am" : "tag", proto, table);
+    if (!proto.empty())
+      return fmt::format("{} {} (from the endpoint's {} thresholds)",
+                         f.active_messages ? "am" : "tag", proto, table);
   }
   // RMA in UCX 1.13 carries no request information: name the lanes that serve it.
   std::vector<std::string> rma;
   for (const auto& l : lanes) {
-    if (std::any_of(l.usage.begin(), l.usage.end(), [](const std::string& u) { return u.rfind("rma", 0) == 0; })) {
+    if (std::any_of(l.usage.begin(), l.usage.end(),
+                    [](const std::string& u) { return u.rfind("rma", 0) == 0; })) {
       rma.push_back(l.transport + "/" + l.device);
     }
   }
   if ((f.data_op == op_kind::put || f.data_op == op_kind::get) && !rma.empty()) {
-    return fmt::format("{} over rma lanes {}", f.data_op == op_kind::put ? "put" : "get", fmt::join(rma, ", "));
+    return fmt::format("{} over rma lanes {}", f.data_op == op_kind::put ? "put" : "get",
+                       fmt::join(rma, ", "));
   }
-  return f.request_info.empty() ? std::string("(this side posted no data operation to inspect)") : req.raw;
+  return f.request_info.empty() ? std::string("(this side posted no data operation to inspect)")
+                                : req.raw;
 }
 
 std::vector<lane_info> endpoint_lanes(ucp_ep_h ep, const std::string& ep_text) {
@@ -53,7 +59,8 @@ std::vector<lane_info> endpoint_lanes(ucp_ep_h ep, const std::string& ep_text) {
     attr.transports.entry_size = sizeof(ucp_transport_entry_t);
     if (ucp_ep_query(ep, &attr) == UCS_OK) {
       for (unsigned i = 0; i < attr.transports.num_entries; ++i) {
-        lanes.push_back({static_cast<int>(i), entries[i].transport_name, entries[i].device_name, {"unknown"}});
+        lanes.push_back(
+            {static_cast<int>(i), entries[i].transport_name, entries[i].device_name, {"unknown"}});
       }
     }
   }
@@ -76,9 +83,12 @@ provenance describe_endpoint(const endpoint_facts& f) {
   p.protocol = protocol_text(f, req, ep_text, lanes);
 
   nlohmann::json lanes_json = nlohmann::json::array();
-  for (const auto& l : lanes) lanes_json.push_back({{"index", l.index}, {"transport", l.transport}, {"device", l.device}, {"usage", l.usage}});
+  for (const auto& l : lanes)
+    lanes_json.push_back(
+        {{"index", l.index}, {"transport", l.transport}, {"device", l.device}, {"usage", l.usage}});
   nlohmann::json request_lanes = nlohmann::json::array();
-  for (const auto& l : req.lanes) request_lanes.push_back({{"transport", l.transport}, {"device", l.device}});
+  for (const auto& l : req.lanes)
+    request_lanes.push_back({{"transport", l.transport}, {"device", l.device}});
   nlohmann::json ep_lines = nlohmann::json::array();
   for (std::size_t start = 0; start < ep_text.size();) {
     const std::size_t end = std::min(ep_text.find('\n', start), ep_text.size());

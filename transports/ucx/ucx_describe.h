@@ -13,12 +13,12 @@ namespace pairperf::ucx {
 struct endpoint_facts {
   ucp_ep_h ep = nullptr;
   bool client = true;
-  std::string tls;            // "" = UCX's default
-  std::string iface;          // the client's UCX_NET_DEVICES, "" = default
+  std::string tls;    // "" = UCX's default
+  std::string iface;  // the client's UCX_NET_DEVICES, "" = default
   op_kind data_op = op_kind::send;
   bool active_messages = false;
   std::size_t size = 0;
-  std::string request_info;   // ucp_request_query's text for one data operation, "" if none
+  std::string request_info;  // ucp_request_query's text for one data operation, "" if none
 };
 
 // lanes: the endpoint's data lanes; protocol: from the request when UCX named it, else from the

@@ -1,21 +1,21 @@
 #include "transports/ucx/ucx_handles.h"
 
-#include <map>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <stdexcept>
 #include <thread>
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "transports/ucx/ucx_options.h"
 
 namespace pairperf::ucx {
 
 void check(ucs_status_t status, std::string_view what) {
-  if (status != UCS_OK) throw std::runtime_error(fmt::format("{}: {}", what, ucs_status_string(status)));
+  if (status != UCS_OK)
+    throw std::runtime_error(fmt::format("{}: {}", what, ucs_status_string(status)));
 }
 
 config_ptr read_config() {
@@ -33,17 +33,20 @@ std::vector<std::byte> worker_address::bytes() const {
   return {p, p + m_length};
 }
 
-memory_handle::memory_handle(ucp_context_h context, void* address, std::size_t length, ucs_memory_type_t type)
+memory_handle::memory_handle(ucp_context_h context, void* address, std::size_t length,
+                             ucs_memory_type_t type)
     : m_context(context) {
   ucp_mem_map_params_t params{};
-  params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
+  params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                      UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
   params.address = address;
   params.length = length;
   params.memory_type = type;
   check(ucp_mem_map(context, &params, &m_memh), fmt::format("ucp_mem_map of {} bytes", length));
 }
 
-memory_handle::memory_handle(memory_handle&& other) noexcept : m_context(other.m_context), m_memh(other.m_memh) {
+memory_handle::memory_handle(memory_handle&& other) noexcept
+    : m_context(other.m_context), m_memh(other.m_memh) {
   other.m_memh = nullptr;
 }
 
@@ -71,7 +74,8 @@ void endpoint::close() noexcept {
   ucs_status_ptr_t request = ucp_ep_close_nbx(m_ep, &param);
   if (UCS_PTR_IS_PTR(request)) {
     const auto end = std::chrono::steady_clock::now() + close_timeout;
-    while (ucp_request_check_status(request) == UCS_INPROGRESS && std::chrono::steady_clock::now() < end) {
+    while (ucp_request_check_status(request) == UCS_INPROGRESS &&
+           std::chrono::steady_clock::now() < end) {
       ucp_worker_progress(m_worker);
     }
     // A peer that does not answer within the bound leaves the close to the worker's destruction.
@@ -80,26 +84,31 @@ void endpoint::close() noexcept {
   m_ep = nullptr;
 }
 
-shared_context context_for(const std::string& tls, const std::string& net_devices, const std::vector<std::string>& options) {
+shared_context context_for(const std::string& tls, const std::string& net_devices,
+                           const std::vector<std::string>& options) {
   // A context per distinct configuration, made once per process: ucp_init costs far more than
   // a case's worker and endpoint, and contexts with different transport sets coexist.
   static std::map<std::string, shared_context> cache;
   const std::string key = fmt::format("{}|{}|{}", tls, net_devices, fmt::join(options, ";"));
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   config_ptr config = read_config();
-  if (!tls.empty()) check(ucp_config_modify(config.get(), "TLS", tls.c_str()), fmt::format("UCX_TLS={}", tls));
+  if (!tls.empty())
+    check(ucp_config_modify(config.get(), "TLS", tls.c_str()), fmt::format("UCX_TLS={}", tls));
   if (!net_devices.empty()) {
-    check(ucp_config_modify(config.get(), "NET_DEVICES", net_devices.c_str()), fmt::format("UCX_NET_DEVICES={}", net_devices));
+    check(ucp_config_modify(config.get(), "NET_DEVICES", net_devices.c_str()),
+          fmt::format("UCX_NET_DEVICES={}", net_devices));
   }
   for (const auto& text : options) {
     const auto [name, value] = split_option(text);
-    check(ucp_config_modify(config.get(), name.c_str(), value.c_str()), fmt::format("--ucx {}", text));
+    check(ucp_config_modify(config.get(), name.c_str(), value.c_str()),
+          fmt::format("--ucx {}", text));
   }
   ucp_params_t p{};
   p.field_mask = UCP_PARAM_FIELD_FEATURES;
   p.features = UCP_FEATURE_TAG | UCP_FEATURE_RMA | UCP_FEATURE_AM;
   ucp_context_h context = nullptr;
-  check(ucp_init(&p, config.get(), &context), fmt::format("ucp_init with UCX_TLS={}", tls.empty() ? "(default)" : tls));
+  check(ucp_init(&p, config.get(), &context),
+        fmt::format("ucp_init with UCX_TLS={}", tls.empty() ? "(default)" : tls));
   shared_context shared(context, context_deleter{});
   cache.emplace(key, shared);
   return shared;

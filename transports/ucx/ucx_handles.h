@@ -39,7 +39,8 @@ using shared_context = std::shared_ptr<std::remove_pointer_t<ucp_context_h>>;
 // A context for this configuration (UCX_TLS, UCX_NET_DEVICES, KEY=VALUE options; "" = the
 // environment's), made once per process: ucp_init costs far more than a case's worker and
 // endpoint, and contexts with different transport sets coexist. Throws on bad options.
-shared_context context_for(const std::string& tls, const std::string& net_devices, const std::vector<std::string>& options);
+shared_context context_for(const std::string& tls, const std::string& net_devices,
+                           const std::vector<std::string>& options);
 
 // A worker address, released through its worker.
 class worker_address {

@@ -1,14 +1,13 @@
 #include "transports/ucx/ucx_options.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <ucp/api/ucp.h>
 #include <ucs/config/parser.h>
 
 #include <algorithm>
 #include <map>
 #include <sstream>
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "harness/errors.h"
 #include "transports/ucx/ucx_handles.h"
@@ -58,7 +57,9 @@ option_catalog parse_option_catalog(std::string_view text) {
     if (eq == std::string::npos) continue;
     std::string name = line.substr(4, eq - 4);
     // UCX applies the memory-type cache process-wide though it sits among the context's options.
-    (is_process_wide_section(section) || name == "MEMTYPE_CACHE" ? out.process_wide : out.per_context).insert(std::move(name));
+    (is_process_wide_section(section) || name == "MEMTYPE_CACHE" ? out.process_wide
+                                                                 : out.per_context)
+        .insert(std::move(name));
   }
   return out;
 }
@@ -74,12 +75,14 @@ std::set<std::string> parse_context_resources(std::string_view text) {
     std::istringstream words(line.substr(flags));
     std::string w, last;
     while (words >> w) last = w;
-    if (const auto slash = last.find('/'); slash != std::string::npos && slash > 0) out.insert(last.substr(0, slash));
+    if (const auto slash = last.find('/'); slash != std::string::npos && slash > 0)
+      out.insert(last.substr(0, slash));
   }
   return out;
 }
 
-std::vector<std::string> missing_transports(std::string_view tls, const std::set<std::string>& available) {
+std::vector<std::string> missing_transports(std::string_view tls,
+                                            const std::set<std::string>& available) {
   std::vector<std::string> missing;
   if (tls.empty() || tls.front() == '^') return missing;
   std::size_t start = 0;
@@ -87,11 +90,13 @@ std::vector<std::string> missing_transports(std::string_view tls, const std::set
     const std::size_t comma = std::min(tls.find(',', start), tls.size());
     std::string name(tls.substr(start, comma - start));
     start = comma + 1;
-    if (const auto colon = name.find(':'); colon != std::string::npos) name.resize(colon);  // "rc:aux"
+    if (const auto colon = name.find(':'); colon != std::string::npos)
+      name.resize(colon);  // "rc:aux"
     if (name.empty() || name == "all" || available.count(name) > 0) continue;
     const auto alias = aliases().find(name);
     const bool any = alias != aliases().end() &&
-                     std::any_of(alias->second.begin(), alias->second.end(), [&](const std::string& m) { return available.count(m) > 0; });
+                     std::any_of(alias->second.begin(), alias->second.end(),
+                                 [&](const std::string& m) { return available.count(m) > 0; });
     if (!any) missing.push_back(name);
   }
   return missing;
@@ -114,10 +119,15 @@ struct probe {
     ucp_context_h raw = nullptr;
     check(ucp_init(&params, config.get(), &raw), "ucp_init (probe)");
     const context_ptr context(raw);
-    transports = parse_context_resources(capture([&](FILE* f) { ucp_context_print_info(context.get(), f); }));
-    // The components are loaded now, so every table is registered: the same listing as `ucx_info -c`.
-    const auto flags = static_cast<ucs_config_print_flags_t>(UCS_CONFIG_PRINT_CONFIG | UCS_CONFIG_PRINT_HEADER | UCS_CONFIG_PRINT_HIDDEN);
-    options = parse_option_catalog(capture([&](FILE* f) { ucs_config_parser_print_all_opts(f, "UCX_", flags, &ucs_config_global_list); }));
+    transports = parse_context_resources(
+        capture([&](FILE* f) { ucp_context_print_info(context.get(), f); }));
+    // The components are loaded now, so every table is registered: the same listing as `ucx_info
+    // -c`.
+    const auto flags = static_cast<ucs_config_print_flags_t>(
+        UCS_CONFIG_PRINT_CONFIG | UCS_CONFIG_PRINT_HEADER | UCS_CONFIG_PRINT_HIDDEN);
+    options = parse_option_catalog(capture([&](FILE* f) {
+      ucs_config_parser_print_all_opts(f, "UCX_", flags, &ucs_config_global_list);
+    }));
   }
 };
 
@@ -133,7 +143,8 @@ const std::set<std::string>& available_transports() { return the_probe().transpo
 
 std::pair<std::string, std::string> split_option(std::string_view text) {
   const auto eq = text.find('=');
-  if (eq == std::string_view::npos || eq == 0) throw usage_error(fmt::format("--ucx '{}': expected KEY=VALUE", text));
+  if (eq == std::string_view::npos || eq == 0)
+    throw usage_error(fmt::format("--ucx '{}': expected KEY=VALUE", text));
   std::string key(text.substr(0, eq));
   if (key.rfind("UCX_", 0) == 0) key.erase(0, 4);
   return {key, std::string(text.substr(eq + 1))};
@@ -144,15 +155,19 @@ void check_options(const transport_options& options) {
   for (const auto& text : options.ucx) {
     const auto [key, value] = split_option(text);
     if (known.process_wide.count(key) > 0) {
-      throw usage_error(fmt::format("--ucx {}: UCX applies {} to the whole process, not per case; set UCX_{} in the environment of "
-                                    "both client and server instead (it is recorded in the results' context)",
-                                    text, key, key));
+      throw usage_error(
+          fmt::format("--ucx {}: UCX applies {} to the whole process, not per case; set UCX_{} in "
+                      "the environment of "
+                      "both client and server instead (it is recorded in the results' context)",
+                      text, key, key));
     }
     if (key == "TLS" || key == "NET_DEVICES") {
-      throw usage_error(fmt::format("--ucx {}: use --tls and --iface for {}: they are axes of the sweep", text, key));
+      throw usage_error(fmt::format(
+          "--ucx {}: use --tls and --iface for {}: they are axes of the sweep", text, key));
     }
     if (known.per_context.count(key) == 0) {
-      throw usage_error(fmt::format("--ucx {}: UCX has no option '{}'. Valid names: {}", text, key, fmt::join(known.per_context, ", ")));
+      throw usage_error(fmt::format("--ucx {}: UCX has no option '{}'. Valid names: {}", text, key,
+                                    fmt::join(known.per_context, ", ")));
     }
   }
 }

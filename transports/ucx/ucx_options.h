@@ -23,7 +23,8 @@ std::set<std::string> parse_context_resources(std::string_view text);
 // The names in a UCX_TLS value that a host with `available` transports lacks (aliases such as
 // "shm", "ib", "rc", "cuda" count as present when any member is). "all" and negated lists
 // ("^tcp") lack nothing.
-std::vector<std::string> missing_transports(std::string_view tls, const std::set<std::string>& available);
+std::vector<std::string> missing_transports(std::string_view tls,
+                                            const std::set<std::string>& available);
 
 // This process's UCX, asked once.
 const option_catalog& catalog();

@@ -24,32 +24,45 @@ std::string collapse_spaces(std::string_view text) {
 }
 
 bool is_number(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '.'; });
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c)) || c == '.';
+  });
 }
 
 }  // namespace
 
 bool lane_info::carries_data() const {
-  return std::any_of(usage.begin(), usage.end(), [](const std::string& u) { return u.rfind("wireup", 0) != 0 && u.rfind("ka", 0) != 0; });
+  return std::any_of(usage.begin(), usage.end(), [](const std::string& u) {
+    return u.rfind("wireup", 0) != 0 && u.rfind("ka", 0) != 0;
+  });
 }
 
 bool parse_resource_token(std::string_view token, lane_info& out) {
   // Strip a "N:" lane-number prefix.
-  if (const auto colon = token.find(':'); colon != std::string_view::npos && colon < token.find('/') &&
-                                          std::all_of(token.begin(), token.begin() + static_cast<long>(colon), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+  if (const auto colon = token.find(':');
+      colon != std::string_view::npos && colon < token.find('/') &&
+      std::all_of(token.begin(), token.begin() + static_cast<long>(colon),
+                  [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
     token.remove_prefix(colon + 1);
   }
   const auto slash = token.find('/');
   if (slash == std::string_view::npos || slash == 0 || slash + 1 >= token.size()) return false;
   std::string_view tl = token.substr(0, slash);
   std::string_view dev = token.substr(slash + 1);
-  if (tl.find('[') != std::string_view::npos || dev.find('[') != std::string_view::npos || dev.find('/') != std::string_view::npos) return false;
-  if (!std::all_of(tl.begin(), tl.end(), [](char c) { return std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '_'; })) {
+  if (tl.find('[') != std::string_view::npos || dev.find('[') != std::string_view::npos ||
+      dev.find('/') != std::string_view::npos)
+    return false;
+  if (!std::all_of(tl.begin(), tl.end(), [](char c) {
+        return std::islower(static_cast<unsigned char>(c)) ||
+               std::isdigit(static_cast<unsigned char>(c)) || c == '_';
+      })) {
     return false;
   }
   if (tl == "MB" || dev == "s") return false;  // "MB/s" in an estimate
   // A trailing ".N" is the path index of the device, not part of its name.
-  if (const auto dot = dev.rfind('.'); dot != std::string_view::npos && is_number(dev.substr(dot + 1))) dev = dev.substr(0, dot);
+  if (const auto dot = dev.rfind('.');
+      dot != std::string_view::npos && is_number(dev.substr(dot + 1)))
+    dev = dev.substr(0, dot);
   out.transport = std::string(tl);
   out.device = std::string(dev);
   return true;
@@ -95,8 +108,9 @@ request_info parse_request_info(std::string_view text) {
   for (const auto& t : tokens) {
     lane_info lane;
     if (parse_resource_token(t, lane)) {
-      const bool seen = std::any_of(info.lanes.begin(), info.lanes.end(),
-                                    [&](const lane_info& l) { return l.transport == lane.transport && l.device == lane.device; });
+      const bool seen = std::any_of(info.lanes.begin(), info.lanes.end(), [&](const lane_info& l) {
+        return l.transport == lane.transport && l.device == lane.device;
+      });
       if (!seen) info.lanes.push_back(std::move(lane));
     }
   }
@@ -127,7 +141,8 @@ request_info parse_request_info(std::string_view text) {
 
 namespace pairperf::ucx {
 
-std::string protocol_for_size(std::string_view ep_text, std::string_view operation, std::size_t size) {
+std::string protocol_for_size(std::string_view ep_text, std::string_view operation,
+                              std::size_t size) {
   std::istringstream in{std::string(ep_text)};
   const std::string key = std::string(operation) + ":";
   std::string line;

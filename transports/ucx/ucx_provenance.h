@@ -2,9 +2,11 @@
 // Parsers for what UCX says about the path of the bytes. They take text so they can be tested on
 // real output of several UCX versions:
 //   ucp_ep_print_info (all versions):
-//     "#                 lane[2]:  2:cma/memory.0 md[2]            -> md[2]/cma/sysdev[255] seg 4294967295 rma_bw#0"
+//     "#                 lane[2]:  2:cma/memory.0 md[2]            -> md[2]/cma/sysdev[255] seg
+//     4294967295 rma_bw#0"
 //   ucp_request_query INFO_STRING, UCX 1.13:
-//     "flags:0x44000 send length 65536 ucp_proto_progress_tag_rndv_rts() lane[0]:  0:tcp/lo.0 md[0] -> ..."
+//     "flags:0x44000 send length 65536 ucp_proto_progress_tag_rndv_rts() lane[0]:  0:tcp/lo.0 md[0]
+//     -> ..."
 //   ucp_request_query INFO_STRING, UCX 1.18+:
 //     "{proto|cb|init|rk_use} tag_send(multi) from host memory length 1048576 rendezvous zero-copy
 //      read from remote cma/memory 11145.0 MB/s 89.73 us"   (the figures are UCX's estimate)
@@ -15,10 +17,10 @@
 namespace pairperf::ucx {
 
 struct lane_info {
-  int index = -1;                  // lane number, -1 where the text has none
-  std::string transport;           // e.g. "cma", "tcp", "rc_mlx5", "cuda_ipc"
-  std::string device;              // e.g. "memory", "eth0", "mlx5_0:1", "cuda"
-  std::vector<std::string> usage;  // e.g. "am", "am_bw", "rma_bw#0", "tag", "wireup", "ka"
+  int index = -1;                           // lane number, -1 where the text has none
+  std::string transport;                    // e.g. "cma", "tcp", "rc_mlx5", "cuda_ipc"
+  std::string device;                       // e.g. "memory", "eth0", "mlx5_0:1", "cuda"
+  std::vector<std::string> usage;           // e.g. "am", "am_bw", "rma_bw#0", "tag", "wireup", "ka"
   [[nodiscard]] bool carries_data() const;  // used for anything but wireup and keepalive
 };
 
@@ -26,7 +28,7 @@ struct lane_info {
 std::vector<lane_info> parse_ep_info(std::string_view text);
 
 struct request_info {
-  std::string protocol;          // "tag rndv rts" (1.13), "rendezvous zero-copy read from remote" (1.18+)
+  std::string protocol;  // "tag rndv rts" (1.13), "rendezvous zero-copy read from remote" (1.18+)
   std::vector<lane_info> lanes;  // the transports/devices named
   std::string raw;               // the whole string, whitespace collapsed
 };
@@ -36,10 +38,11 @@ request_info parse_request_info(std::string_view text);
 // The protocol ucp_ep_print_info's threshold table gives for a message size, e.g. for
 // "tag_send: 0..<egr/short>..8185..<egr/zcopy>..8192..<rndv>..(inf)" and 64 -> "egr/short".
 // `operation` is the table's name ("tag_send", "am_send"); "" when the table has no such line.
-std::string protocol_for_size(std::string_view ep_text, std::string_view operation, std::size_t size);
+std::string protocol_for_size(std::string_view ep_text, std::string_view operation,
+                              std::size_t size);
 
-// "tcp/lo.0" -> {tcp, lo}; "cma/memory" -> {cma, memory}; "rc_mlx5/mlx5_0:1.0" -> {rc_mlx5, mlx5_0:1}.
-// Returns false when the token does not name a transport and device.
+// "tcp/lo.0" -> {tcp, lo}; "cma/memory" -> {cma, memory}; "rc_mlx5/mlx5_0:1.0" -> {rc_mlx5,
+// mlx5_0:1}. Returns false when the token does not name a transport and device.
 bool parse_resource_token(std::string_view token, lane_info& out);
 
 }  // namespace pairperf::ucx

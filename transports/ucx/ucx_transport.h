@@ -56,18 +56,19 @@ class ucx_transport final : public transport {
   struct am_arrival {
     void* data;
     std::size_t length;
-    bool rndv;        // data is a descriptor for ucp_am_recv_data_nbx
-    bool persistent;  // data must be released with ucp_am_data_release
+    bool rndv;                    // data is a descriptor for ucp_am_recv_data_nbx
+    bool persistent;              // data must be released with ucp_am_data_release
     std::vector<std::byte> copy;  // eager data UCX would not keep
   };
 
   static void on_send(void* request, ucs_status_t status, void* user_data);
-  static void on_tag_recv(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user_data);
+  static void on_tag_recv(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
+                          void* user_data);
   static void on_am_data(void* request, ucs_status_t status, std::size_t length, void* user_data);
   static void on_flush(void* request, ucs_status_t status, void* user_data);
   static void on_worker_flush(void* request, ucs_status_t status, void* user_data);
-  static ucs_status_t on_am(void* arg, const void* header, std::size_t header_length, void* data, std::size_t length,
-                            const ucp_am_recv_param_t* param);
+  static ucs_status_t on_am(void* arg, const void* header, std::size_t header_length, void* data,
+                            std::size_t length, const ucp_am_recv_param_t* param);
 
   void complete(void* request, ucs_status_t status, request_ctx* ctx) noexcept;
   int track(ucs_status_ptr_t request, request_ctx* ctx, const char* what) noexcept;
