@@ -85,11 +85,12 @@ void endpoint::close() noexcept {
 }
 
 shared_context context_for(const std::string& tls, const std::string& net_devices,
-                           const std::vector<std::string>& options) {
+                           const std::vector<std::string>& options, std::uint64_t features) {
   // A context per distinct configuration, made once per process: ucp_init costs far more than
   // a case's worker and endpoint, and contexts with different transport sets coexist.
   static std::map<std::string, shared_context> cache;
-  const std::string key = fmt::format("{}|{}|{}", tls, net_devices, fmt::join(options, ";"));
+  const std::string key =
+      fmt::format("{}|{}|{}|{}", tls, net_devices, fmt::join(options, ";"), features);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   config_ptr config = read_config();
   if (!tls.empty())
@@ -105,7 +106,7 @@ shared_context context_for(const std::string& tls, const std::string& net_device
   }
   ucp_params_t p{};
   p.field_mask = UCP_PARAM_FIELD_FEATURES;
-  p.features = UCP_FEATURE_TAG | UCP_FEATURE_RMA | UCP_FEATURE_AM;
+  p.features = features;
   ucp_context_h context = nullptr;
   check(ucp_init(&p, config.get(), &context),
         fmt::format("ucp_init with UCX_TLS={}", tls.empty() ? "(default)" : tls));

@@ -4,6 +4,7 @@
 #include <ucp/api/ucp.h>
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -37,10 +38,12 @@ config_ptr read_config();
 
 using shared_context = std::shared_ptr<std::remove_pointer_t<ucp_context_h>>;
 // A context for this configuration (UCX_TLS, UCX_NET_DEVICES, KEY=VALUE options; "" = the
-// environment's), made once per process: ucp_init costs far more than a case's worker and
-// endpoint, and contexts with different transport sets coexist. Throws on bad options.
+// environment's; UCP_FEATURE_* bits), made once per process: ucp_init costs far more than a
+// case's worker and endpoint, and contexts with different transport sets coexist. Only the
+// features a test needs are asked for: each one can add interfaces every progress call polls.
+// Throws on bad options.
 shared_context context_for(const std::string& tls, const std::string& net_devices,
-                           const std::vector<std::string>& options);
+                           const std::vector<std::string>& options, std::uint64_t features);
 
 // A worker address, released through its worker.
 class worker_address {

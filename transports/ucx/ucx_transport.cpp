@@ -100,8 +100,15 @@ ucx_transport::ucx_transport(const transport_params& params) : m_params(params) 
     throw transport_unsupported("active-message tests copy on the CPU: host memory only");
 
   // The interface is the client's; the server's devices stay as its environment sets them.
+  // Tagged messages carry the patterns' sync messages, so every test needs TAG.
+  std::uint64_t features = UCP_FEATURE_TAG;
+  if (m_use_am) features |= UCP_FEATURE_AM;
+  for (const auto& t : tests) {
+    const bool one_sided = t.spec.data_op == op_kind::put || t.spec.data_op == op_kind::get;
+    if (t.spec.name == c.test && one_sided) features |= UCP_FEATURE_RMA;
+  }
   m_context = ucx::context_for(c.tls, params.side == side::client ? c.iface : std::string(),
-                               params.options.ucx);
+                               params.options.ucx, features);
 
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
