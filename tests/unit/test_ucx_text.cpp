@@ -115,6 +115,28 @@ TEST(UcxRequestInfo, Ucx118Format) {
   EXPECT_EQ(cuda.lanes[0].device, "mlx5_0:1");
 }
 
+TEST(UcxLogLine, EpConfigLinesOfOldAndNewUcx) {
+  const auto old_format = parse_log_line(
+      "[1700000000.123456] [node1:1234:0]     ucp_worker.c:1888 UCX  INFO  ep_cfg[0]: "
+      "tag(sysv/memory cma/memory) rma(cma/memory)");
+  ASSERT_EQ(old_format.size(), 2U);
+  EXPECT_EQ(old_format[0].transport, "sysv");
+  EXPECT_EQ(old_format[1].transport, "cma");
+  EXPECT_EQ(old_format[1].usage, (std::vector<std::string>{"tag", "rma"}));
+  const auto new_format = parse_log_line(
+      "[1700000000.123456] [node1:1234:0]     ucp_worker.c:1855 UCX  INFO    ucp_context_0 "
+      "intra-node cfg#0 tag(sysv/memory cma/memory)");
+  ASSERT_EQ(new_format.size(), 2U);
+  EXPECT_EQ(new_format[0].device, "memory");
+  const auto net =
+      parse_log_line("ucp_context_1 inter-node cfg#2 tag(rc_mlx5/mlx5_0:1 tcp/eth0) am(tcp/eth0)");
+  ASSERT_EQ(net.size(), 2U);
+  EXPECT_EQ(net[0].transport, "rc_mlx5");
+  EXPECT_EQ(net[0].device, "mlx5_0:1");
+  EXPECT_EQ(net[1].usage, (std::vector<std::string>{"tag", "am"}));
+  EXPECT_TRUE(parse_log_line("UCX  WARN  something else (tcp/eth0)").empty());
+}
+
 TEST(UcxResourceToken, AcceptsResourcesRefusesTheRest) {
   lane_info l;
   EXPECT_TRUE(parse_resource_token("cuda_ipc/cuda", l));

@@ -174,3 +174,35 @@ std::string protocol_for_size(std::string_view ep_text, std::string_view operati
 }
 
 }  // namespace pairperf::ucx
+
+namespace pairperf::ucx {
+
+std::vector<lane_info> parse_log_line(std::string_view line) {
+  std::vector<lane_info> lanes;
+  if (line.find("ep_cfg[") == std::string_view::npos &&
+      line.find(" cfg#") == std::string_view::npos)
+    return lanes;
+  static const std::regex group(R"(([a-z_]+)\(([^)]*)\))");
+  const std::string text(line);
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), group);
+       it != std::sregex_iterator(); ++it) {
+    const std::string usage = (*it)[1].str();
+    std::istringstream words((*it)[2].str());
+    for (std::string w; words >> w;) {
+      lane_info lane;
+      if (!parse_resource_token(w, lane)) continue;
+      auto same = std::find_if(lanes.begin(), lanes.end(), [&](const lane_info& l) {
+        return l.transport == lane.transport && l.device == lane.device;
+      });
+      if (same == lanes.end()) {
+        lane.usage.push_back(usage);
+        lanes.push_back(std::move(lane));
+      } else if (std::find(same->usage.begin(), same->usage.end(), usage) == same->usage.end()) {
+        same->usage.push_back(usage);
+      }
+    }
+  }
+  return lanes;
+}
+
+}  // namespace pairperf::ucx

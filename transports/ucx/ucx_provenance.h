@@ -35,6 +35,14 @@ struct request_info {
 
 request_info parse_request_info(std::string_view text);
 
+// The lanes of one endpoint configuration in UCX's own log (UCX_LOG_LEVEL=info), as an
+// application using UCX prints it:
+//   UCX 1.13/1.14: "ep_cfg[0]: tag(sysv/memory cma/memory) rma(cma/memory)"
+//   UCX 1.15+:     "<name> intra-node cfg#0 tag(sysv/memory cma/memory)"
+// Each "op(tl/dev ...)" group's resources, deduplicated, with the group names as usage. Lines
+// without such groups give nothing. (For reading other programs' logs: `doctor`, issue 4.)
+std::vector<lane_info> parse_log_line(std::string_view line);
+
 // The protocol ucp_ep_print_info's threshold table gives for a message size, e.g. for
 // "tag_send: 0..<egr/short>..8185..<egr/zcopy>..8192..<rndv>..(inf)" and 64 -> "egr/short".
 // `operation` is the table's name ("tag_send", "am_send"); "" when the table has no such line.
