@@ -25,6 +25,13 @@ case_status status_of(error_kind kind) {
   return kind == error_kind::unreachable ? case_status::unreachable : case_status::error;
 }
 
+// A case that ended before (or instead of) measuring.
+case_result ended(case_result r, case_status status, std::string message) {
+  r.status = status;
+  r.message = std::move(message);
+  return r;
+}
+
 double per_second(double count, std::int64_t ns) {
   return ns > 0 ? count * 1e9 / static_cast<double>(ns) : 0;
 }
@@ -164,17 +171,11 @@ case_result client_run::run_case(const test_case& c) {
   try {
     session.emplace(m_options.config, params);
   } catch (const case_skipped& e) {
-    r.status = case_status::skipped;
-    r.message = e.what();
-    return r;
+    return ended(std::move(r), case_status::skipped, e.what());
   } catch (const step_error& e) {
-    r.status = status_of(e.kind());
-    r.message = e.what();
-    return r;
+    return ended(std::move(r), status_of(e.kind()), e.what());
   } catch (const std::exception& e) {
-    r.status = case_status::error;
-    r.message = format_where(at(label + " setup"), e.what());
-    return r;
+    return ended(std::move(r), case_status::error, format_where(at(label + " setup"), e.what()));
   }
   const nlohmann::json reply =
       control([&] {
@@ -189,9 +190,8 @@ case_result client_run::run_case(const test_case& c) {
         return m_channel->receive(label + " setup", t().per_case + t().connect);
       }).body;
   if (reply.at("type") == "error") {
-    r.status = parse_case_status(reply.value("status", "error"));
-    r.message = "server: " + reply.value("message", "no reason given");
-    return r;
+    return ended(std::move(r), parse_case_status(reply.value("status", "error")),
+                 "server: " + reply.value("message", "no reason given"));
   }
   if (reply.at("type") != "ready")
     throw control_lost(
@@ -199,13 +199,10 @@ case_result client_run::run_case(const test_case& c) {
   try {
     session->connect(from_hex(reply.at("address").get<std::string>()), reply.at("regions"));
   } catch (const step_error& e) {
-    r.status = status_of(e.kind());
-    r.message = e.what();
-    return r;
+    return ended(std::move(r), status_of(e.kind()), e.what());
   } catch (const std::exception& e) {
-    r.status = case_status::error;
-    r.message = format_where(at(label + " data connect"), e.what());
-    return r;
+    return ended(std::move(r), case_status::error,
+                 format_where(at(label + " data connect"), e.what()));
   }
   try {
     pattern_outcome mine;

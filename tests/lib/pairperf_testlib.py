@@ -47,6 +47,24 @@ def stop(proc, sig=signal.SIGTERM, wait=5):
     return out
 
 
+def kill_server_mid_case(server, client_args, after=2.0):
+    """Starts a client against `server`, SIGKILLs the server `after` seconds in (while the
+    client is measuring), and returns (client exit code, seconds from the kill to its exit,
+    client output)."""
+    client = start(["run", server.address] + list(client_args))
+    try:
+        time.sleep(after)
+        if client.poll() is not None:
+            raise AssertionError("the client ended before the server was killed")
+        server.proc.kill()
+        killed = time.monotonic()
+        client.wait(timeout=60)
+        took = time.monotonic() - killed
+    finally:
+        output = stop(client)
+    return client.returncode, took, output
+
+
 class Server:
     """`pairperf server` on 127.0.0.1 (or in a namespace via prefix) with its port read from --ready-fd."""
 

@@ -45,18 +45,9 @@ class Failures(unittest.TestCase):
     def test_server_killed_mid_case_fails_the_client_within_a_second(self):
         with pp.Server() as s, pp.tmpdir() as d:
             out = os.path.join(d, "r.jsonl")
-            client = pp.start(["run", s.address, "--json", os.path.join(d, "r.json"), "--jsonl", out, "--test", "tcp_bw",
-                               "--sizes", "64K", "--duration", "60s", "--timeout-case", "120s"])
-            try:
-                time.sleep(2.0)  # warm-up done, measuring
-                self.assertIsNone(client.poll(), "client ended before the kill")
-                s.proc.kill()
-                killed_at = time.monotonic()
-                client.wait(timeout=10)
-                took = time.monotonic() - killed_at
-            finally:
-                output = pp.stop(client)
-            self.assertEqual(client.returncode, 1, output)
+            rc, took, output = pp.kill_server_mid_case(s, ["--json", os.path.join(d, "r.json"), "--jsonl", out, "--test", "tcp_bw",
+                                                           "--sizes", "64K", "--duration", "60s", "--timeout-case", "120s"])
+            self.assertEqual(rc, 1, output)
             self.assertLess(took, 1.0 + 0.5)
             doc = pp.load(os.path.join(d, "r.json"))  # the results file is still written
             self.assertEqual(doc["results"][0]["status"], "error")

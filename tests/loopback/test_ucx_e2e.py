@@ -2,9 +2,7 @@
 both sides of the eager/rendezvous thresholds, with --validate, and what the provenance says."""
 import json
 import os
-import signal
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 import unittest
@@ -91,18 +89,9 @@ class Ucx(unittest.TestCase):
         for tls, bound in (("tcp", 2), ("posix,sysv,cma", 4 + 2)):
             with self.subTest(tls=tls), pp.Server() as s, pp.tmpdir() as d:
                 out = os.path.join(d, "r.json")
-                client = pp.start(["run", s.address, "--json", out, "--transport", "ucx", "--iface", "lo", "--test", "tag_bw", "--tls", tls,
-                                   "--sizes", "64K", "--duration", "60s", "--timeout-case", "4s"])
-                try:
-                    time.sleep(2.0)
-                    self.assertIsNone(client.poll())
-                    s.proc.send_signal(signal.SIGKILL)
-                    killed = time.monotonic()
-                    client.wait(timeout=30)
-                    took = time.monotonic() - killed
-                finally:
-                    output = pp.stop(client)
-                self.assertEqual(client.returncode, 1, output)
+                rc, took, output = pp.kill_server_mid_case(s, ["--json", out, "--transport", "ucx", "--iface", "lo", "--test", "tag_bw",
+                                                               "--tls", tls, "--sizes", "64K", "--duration", "60s", "--timeout-case", "4s"])
+                self.assertEqual(rc, 1, output)
                 self.assertLess(took, bound, output)
                 r = pp.load(out)["results"][0]
                 self.assertEqual(r["status"], "error")
