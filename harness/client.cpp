@@ -10,6 +10,7 @@
 #include "harness/control.h"
 #include "harness/hex.h"
 #include "harness/interfaces.h"
+#include "harness/pair.h"
 #include "harness/units.h"
 
 namespace pairperf {
@@ -29,6 +30,14 @@ case_status status_of(error_kind kind) {
 case_result ended(case_result r, case_status status, std::string message) {
   r.status = status;
   r.message = std::move(message);
+  return r;
+}
+
+// A case that ended on a step_error: its kind decides the status, its errno the error code.
+case_result failed(case_result r, const step_error& e) {
+  r.status = status_of(e.kind());
+  r.message = e.what();
+  if (e.sys_errno() != 0) r.error_code = errno_name(e.sys_errno());
   return r;
 }
 
@@ -72,6 +81,7 @@ class client_run {
   std::optional<control_channel> m_channel;
   std::string m_iface;    // local interface of the control connection
   std::string m_peer_ip;  // numeric server address as seen on the control connection
+  std::optional<expectation_hint> m_hint;  // why shared memory is impossible for this pair
   const timeouts& t() const { return m_options.config.timeouts; }
 };
 
@@ -101,14 +111,21 @@ void client_run::hello() {
                    {"tool", tool_context()}},
                   "hello", t().handshake);
   const nlohmann::json reply = m_channel->expect(msg_type::hello, "hello", t().handshake);
+  const nlohmann::json me = host_context();
+  if (const auto blocked = shared_memory_blocked(
+          compare_hosts(me, reply.value("host", nlohmann::json::object()))))
+    m_hint = expectation_hint{blocked->cause, blocked->fix};
   m_out.report_context({{"tool", tool_context()},
                         {"argv", m_options.argv},
                         {"time_utc", utc_timestamp()},
                         {"server_address", m_options.server.to_string()},
+                        {"server_ip", m_peer_ip},
+                        {"server_listen", reply.value("listen", std::string())},
                         {"control_iface", m_iface},
                         {"config", m_options.config},
-                        {"client", host_context()},
+                        {"client", me},
                         {"server", reply.value("host", nlohmann::json::object())},
+                        {"server_tool", reply.value("tool", nlohmann::json::object())},
                         {"env",
                          {{"client", relevant_environment()},
                           {"server", reply.value("env", nlohmann::json::object())}}}});
@@ -127,7 +144,7 @@ run_summary client_run::run() {
     } else {
       try {
         r = run_case(c);
-        apply_expectations(m_options.expectations, r);
+        apply_expectations(m_options.expectations, r, m_hint);
       } catch (const control_lost& e) {
         sum.aborted = true;
         r.test = c;
@@ -173,7 +190,7 @@ case_result client_run::run_case(const test_case& c) {
   } catch (const case_skipped& e) {
     return ended(std::move(r), case_status::skipped, e.what());
   } catch (const step_error& e) {
-    return ended(std::move(r), status_of(e.kind()), e.what());
+    return failed(std::move(r), e);
   } catch (const std::exception& e) {
     return ended(std::move(r), case_status::error, format_where(at(label + " setup"), e.what()));
   }
@@ -199,7 +216,7 @@ case_result client_run::run_case(const test_case& c) {
   try {
     session->connect(from_hex(reply.at("address").get<std::string>()), reply.at("regions"));
   } catch (const step_error& e) {
-    return ended(std::move(r), status_of(e.kind()), e.what());
+    return failed(std::move(r), e);
   } catch (const std::exception& e) {
     return ended(std::move(r), case_status::error,
                  format_where(at(label + " data connect"), e.what()));
@@ -224,8 +241,7 @@ case_result client_run::run_case(const test_case& c) {
     const server_view theirs = phase(*session, "measure", r.iterations, mine);
     compose(r, *session, mine, theirs);
   } catch (const step_error& e) {
-    r.status = status_of(e.kind());
-    r.message = e.what();
+    r = failed(std::move(r), e);
   }
   return r;
 }

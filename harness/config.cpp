@@ -125,6 +125,7 @@ void to_json(nlohmann::json& j, const test_case& c) {
                      {"iface", c.iface},
                      {"memory", {to_string(c.client_memory), to_string(c.server_memory)}},
                      {"size_bytes", c.size_bytes}};
+  if (!c.target.empty()) j["target"] = c.target;
 }
 
 void from_json(const nlohmann::json& j, test_case& c) {
@@ -134,6 +135,7 @@ void from_json(const nlohmann::json& j, test_case& c) {
   c.pattern = parse_pattern(j.at("pattern").get<std::string>());
   c.tls = j.value("tls", "");
   j.at("iface").get_to(c.iface);
+  c.target = j.value("target", "");
   const auto& mem = j.at("memory");
   if (!mem.is_array() || mem.size() != 2) throw usage_error("case memory must be [client, server]");
   c.client_memory = parse_memory_type(mem[0].get<std::string>());

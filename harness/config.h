@@ -68,6 +68,9 @@ struct test_case {
   pattern_kind pattern = pattern_kind::pingpong;
   std::string tls;    // transport set inside the library (UCX_TLS); "" = its default
   std::string iface;  // client-side interface; "" = let routing choose
+  // The server address the data path aims at, where a transport takes one (TCP); "" = the
+  // server's address on the interface's subnet, else the control connection's.
+  std::string target;
   memory_type client_memory = memory_type::host;
   memory_type server_memory = memory_type::host;
   std::uint64_t size_bytes = 0;

@@ -2,6 +2,9 @@
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/statvfs.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -80,6 +83,28 @@ nlohmann::json rdma_devices() {
   return out;
 }
 
+nlohmann::json process_context() {
+  nlohmann::json ns = nlohmann::json::object();
+  for (const char* kind : {"ipc", "pid", "net", "mnt", "user", "uts"}) {
+    std::error_code ec;
+    const auto target = std::filesystem::read_symlink(fmt::format("/proc/self/ns/{}", kind), ec);
+    if (!ec) ns[kind] = target.string();  // e.g. "ipc:[4026531839]"
+  }
+  nlohmann::json shm = nullptr;
+  struct stat st{};
+  struct statvfs vfs{};
+  if (::stat("/dev/shm", &st) == 0 && ::statvfs("/dev/shm", &vfs) == 0) {
+    shm = {{"device", fmt::format("{}:{}", major(st.st_dev), minor(st.st_dev))},
+           {"inode", static_cast<std::uint64_t>(st.st_ino)},
+           {"size_bytes", static_cast<std::uint64_t>(vfs.f_blocks) * vfs.f_frsize},
+           {"free_bytes", static_cast<std::uint64_t>(vfs.f_bavail) * vfs.f_frsize}};
+  }
+  return {{"pid", ::getpid()},
+          {"boot_id", read_first_line("/proc/sys/kernel/random/boot_id")},
+          {"namespaces", ns},
+          {"dev_shm", shm}};
+}
+
 nlohmann::json host_context() {
   utsname u{};
   ::uname(&u);
@@ -98,7 +123,9 @@ nlohmann::json host_context() {
                                                        static_cast<std::uint64_t>(page)
                                                  : 0},
           {"interfaces", list_interfaces()},
-          {"rdma_devices", rdma_devices()}};
+          {"hostname_addresses", hostname_addresses()},
+          {"rdma_devices", rdma_devices()},
+          {"process", process_context()}};
 }
 
 nlohmann::json relevant_environment() {

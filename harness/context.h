@@ -9,8 +9,12 @@ namespace pairperf {
 
 // name, version, git revision, build type, compiler, built-in transports.
 nlohmann::json tool_context();
-// hostname, kernel, OS, CPU model and count, memory, interfaces, RDMA devices.
+// hostname, kernel, OS, CPU model and count, memory, interfaces, RDMA devices, process.
 nlohmann::json host_context();
+// This process's place on the host: pid, boot id, namespace ids (ipc, pid, net, mnt, user, uts)
+// and /dev/shm (device, inode, size). Two processes on one host share memory only when these
+// allow it (see harness/pair.h).
+nlohmann::json process_context();
 // The environment variables that decide which path bytes take: UCX_*, NCCL_*, GLOO_*,
 // CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES. Only those that are set.
 nlohmann::json relevant_environment();

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "harness/errors.h"
+#include "harness/pair.h"
 #include "harness/units.h"
 
 namespace pairperf {
@@ -93,7 +94,8 @@ std::optional<double> latency(const sample_stats& s, const std::string& stat) {
 }
 
 // One check: {expect, seen, pass, why}.
-nlohmann::json check(const expectation& e, const case_result& r) {
+nlohmann::json check(const expectation& e, const case_result& r,
+                     const std::optional<expectation_hint>& hint) {
   nlohmann::json out{{"expect", e.text}};
   switch (e.what) {
     case expectation::metric::transport: {
@@ -116,6 +118,14 @@ nlohmann::json check(const expectation& e, const case_result& r) {
                      "not the "
                      "configuration asked for",
                      e.name, e.how == expectation::op::eq ? "among" : "absent from");
+      const bool about_shm = e.how == expectation::op::eq ? is_shared_memory_transport(e.name)
+                                                          : e.name == "tcp";
+      if (!pass && hint && about_shm) {
+        out["cause"] = hint->cause;
+        out["fix"] = hint->fix;
+        out["why"] = fmt::format("{}; cause: {}; fix: {}", out["why"].get<std::string>(),
+                                 hint->cause, hint->fix);
+      }
       return out;
     }
     case expectation::metric::bandwidth: {
@@ -211,7 +221,8 @@ bool applies(const expectation& e, const test_case& c) {
   return false;
 }
 
-void apply_expectations(const std::vector<expectation>& expectations, case_result& r) {
+void apply_expectations(const std::vector<expectation>& expectations, case_result& r,
+                        const std::optional<expectation_hint>& hint) {
   if (r.status != case_status::ok) return;
   nlohmann::json checks = nlohmann::json::array();
   std::vector<std::string> missed;
@@ -219,7 +230,7 @@ void apply_expectations(const std::vector<expectation>& expectations, case_resul
     if (!applies(e, r.test)) continue;
     if (e.what == expectation::metric::bandwidth && !r.bandwidth_Bps) continue;
     if (e.what == expectation::metric::latency && !r.latency_s) continue;
-    nlohmann::json c = check(e, r);
+    nlohmann::json c = check(e, r, hint);
     if (!c.at("pass").get<bool>()) missed.push_back(c.at("why").get<std::string>());
     checks.push_back(std::move(c));
   }

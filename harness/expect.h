@@ -35,8 +35,17 @@ expectation parse_expectation(const std::string& text);
 // Whether the expectation can say anything about this case (size and pattern fit).
 bool applies(const expectation& e, const test_case& c);
 
+// What the pair's facts say about a missed transport expectation (harness/pair.h): on one host,
+// namespaces that forbid shared memory explain a tcp fallback.
+struct expectation_hint {
+  std::string cause;
+  std::string fix;
+};
+
 // Checks every applicable expectation against an ok result; on a miss sets status fail and its
-// message. Always fills r.verdict when any expectation applied.
-void apply_expectations(const std::vector<expectation>& expectations, case_result& r);
+// message. Always fills r.verdict when any expectation applied. A missed transport expectation
+// about shared memory (transport=posix|sysv|cma|..., transport!=tcp) carries `hint` when given.
+void apply_expectations(const std::vector<expectation>& expectations, case_result& r,
+                        const std::optional<expectation_hint>& hint = std::nullopt);
 
 }  // namespace pairperf

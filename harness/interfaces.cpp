@@ -3,6 +3,8 @@
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <ifaddrs.h>
+#include <netdb.h>
+#include <unistd.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netpacket/packet.h>
@@ -164,6 +166,35 @@ bool in_subnet(const iface_address& net, const std::string& address) {
     bits -= take;
   }
   return true;
+}
+
+bool is_loopback(const std::string& address) {
+  return address.rfind("127.", 0) == 0 || address == "::1";
+}
+
+bool is_link_local(const std::string& address) {
+  return address.rfind("fe80", 0) == 0 || address.rfind("169.254.", 0) == 0;
+}
+
+std::vector<std::string> hostname_addresses() {
+  std::string host(256, '\0');
+  if (::gethostname(host.data(), host.size()) != 0) return {};
+  host.resize(host.find('\0'));
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return {};
+  std::vector<std::string> out;
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    std::array<char, NI_MAXHOST> text{};
+    if (::getnameinfo(a->ai_addr, a->ai_addrlen, text.data(), text.size(), nullptr, 0,
+                      NI_NUMERICHOST) == 0 &&
+        std::find(out.begin(), out.end(), text.data()) == out.end())
+      out.emplace_back(text.data());
+  }
+  ::freeaddrinfo(found);
+  return out;
 }
 
 }  // namespace pairperf

@@ -41,6 +41,15 @@ std::optional<interface_info> find_interface(const std::string& name);
 // The name of the interface that holds this numeric address, or "" if none does.
 std::string interface_of_address(const std::string& address);
 
+// 127.0.0.0/8 and ::1.
+bool is_loopback(const std::string& address);
+// fe80::/10 and 169.254.0.0/16: meaningless beyond the link (and, for IPv6, without a scope id).
+bool is_link_local(const std::string& address);
+
+// The numeric addresses this host's name resolves to (/etc/hosts or DNS), e.g. what gloo binds
+// when GLOO_SOCKET_IFNAME is unset. Empty if it does not resolve.
+std::vector<std::string> hostname_addresses();
+
 // Whether `address` lies in the subnet of `net` (same family, same first prefix_len bits).
 bool in_subnet(const iface_address& net, const std::string& address);
 

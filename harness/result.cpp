@@ -65,6 +65,7 @@ void from_json(const nlohmann::json& j, bandwidth& b) {
 void to_json(nlohmann::json& j, const case_result& r) {
   j = nlohmann::json{{"case", r.test}, {"status", to_string(r.status)}};
   if (!r.message.empty()) j["message"] = r.message;
+  if (!r.error_code.empty()) j["error_code"] = r.error_code;
   if (r.status != case_status::ok && r.status != case_status::fail && r.iterations == 0) return;
   j["iterations"] = r.iterations;
   j["warmup_iterations"] = r.warmup_iterations;
@@ -96,6 +97,7 @@ void from_json(const nlohmann::json& j, case_result& r) {
   j.at("case").get_to(r.test);
   r.status = parse_case_status(j.at("status").get<std::string>());
   r.message = j.value("message", "");
+  r.error_code = j.value("error_code", "");
   r.iterations = j.value("iterations", std::uint64_t{0});
   r.warmup_iterations = j.value("warmup_iterations", std::uint64_t{0});
   r.window = j.value("window", 0U);

@@ -54,7 +54,8 @@ struct validation {
 struct case_result {
   test_case test;
   case_status status = case_status::ok;
-  std::string message;  // why, for every status but ok
+  std::string message;     // why, for every status but ok
+  std::string error_code;  // the errno behind an error or unreachable case, e.g. "ENETUNREACH"
 
   std::uint64_t iterations = 0;
   std::uint64_t warmup_iterations = 0;

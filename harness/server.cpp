@@ -77,6 +77,7 @@ bool client_handler::hello() {
   m_channel.send(msg_type::hello,
                  {{"protocol", control_protocol_version},
                   {"tool", tool_context()},
+                  {"listen", m_listen_host},
                   {"host", host_context()},
                   {"env", relevant_environment()}},
                  "hello", m_options.timeouts.handshake);

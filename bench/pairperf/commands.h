@@ -17,5 +17,6 @@ struct command {
 command add_run(CLI::App& root, const std::vector<std::string>& argv);
 command add_server(CLI::App& root);
 command add_info(CLI::App& root);
+command add_doctor(CLI::App& root, const std::vector<std::string>& argv);
 
 }  // namespace pairperf::cli

@@ -32,7 +32,7 @@ bool reap_within(pid_t pid, std::chrono::milliseconds limit) {
 
 }  // namespace
 
-local_server::local_server(std::chrono::nanoseconds timeout) {
+local_server::local_server(std::chrono::nanoseconds timeout, bool once) : m_once(once) {
   std::array<int, 2> pipe_fds{};
   if (::pipe2(pipe_fds.data(), O_CLOEXEC) != 0)
     throw std::runtime_error(fmt::format("pipe: {}", std::strerror(errno)));
@@ -44,9 +44,10 @@ local_server::local_server(std::chrono::nanoseconds timeout) {
     // Child: fd 3 is the ready pipe (dup2 clears close-on-exec); run this same binary.
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlive the client that started us
     ::dup2(write_end.get(), 3);
-    const char* args[] = {
-        "pairperf",   "server", "--listen", "127.0.0.1",      "--port", "0",    "--once",
-        "--ready-fd", "3",      "--quiet",  "--timeout-idle", "30s",    nullptr};
+    const char* args[] = {"pairperf", "server",         "--listen", "127.0.0.1",
+                          "--port",   "0",              "--ready-fd", "3",
+                          "--quiet",  "--timeout-idle", "30s",      once ? "--once" : nullptr,
+                          nullptr};
     ::execv("/proc/self/exe", const_cast<char* const*>(args));
     ::_exit(127);
   }
@@ -79,7 +80,7 @@ std::uint16_t local_server::wait_for_port(int fd, std::chrono::nanoseconds timeo
 
 local_server::~local_server() {
   if (m_pid <= 0) return;
-  if (reap_within(m_pid, std::chrono::milliseconds(1500))) return;
+  if (m_once && reap_within(m_pid, std::chrono::milliseconds(1500))) return;
   ::kill(m_pid, SIGTERM);
   if (reap_within(m_pid, std::chrono::milliseconds(1000))) return;
   ::kill(m_pid, SIGKILL);

@@ -1,6 +1,6 @@
 #pragma once
 // `pairperf run` without a peer: a server in a separate process on 127.0.0.1, started from this
-// very binary, serving one client.
+// very binary, serving one client (run) or several in turn (doctor).
 #include <sys/types.h>
 
 #include <chrono>
@@ -12,10 +12,12 @@ namespace pairperf::cli {
 class local_server {
  public:
   // Starts the server and waits (at most `timeout`) for it to report its port.
-  explicit local_server(std::chrono::nanoseconds timeout);
+  // `once`: it serves one client and exits; otherwise it serves clients until destroyed.
+  explicit local_server(std::chrono::nanoseconds timeout, bool once = true);
   local_server(const local_server&) = delete;
   local_server& operator=(const local_server&) = delete;
-  // Waits up to 1.5 s for it to exit after its one client, then ends it by PID.
+  // Waits up to 1.5 s for a --once server to exit after its client, then ends it by PID (at
+  // once for a server of several clients).
   ~local_server();
 
   [[nodiscard]] std::uint16_t port() const noexcept { return m_port; }
@@ -23,6 +25,7 @@ class local_server {
  private:
   static std::uint16_t wait_for_port(int fd, std::chrono::nanoseconds timeout);
   pid_t m_pid = -1;
+  bool m_once = true;
   std::uint16_t m_port = 0;
 };
 

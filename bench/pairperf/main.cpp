@@ -17,7 +17,8 @@ int main(int argc, char** argv) {
   const std::vector<std::string> args(argv, argv + argc);
   const std::vector<pairperf::cli::command> commands{pairperf::cli::add_run(app, args),
                                                      pairperf::cli::add_server(app),
-                                                     pairperf::cli::add_info(app)};
+                                                     pairperf::cli::add_info(app),
+                                                     pairperf::cli::add_doctor(app, args)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -30,11 +30,6 @@ void apply_buffers(int fd, const transport_options& o) {
     set_int(fd, SOL_SOCKET, SO_RCVBUF, static_cast<int>(o.recv_buffer_bytes));
 }
 
-bool is_loopback(const std::string& address) {
-  return address.rfind("127.", 0) == 0 || address == "::1";
-}
-bool is_link_local(const std::string& address) { return address.rfind("fe80", 0) == 0; }
-
 int get_int(int fd, int level, int name) {
   int value = 0;
   socklen_t len = sizeof(value);
@@ -168,6 +163,7 @@ void tcp_transport::connect_as_client(const std::string& peer_json) {
     m_bound_iface = m_params.test.iface;
     m_bind_method = "device";
   }
+  if (!m_params.test.target.empty()) host = m_params.test.target;
   connect_options options;
   options.iface = m_bound_iface;
   options.timeout = m_params.connect_timeout;

@@ -1,0 +1,101 @@
+#include <fmt/format.h>
+
+#include <fstream>
+#include <memory>
+#include <optional>
+
+#include "bench/pairperf/commands.h"
+#include "bench/pairperf/local_server.h"
+#include "harness/control.h"
+#include "harness/doctor.h"
+#include "harness/errors.h"
+#include "harness/units.h"
+
+namespace pairperf::cli {
+namespace {
+
+struct doctor_args {
+  std::string peer;
+  std::vector<std::string> ifaces;
+  std::string size = "1M";
+  std::string probe_timeout = "2s";
+  std::string duration = "0.2s";
+  bool no_ucx = false;
+  std::string json;
+  std::string units = "GB";
+  std::string token;
+  bool quiet = false;
+};
+
+int doctor_command(const doctor_args& a, const std::vector<std::string>& argv) {
+  doctor_options o;
+  o.ifaces = a.ifaces;
+  o.size_bytes = parse_size(a.size);
+  if (o.size_bytes == 0) throw usage_error("--size must be at least 1 byte");
+  o.probe_timeout = parse_duration(a.probe_timeout);
+  o.duration = parse_duration(a.duration);
+  if (o.probe_timeout <= std::chrono::nanoseconds(0) || o.duration <= std::chrono::nanoseconds(0))
+    throw usage_error("--probe-timeout and --duration must be positive");
+  o.ucx = !a.no_ucx;
+  o.token = a.token;
+  o.argv = argv;
+  const rate_unit unit = parse_rate_unit(a.units);
+  const bool json_stdout = a.json == "-";
+
+  std::optional<local_server> local;
+  if (a.peer.empty()) {
+    local.emplace(std::chrono::seconds(8), false);
+    o.server = endpoint{"127.0.0.1", local->port()};
+  } else {
+    o.server = parse_endpoint(a.peer, default_control_port);
+  }
+  doctor_report r;
+  try {
+    r = run_doctor(o, a.quiet || json_stdout ? nullptr : stderr);
+  } catch (const step_error& e) {
+    fmt::print(stderr, "pairperf doctor: cannot reach the pairperf server: {}\n", e.what());
+    return 1;
+  }
+  const nlohmann::json j = r;
+  if (json_stdout) {
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    if (!a.quiet) print_report(stdout, r, unit);
+    if (!a.json.empty()) {
+      std::ofstream f(a.json);
+      f << j.dump(2) << '\n';
+      if (!f) throw std::runtime_error(fmt::format("cannot write {}", a.json));
+      if (!a.quiet) fmt::print("\nreport: {}\n", a.json);
+    }
+  }
+  return exit_code(r);
+}
+
+}  // namespace
+
+command add_doctor(CLI::App& root, const std::vector<std::string>& argv) {
+  auto a = std::make_shared<doctor_args>();
+  CLI::App* app = root.add_subcommand(
+      "doctor",
+      "Diagnose a pair: which interfaces reach the server and how fast, UCX per interface, fast "
+      "path or fallback, and the UCX/NCCL/gloo interface variables of both sides");
+  app->add_option("peer", a->peer,
+                  "pairperf server host[:port]; none = a local server on 127.0.0.1");
+  app->add_option("-i,--iface", a->ifaces, "Only these local interfaces (repeatable)")
+      ->delimiter(',');
+  app->add_option("-s,--size", a->size, "Message size of the bandwidth probes")
+      ->capture_default_str();
+  app->add_option("--probe-timeout", a->probe_timeout, "Bound on each connection attempt")
+      ->capture_default_str();
+  app->add_option("-d,--duration", a->duration, "Time budget of each bandwidth probe")
+      ->capture_default_str();
+  app->add_flag("--no-ucx", a->no_ucx, "Probe with TCP only");
+  app->add_option("--json", a->json, "Also write the report as JSON to this file ('-': stdout only)");
+  app->add_option("--units", a->units, "Bandwidth display: GB (1e9 B/s) or GiB")
+      ->capture_default_str();
+  app->add_option("--token", a->token, "Token the server requires");
+  app->add_flag("-q,--quiet", a->quiet, "No report on stdout (exit code and --json only)");
+  return command{app, [a, argv] { return doctor_command(*a, argv); }};
+}
+
+}  // namespace pairperf::cli

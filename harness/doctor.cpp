@@ -1,0 +1,478 @@
+#include "harness/doctor.h"
+
+#include <fmt/format.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <map>
+
+#include "harness/client.h"
+#include "harness/context.h"
+#include "harness/reporter.h"
+#include "transports/registry.h"
+
+namespace pairperf {
+namespace {
+
+constexpr const char* tcp_probe_test = "tcp_bw";
+constexpr const char* ucx_probe_test = "tag_bw";
+constexpr const char* ucx_latency_test = "tag_lat";
+
+// Collects what run_client reports; prints one line per probe as it starts.
+class collector final : public reporter {
+ public:
+  explicit collector(std::FILE* progress) : m_progress(progress) {}
+  void report_context(const nlohmann::json& c) override {
+    if (context.is_null()) context = c;
+  }
+  void case_started(const test_case& t, std::size_t total) override {
+    if (m_progress == nullptr) return;
+    fmt::print(m_progress, "  [{}/{}] {} {} on {}{}\n", t.index + 1, total, t.transport, t.test,
+               t.iface.empty() ? "routed" : t.iface, t.target.empty() ? "" : " -> " + t.target);
+    std::fflush(m_progress);
+  }
+  void report_result(const case_result& r) override { results.push_back(r); }
+  void finalize() override {}
+
+  nlohmann::json context;
+  std::vector<case_result> results;
+
+ private:
+  std::FILE* m_progress;
+};
+
+test_case make_case(const std::string& transport, const std::string& test, std::uint64_t size) {
+  const test_spec* spec = transport_registry::instance().find_test(transport, test);
+  test_case c;
+  c.transport = transport;
+  c.test = test;
+  c.pattern = spec != nullptr ? spec->pattern : pattern_kind::stream_uni;
+  c.size_bytes = size;
+  return c;
+}
+
+client_options base_options(const doctor_options& o) {
+  client_options c;
+  c.server = o.server;
+  c.token = o.token;
+  c.argv = o.argv;
+  c.config.duration = o.duration;
+  c.config.timeouts.connect = o.probe_timeout;
+  c.config.timeouts.handshake = std::max<std::chrono::nanoseconds>(o.probe_timeout,
+                                                                   std::chrono::seconds(2));
+  c.config.timeouts.per_case =
+      std::max<std::chrono::nanoseconds>(o.duration * 10, std::chrono::seconds(3));
+  return c;
+}
+
+std::vector<case_result> run_cases(const doctor_options& o, std::vector<test_case> cases,
+                                   std::FILE* progress, nlohmann::json* context) {
+  client_options c = base_options(o);
+  for (std::size_t i = 0; i < cases.size(); ++i) cases[i].index = i;
+  c.cases = std::move(cases);
+  collector out(progress);
+  run_client(c, out);
+  if (context != nullptr) *context = out.context;
+  return std::move(out.results);
+}
+
+std::vector<interface_info> interfaces_of(const nlohmann::json& host) {
+  std::vector<interface_info> out;
+  if (!host.is_object() || !host.contains("interfaces")) return out;
+  for (const auto& j : host.at("interfaces")) {
+    interface_info info = j.get<interface_info>();
+    if (info.up && !info.addresses.empty()) out.push_back(std::move(info));
+  }
+  return out;
+}
+
+std::vector<std::string> names_of(const std::vector<interface_info>& list) {
+  std::vector<std::string> out;
+  for (const auto& i : list) out.push_back(i.name);
+  return out;
+}
+
+double best_rate(const case_result& r) {
+  if (r.status != case_status::ok || !r.bandwidth_Bps) return 0;
+  return r.bandwidth_Bps->receiver_Bps.value_or(r.bandwidth_Bps->sender_Bps.value_or(0));
+}
+
+// The side's view of the matrix: which of its interfaces were tried, which reached, fastest first.
+void fill_reach(side_view& s, const std::vector<probe_result>& cells, bool local) {
+  std::map<std::string, double> best;
+  for (const auto& cell : cells) {
+    const std::string& name = local ? cell.target.local_iface : cell.target.peer_iface;
+    s.tested.insert(name);
+    if (cell.result.status == case_status::ok) {
+      s.reaching.insert(name);
+      best[name] = std::max(best[name], best_rate(cell.result));
+    }
+  }
+  std::vector<std::pair<double, std::string>> order;
+  for (const auto& [name, rate] : best) order.emplace_back(rate, name);
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  for (const auto& [rate, name] : order) s.ranked.push_back(name);
+}
+
+side_view make_side(const std::string& name, const nlohmann::json& host, const nlohmann::json& env,
+                    const nlohmann::json& tool) {
+  side_view s;
+  s.name = name;
+  if (env.is_object()) s.env = env;
+  const auto ifaces = interfaces_of(host);
+  s.ifaces = names_of(ifaces);
+  if (host.is_object()) {
+    for (const auto& d : host.value("rdma_devices", nlohmann::json::array()))
+      s.rdma.push_back(d.value("name", std::string()));
+    const auto addrs = host.value("hostname_addresses", std::vector<std::string>());
+    // gloo takes the first address the name resolves to; prefer what getaddrinfo lists first.
+    if (!addrs.empty()) s.hostname_address = addrs.front();
+    for (const auto& i : ifaces) {
+      for (const auto& a : i.addresses) {
+        if (a.address == s.hostname_address) s.hostname_iface = i.name;
+      }
+    }
+    if (host.contains("gpus") && host.at("gpus").is_array())
+      s.gpus = host.at("gpus").get<std::vector<gpu_info>>();
+  }
+  if (tool.is_object() && tool.contains("libraries")) {
+    const auto& libs = tool.at("libraries");
+    if (libs.contains("ucx"))
+      s.ucx_transports = libs.at("ucx").value("transports", std::vector<std::string>());
+  }
+  return s;
+}
+
+std::string cell_text(const case_result& r, rate_unit unit, std::chrono::nanoseconds timeout) {
+  switch (r.status) {
+    case case_status::ok:
+      return format_rate(best_rate(r), unit);
+    case case_status::skipped:
+      return "skipped";
+    default:
+      break;
+  }
+  if (r.error_code == "ETIMEDOUT")
+    return fmt::format("timeout ({})",
+                       format_seconds(static_cast<double>(timeout.count()) * 1e-9));
+  if (!r.error_code.empty()) return r.error_code;
+  // UCX reports a status string, not an errno: show the part after the last colon.
+  const auto colon = r.message.rfind(": ");
+  std::string tail = colon == std::string::npos ? r.message : r.message.substr(colon + 2);
+  if (tail.size() > 40) tail = tail.substr(0, 37) + "...";
+  return fmt::format("{} ({})", to_string(r.status), tail);
+}
+
+const char* const variables[] = {"UCX_TLS",         "UCX_NET_DEVICES",      "NCCL_SOCKET_IFNAME",
+                                 "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA",       "CUDA_VISIBLE_DEVICES",
+                                 "NVIDIA_VISIBLE_DEVICES"};
+
+std::string env_value(const side_view& s, const char* name) {
+  const auto it = s.env.find(name);
+  return it != s.env.end() && it->is_string() ? it->get<std::string>() : "(unset)";
+}
+
+}  // namespace
+
+std::vector<probe_target> plan_matrix(const std::vector<interface_info>& local,
+                                      const std::vector<interface_info>& peer,
+                                      const std::string& control_peer_ip,
+                                      const std::string& server_listen,
+                                      const std::vector<std::string>& only) {
+  const bool loop_control = is_loopback(control_peer_ip);
+  const bool any = server_listen.empty() || server_listen == "::";
+  const auto listened = [&](const iface_address& a) {
+    if (any) return true;
+    if (server_listen == "0.0.0.0") return a.family == AF_INET;
+    return a.address == server_listen;
+  };
+  std::vector<probe_target> out;
+  for (const auto& l : local) {
+    if (!only.empty() && std::find(only.begin(), only.end(), l.name) == only.end()) continue;
+    for (const auto& p : peer) {
+      for (const auto& a : p.addresses) {
+        if (is_link_local(a.address) || !listened(a)) continue;
+        const bool peer_lo = is_loopback(a.address);
+        if (loop_control ? !(l.loopback && peer_lo) : (l.loopback || peer_lo)) continue;
+        const bool family_ok = std::any_of(l.addresses.begin(), l.addresses.end(),
+                                           [&](const iface_address& mine) {
+                                             return mine.family == a.family &&
+                                                    !is_link_local(mine.address);
+                                           });
+        if (family_ok) out.push_back(probe_target{l.name, p.name, a.address});
+      }
+    }
+  }
+  return out;
+}
+
+std::chrono::nanoseconds doctor_bound(const doctor_options& o, std::size_t tcp_cells,
+                                      std::size_t ucx_cells, std::size_t path_cases) {
+  const client_options c = base_options(o);
+  const auto& t = c.config.timeouts;
+  // A case: set-up reply, data connect, then warm-up and measurement (each a run request, the
+  // pattern and the results), as client.cpp bounds them.
+  const auto per_case = (t.per_case + t.connect) + t.connect +
+                        2 * (t.handshake + (t.per_case + t.connect) + (t.per_case + t.handshake));
+  const auto per_run = t.connect + 2 * t.handshake;  // control connect, hello, bye
+  return 3 * per_run + static_cast<long>(tcp_cells + ucx_cells + path_cases) * per_case;
+}
+
+void analyze(doctor_report& r) {
+  const nlohmann::json& ctx = r.context;
+  const auto part = [&](const char* key) {
+    return ctx.is_object() && ctx.contains(key) ? ctx.at(key) : nlohmann::json::object();
+  };
+  const nlohmann::json env = part("env");
+  r.client = make_side("client", part("client"), env.value("client", nlohmann::json::object()),
+                       part("tool"));
+  r.server = make_side("server", part("server"), env.value("server", nlohmann::json::object()),
+                       part("server_tool"));
+  fill_reach(r.client, r.tcp, true);
+  fill_reach(r.server, r.tcp, false);
+  r.pair = compare_hosts(part("client"), part("server"));
+  r.client.loopback_reaches_peer = r.server.loopback_reaches_peer = r.pair.same_net;
+  r.findings = check_variables(r.client, r.server);
+
+  if (r.tcp.empty()) {
+    r.findings.push_back(finding{"pair", "interfaces",
+                                 "no local interface pairs with an address the server advertises "
+                                 "(check --iface, and that both sides have addresses up)",
+                                 "bring up an interface on the server's subnet"});
+  } else if (r.client.reaching.empty()) {
+    r.findings.push_back(finding{
+        "pair", "interfaces",
+        fmt::format("no interface of the client reaches any address of the server over TCP "
+                    "(tried {} pairs); only the control connection got through",
+                    r.tcp.size()),
+        "check routes and firewalls between the pair's data interfaces"});
+  }
+  for (const auto& u : r.ucx) {
+    if (u.result.status == case_status::ok || u.result.status == case_status::skipped) continue;
+    if (r.client.reaching.count(u.target.local_iface) == 0) continue;
+    r.findings.push_back(finding{
+        "client", "UCX_NET_DEVICES",
+        fmt::format("TCP reaches the server from {}, but UCX over tcp with UCX_NET_DEVICES={} "
+                    "fails: {}",
+                    u.target.local_iface, u.target.local_iface, u.result.message),
+        "run with UCX_LOG_LEVEL=info on both sides; check UCX_TCP_* options and the server's "
+        "UCX_NET_DEVICES"});
+  }
+  r.verdict.reset();
+  if (!r.path.empty()) {
+    r.verdict = judge_host_path(r.pair, r.path.front());
+    const auto& v = *r.verdict;
+    if (v.verdict == "failed" || v.verdict.rfind("fallback", 0) == 0) {
+      r.findings.push_back(finding{
+          "pair", "path",
+          fmt::format("expected {}, UCX used {}: {}; cause: {}", v.expected, v.seen, v.verdict,
+                      v.cause),
+          v.fix});
+    }
+  }
+}
+
+doctor_report run_doctor(const doctor_options& o, std::FILE* progress) {
+  const auto start = std::chrono::steady_clock::now();
+  doctor_report r;
+  r.probe_timeout = o.probe_timeout;
+  run_cases(o, {}, nullptr, &r.context);  // hello only: the server's interfaces and variables
+
+  const bool with_ucx = o.ucx && transport_registry::instance().find("ucx") != nullptr;
+  const auto targets =
+      plan_matrix(usable_interfaces(), interfaces_of(r.context.value("server", nlohmann::json())),
+                  r.context.value("server_ip", std::string()),
+                  r.context.value("server_listen", std::string()), o.ifaces);
+  std::vector<test_case> cases;
+  for (const auto& t : targets) {
+    test_case c = make_case("tcp", tcp_probe_test, o.size_bytes);
+    c.iface = t.local_iface;
+    c.target = t.peer_address;
+    cases.push_back(c);
+  }
+  std::vector<std::string> ucx_ifaces;
+  for (const auto& t : targets) {
+    if (std::find(ucx_ifaces.begin(), ucx_ifaces.end(), t.local_iface) == ucx_ifaces.end())
+      ucx_ifaces.push_back(t.local_iface);
+  }
+  if (with_ucx) {
+    for (const auto& name : ucx_ifaces) {
+      test_case c = make_case("ucx", ucx_probe_test, o.size_bytes);
+      c.tls = "tcp";
+      c.iface = name;
+      cases.push_back(c);
+    }
+  }
+  const std::size_t path_cases = with_ucx ? 2 : 0;
+  r.bound = doctor_bound(o, targets.size(), with_ucx ? ucx_ifaces.size() : 0, path_cases);
+  if (progress != nullptr) {
+    fmt::print(progress,
+               "pairperf doctor: {} interface pair(s){}; every probe ends within its timeouts, "
+               "all within {}\n",
+               targets.size(),
+               with_ucx ? fmt::format(", {} UCX interface(s), the UCX path", ucx_ifaces.size())
+                        : std::string(),
+               format_seconds(static_cast<double>(r.bound.count()) * 1e-9));
+  }
+  const auto results = run_cases(o, cases, progress, nullptr);
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    if (i < targets.size()) {
+      r.tcp.push_back(probe_result{targets[i], results[i]});
+    } else {
+      const auto& name = ucx_ifaces[i - targets.size()];
+      r.ucx.push_back(probe_result{probe_target{name, "", ""}, results[i]});
+    }
+  }
+  analyze(r);  // ranks the interfaces for the path cases
+
+  if (with_ucx && !r.client.ranked.empty()) {
+    // UCX's own choice of transports, as an application with this environment gets it; pinned
+    // to the best interface unless the environment already names devices.
+    const bool env_devices = r.client.env.contains("UCX_NET_DEVICES");
+    r.path_iface = env_devices ? std::string() : r.client.ranked.front();
+    test_case bw = make_case("ucx", ucx_probe_test, o.size_bytes);
+    test_case lat = make_case("ucx", ucx_latency_test, 8);
+    bw.iface = lat.iface = r.path_iface;
+    r.path = run_cases(o, {bw, lat}, progress, nullptr);
+    analyze(r);
+  }
+  r.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+void to_json(nlohmann::json& j, const doctor_report& r) {
+  const auto cells = [](const std::vector<probe_result>& list) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& c : list) {
+      nlohmann::json cell{{"local_iface", c.target.local_iface}, {"result", c.result}};
+      if (!c.target.peer_address.empty()) {
+        cell["peer_iface"] = c.target.peer_iface;
+        cell["peer_address"] = c.target.peer_address;
+      }
+      cell["reachable"] = c.result.status == case_status::ok;
+      out.push_back(std::move(cell));
+    }
+    return out;
+  };
+  const auto side = [](const side_view& s) {
+    nlohmann::json vars = nlohmann::json::object();
+    for (const char* v : variables) vars[v] = s.env.contains(v) ? s.env.at(v) : nlohmann::json();
+    return nlohmann::json{{"interfaces", s.ifaces},
+                          {"reaching", s.ranked},
+                          {"variables", vars},
+                          {"recommended",
+                           s.ranked.empty() ? nlohmann::json()
+                                            : nlohmann::json{{"UCX_NET_DEVICES", s.ranked.front()},
+                                                             {"NCCL_SOCKET_IFNAME", s.ranked.front()},
+                                                             {"GLOO_SOCKET_IFNAME", s.ranked.front()}}},
+                          {"hostname_address", s.hostname_address},
+                          {"hostname_iface", s.hostname_iface}};
+  };
+  j = {{"schema", "pairperf.doctor"},
+       {"schema_version", "1.0.0"},
+       {"context", r.context},
+       {"tcp", cells(r.tcp)},
+       {"ucx", cells(r.ucx)},
+       {"path", r.path},
+       {"path_iface", r.path_iface},
+       {"pair", r.pair},
+       {"verdict", r.verdict ? nlohmann::json(*r.verdict) : nlohmann::json()},
+       {"client", side(r.client)},
+       {"server", side(r.server)},
+       {"findings", r.findings},
+       {"bound_s", static_cast<double>(r.bound.count()) * 1e-9},
+       {"elapsed_s", r.elapsed_s}};
+}
+
+void print_report(std::FILE* out, const doctor_report& r, rate_unit unit) {
+  const auto& ctx = r.context;
+  const std::string server_host =
+      ctx.contains("server") ? ctx.at("server").value("hostname", std::string("?")) : "?";
+  const std::string client_host =
+      ctx.contains("client") ? ctx.at("client").value("hostname", std::string("?")) : "?";
+  fmt::print(out, "\npairperf doctor: {} -> {} ({}), {:.1f} s\n", client_host,
+             ctx.value("server_address", std::string("?")), server_host, r.elapsed_s);
+
+  const auto timeout = r.probe_timeout;
+  const std::string ucx_title = r.ucx.empty() ? "" : "UCX (UCX_TLS=tcp)";
+  fmt::print(out,
+             "\nInterface matrix: TCP connect and a {} stream from each local interface to each "
+             "server address{}\n",
+             format_size(r.tcp.empty() ? 0 : r.tcp.front().result.test.size_bytes),
+             r.ucx.empty() ? "" : "; UCX over tcp with UCX_NET_DEVICES=<local interface>");
+  fmt::print(out, "  {:<12} {:<40} {:<28} {}\n", "LOCAL", "SERVER ADDRESS (INTERFACE)", "TCP",
+             ucx_title);
+  std::string last;
+  for (const auto& c : r.tcp) {
+    std::string ucx_cell;
+    if (c.target.local_iface != last) {
+      for (const auto& u : r.ucx) {
+        if (u.target.local_iface == c.target.local_iface)
+          ucx_cell = cell_text(u.result, unit, timeout);
+      }
+    }
+    fmt::print(out, "  {:<12} {:<40} {:<28} {}\n",
+               c.target.local_iface == last ? "" : c.target.local_iface,
+               fmt::format("{} ({})", c.target.peer_address, c.target.peer_iface),
+               cell_text(c.result, unit, timeout), ucx_cell);
+    last = c.target.local_iface;
+  }
+  if (r.tcp.empty()) fmt::print(out, "  (no interface pair to probe)\n");
+
+  fmt::print(out, "\nRecommendation (interfaces that reach, fastest first):\n");
+  for (const side_view* s : {&r.client, &r.server}) {
+    if (s->ranked.empty()) {
+      fmt::print(out, "  {}: none reaches\n", s->name);
+      continue;
+    }
+    fmt::print(out, "  {}: {}\n", s->name, fmt::join(s->ranked, ", "));
+    const std::string& b = s->ranked.front();
+    fmt::print(out, "    export UCX_NET_DEVICES={} NCCL_SOCKET_IFNAME={} GLOO_SOCKET_IFNAME={}\n",
+               b, b, b);
+  }
+
+  fmt::print(out, "\nVariables:\n  {:<24} {:<24} {}\n", "", "CLIENT", "SERVER");
+  for (const char* v : variables)
+    fmt::print(out, "  {:<24} {:<24} {}\n", v, env_value(r.client, v), env_value(r.server, v));
+
+  const auto yes = [](bool b) { return b ? "yes" : "no"; };
+  if (r.pair.known) {
+    fmt::print(out, "\nPair: {}", r.pair.same_host ? "one host (same boot id)" : "two hosts");
+    if (r.pair.same_host) {
+      fmt::print(out, "; IPC namespace shared: {}; PID namespace shared: {}; /dev/shm shared: {}",
+                 yes(r.pair.same_ipc), yes(r.pair.same_pid), yes(r.pair.same_shm));
+      if (r.pair.client_shm_bytes)
+        fmt::print(out, " ({} on the client)", format_size(*r.pair.client_shm_bytes));
+    }
+    fmt::print(out, "\n");
+  }
+  if (r.verdict) {
+    const auto& v = *r.verdict;
+    std::string rates;
+    if (!r.path.empty() && r.path.front().status == case_status::ok)
+      rates = fmt::format(", {}", format_rate(best_rate(r.path.front()), unit));
+    if (r.path.size() > 1 && r.path[1].status == case_status::ok && r.path[1].latency_s)
+      rates += fmt::format(", {} one-way at 8 B", format_seconds(r.path[1].latency_s->p50));
+    fmt::print(out, "Path (UCX's default transports{}): expected {}; seen {}{} -> {}\n",
+               r.path_iface.empty() ? "" : ", UCX_NET_DEVICES=" + r.path_iface, v.expected,
+               v.seen, rates, v.verdict);
+    if (!v.cause.empty()) fmt::print(out, "  cause: {}\n", v.cause);
+    if (!v.fix.empty()) fmt::print(out, "  fix: {}\n", v.fix);
+  }
+
+  if (r.findings.empty()) {
+    fmt::print(out, "\nNo findings.\n");
+    return;
+  }
+  fmt::print(out, "\nFindings ({}):\n", r.findings.size());
+  std::size_t n = 0;
+  for (const auto& f : r.findings) {
+    fmt::print(out, "  {}. [{}] {}: {}\n     fix: {}\n", ++n, f.side, f.subject, f.problem, f.fix);
+  }
+}
+
+int exit_code(const doctor_report& r) { return r.findings.empty() ? 0 : 3; }
+
+}  // namespace pairperf

@@ -1,0 +1,89 @@
+#pragma once
+// `pairperf doctor PEER`: which interfaces reach a pairperf server, how fast, what UCX does on
+// each, whether the pair's host memory takes the fast path, and what the interface variables of
+// UCX, NCCL and gloo on both sides get wrong. Every probe is an ordinary case of the harness
+// (bounded by the same timeouts), so a black-hole address costs one probe timeout, never a hang.
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/interfaces.h"
+#include "harness/netvars.h"
+#include "harness/pair.h"
+#include "harness/result.h"
+#include "harness/socket.h"
+#include "harness/units.h"
+
+namespace pairperf {
+
+struct doctor_options {
+  endpoint server;
+  std::string token;
+  std::vector<std::string> ifaces;  // local interfaces to probe; empty = every usable one
+  std::uint64_t size_bytes = std::uint64_t{1} << 20;
+  std::chrono::nanoseconds probe_timeout = std::chrono::seconds(2);  // each connection attempt
+  std::chrono::nanoseconds duration = std::chrono::milliseconds(200);  // each bandwidth probe
+  bool ucx = true;  // also probe with UCX (when built with it)
+  std::vector<std::string> argv;
+};
+
+// One cell of the interface matrix: a local interface and one address the peer advertises.
+struct probe_target {
+  std::string local_iface;
+  std::string peer_iface;
+  std::string peer_address;
+};
+
+// Every local interface x every peer address it could use. Loopback pairs only with loopback and
+// only when the control connection is on loopback (then nothing else is probed: every other
+// address of a same-namespace peer is ours too); link-local addresses are left out.
+// `server_listen` is the address the server listens on ("", "0.0.0.0" or "::" for all of its
+// IPv4 / all of its addresses). `only` restricts the local interfaces (empty = all given).
+std::vector<probe_target> plan_matrix(const std::vector<interface_info>& local,
+                                      const std::vector<interface_info>& peer,
+                                      const std::string& control_peer_ip,
+                                      const std::string& server_listen,
+                                      const std::vector<std::string>& only);
+
+struct probe_result {
+  probe_target target;
+  case_result result;
+};
+
+struct doctor_report {
+  nlohmann::json context;           // as in a results file: tool, hosts, env of both sides
+  std::vector<probe_result> tcp;    // per cell: TCP connect and a short stream
+  std::vector<probe_result> ucx;    // per local interface: UCX_TLS=tcp, UCX_NET_DEVICES=it
+  std::vector<case_result> path;    // UCX's default transports between the pair
+  std::string path_iface;           // the interface the path cases were pinned to
+  pair_facts pair;
+  std::optional<path_verdict> verdict;
+  side_view client, server;
+  std::vector<finding> findings;
+  std::chrono::nanoseconds probe_timeout{};  // each connection attempt's bound
+  std::chrono::nanoseconds bound{};  // the most the probes could take, announced up front
+  double elapsed_s = 0;
+};
+
+// Everything after the measurements: side views, ranking, variable checks, path verdict,
+// findings. Reads report.context and the probe results; fills the rest.
+void analyze(doctor_report& report);
+
+// The worst case time of the probes, from the plan and the options.
+std::chrono::nanoseconds doctor_bound(const doctor_options& o, std::size_t tcp_cells,
+                                      std::size_t ucx_cells, std::size_t path_cases);
+
+// Connects to the server, probes, analyzes. Throws step_error when the server cannot be
+// reached at all (the control connection or its hello fails). `progress` (may be null) gets a
+// line per probe as it starts.
+doctor_report run_doctor(const doctor_options& o, std::FILE* progress);
+
+void to_json(nlohmann::json& j, const doctor_report& r);
+void print_report(std::FILE* out, const doctor_report& r, rate_unit unit);
+// 0: no finding; 3: findings (as a failed --expect).
+int exit_code(const doctor_report& r);
+
+}  // namespace pairperf
