@@ -201,7 +201,10 @@ std::vector<probe_target> plan_matrix(const std::vector<interface_info>& local,
                                              return mine.family == a.family &&
                                                     !is_link_local(mine.address);
                                            });
-        if (family_ok) out.push_back(probe_target{l.name, p.name, a.address});
+        const bool on_subnet =
+            std::any_of(l.addresses.begin(), l.addresses.end(),
+                        [&](const iface_address& mine) { return in_subnet(mine, a.address); });
+        if (family_ok) out.push_back(probe_target{l.name, p.name, a.address, on_subnet});
       }
     }
   }
@@ -309,11 +312,12 @@ doctor_report run_doctor(const doctor_options& o, std::FILE* progress) {
   r.bound = doctor_bound(o, targets.size(), with_ucx ? ucx_ifaces.size() : 0, path_cases);
   if (progress != nullptr) {
     fmt::print(progress,
-               "pairperf doctor: {} interface pair(s){}; every probe ends within its timeouts, "
-               "all within {}\n",
+               "pairperf doctor: {} interface pair(s){}; connection attempts time out after {}, "
+               "the whole probe within {}\n",
                targets.size(),
                with_ucx ? fmt::format(", {} UCX interface(s), the UCX path", ucx_ifaces.size())
                         : std::string(),
+               format_seconds(static_cast<double>(o.probe_timeout.count()) * 1e-9),
                format_seconds(static_cast<double>(r.bound.count()) * 1e-9));
   }
   const auto results = run_cases(o, cases, progress, nullptr);
@@ -350,6 +354,7 @@ void to_json(nlohmann::json& j, const doctor_report& r) {
       if (!c.target.peer_address.empty()) {
         cell["peer_iface"] = c.target.peer_iface;
         cell["peer_address"] = c.target.peer_address;
+        cell["on_subnet"] = c.target.on_subnet;
       }
       cell["reachable"] = c.result.status == case_status::ok;
       out.push_back(std::move(cell));
@@ -416,7 +421,10 @@ void print_report(std::FILE* out, const doctor_report& r, rate_unit unit) {
     fmt::print(out, "  {:<12} {:<40} {:<28} {}\n",
                c.target.local_iface == last ? "" : c.target.local_iface,
                fmt::format("{} ({})", c.target.peer_address, c.target.peer_iface),
-               cell_text(c.result, unit, timeout), ucx_cell);
+               cell_text(c.result, unit, timeout) +
+                   (c.result.status != case_status::ok && !c.target.on_subnet ? " (off-subnet)"
+                                                                               : ""),
+               ucx_cell);
     last = c.target.local_iface;
   }
   if (r.tcp.empty()) fmt::print(out, "  (no interface pair to probe)\n");

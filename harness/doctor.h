@@ -24,7 +24,9 @@ struct doctor_options {
   std::string token;
   std::vector<std::string> ifaces;  // local interfaces to probe; empty = every usable one
   std::uint64_t size_bytes = std::uint64_t{1} << 20;
-  std::chrono::nanoseconds probe_timeout = std::chrono::seconds(2);  // each connection attempt
+  // Each connection attempt. Above the kernel's 3 s of unanswered ARP, so an address that is not
+  // on the link shows as EHOSTUNREACH rather than a timeout.
+  std::chrono::nanoseconds probe_timeout = std::chrono::seconds(4);
   std::chrono::nanoseconds duration = std::chrono::milliseconds(200);  // each bandwidth probe
   bool ucx = true;  // also probe with UCX (when built with it)
   std::vector<std::string> argv;
@@ -35,6 +37,7 @@ struct probe_target {
   std::string local_iface;
   std::string peer_iface;
   std::string peer_address;
+  bool on_subnet = false;  // the address lies in a subnet of the local interface
 };
 
 // Every local interface x every peer address it could use. Loopback pairs only with loopback and

@@ -147,7 +147,7 @@ class checker {
           "GLOO_SOCKET_IFNAME is unset on the {}: gloo binds the hostname's address {} on {}, "
           "which does not reach the peer",
           s.name, s.hostname_address, s.hostname_iface);
-    } else if (const auto nccl = get(s, "NCCL_SOCKET_IFNAME")) {
+    } else if (const auto nccl = get(s, "NCCL_SOCKET_IFNAME"); nccl && !loopback) {
       // The vLLM case: NCCL was pointed at the right interface, gloo was left to the hostname.
       const auto chosen = selected(s, "NCCL_SOCKET_IFNAME", *nccl);
       if (!s.hostname_iface.empty() && !chosen.empty() && !contains(chosen, s.hostname_iface)) {

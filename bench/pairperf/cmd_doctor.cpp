@@ -18,7 +18,7 @@ struct doctor_args {
   std::string peer;
   std::vector<std::string> ifaces;
   std::string size = "1M";
-  std::string probe_timeout = "2s";
+  std::string probe_timeout = "4s";
   std::string duration = "0.2s";
   bool no_ucx = false;
   std::string json;

@@ -107,4 +107,25 @@ provenance describe_endpoint(const endpoint_facts& f) {
   return p;
 }
 
+std::string lanes_summary(ucp_ep_h ep, std::vector<std::string>& devices) {
+  const std::string ep_text = capture([&](FILE* out) { ucp_ep_print_info(ep, out); });
+  std::vector<std::string> parts;
+  for (const auto& l : endpoint_lanes(ep, ep_text)) {
+    parts.push_back(fmt::format("{}/{} ({})", l.transport, l.device, fmt::join(l.usage, " ")));
+    if (std::find(devices.begin(), devices.end(), l.device) == devices.end())
+      devices.push_back(l.device);
+  }
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+std::string network_resources(ucp_context_h context) {
+  const std::string text = capture([&](FILE* out) { ucp_context_print_info(context, out); });
+  std::vector<std::string> out;
+  for (const auto& r : context_resources(text)) {
+    if (r.device != "memory" && r.device.rfind("memory", 0) != 0)
+      out.push_back(r.transport + "/" + r.device);
+  }
+  return fmt::format("{}", fmt::join(out, ", "));
+}
+
 }  // namespace pairperf::ucx

@@ -26,4 +26,12 @@ struct endpoint_facts {
 // server side): version, tls, every lane with its use, the raw request text and ep info.
 provenance describe_endpoint(const endpoint_facts& facts);
 
+// The endpoint's lanes as "tcp/eth0 (am_bw), tcp/eth1 (wireup)", for errors: when a wireup fails,
+// which devices UCX tried is the first thing a user needs. The devices go to `devices`.
+std::string lanes_summary(ucp_ep_h ep, std::vector<std::string>& devices);
+
+// The context's network resources ("tcp/eth0, tcp/eth1"): what UCX could try when an endpoint
+// cannot even be created. Shared-memory and self resources are left out.
+std::string network_resources(ucp_context_h context);
+
 }  // namespace pairperf::ucx

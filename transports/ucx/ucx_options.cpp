@@ -1,5 +1,7 @@
 #include "transports/ucx/ucx_options.h"
 
+#include "transports/ucx/ucx_provenance.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <ucp/api/ucp.h>
@@ -66,18 +68,7 @@ option_catalog parse_option_catalog(std::string_view text) {
 
 std::set<std::string> parse_context_resources(std::string_view text) {
   std::set<std::string> out;
-  std::istringstream in{std::string(text)};
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.find("resource") == std::string::npos) continue;
-    const auto flags = line.find("flags");
-    if (flags == std::string::npos) continue;
-    std::istringstream words(line.substr(flags));
-    std::string w, last;
-    while (words >> w) last = w;
-    if (const auto slash = last.find('/'); slash != std::string::npos && slash > 0)
-      out.insert(last.substr(0, slash));
-  }
+  for (const auto& r : context_resources(text)) out.insert(r.transport);
   return out;
 }
 

@@ -68,6 +68,20 @@ bool parse_resource_token(std::string_view token, lane_info& out) {
   return true;
 }
 
+std::vector<lane_info> context_resources(std::string_view text) {
+  static const std::regex resource_line(R"(resource\s+\d+\s*:.*--\s+(\S+))");
+  std::vector<lane_info> out;
+  std::istringstream in{std::string(text)};
+  std::string line;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    lane_info r;
+    if (std::regex_search(line, m, resource_line) && parse_resource_token(m[1].str(), r))
+      out.push_back(std::move(r));
+  }
+  return out;
+}
+
 std::vector<lane_info> parse_ep_info(std::string_view text) {
   static const std::regex lane_line(R"(lane\[(\d+)\]:\s*(\S+)\s+md\[\d+\]\s+->\s+\S+\s*(.*))");
   std::vector<lane_info> lanes;

@@ -27,6 +27,10 @@ struct lane_info {
 // The lanes of an endpoint from ucp_ep_print_info's text, in lane order.
 std::vector<lane_info> parse_ep_info(std::string_view text);
 
+// The transport resources of a context from ucp_context_print_info's text, e.g.
+// "#      resource 1  :  md 1  dev 1  flags -- tcp/eth0" -> {tcp, eth0}, in order.
+std::vector<lane_info> context_resources(std::string_view text);
+
 struct request_info {
   std::string protocol;  // "tag rndv rts" (1.13), "rendezvous zero-copy read from remote" (1.18+)
   std::vector<lane_info> lanes;  // the transports/devices named

@@ -182,10 +182,19 @@ void ucx_transport::connect(std::span<const std::byte> peer_address) {
   ucp_ep_h handle = nullptr;
   const ucs_status_t st = ucp_ep_create(m_worker.get(), &ep, &handle);
   if (st != UCS_OK) {
+    std::string detail = fmt::format("ucp_ep_create: {}", ucs_status_string(st));
+    if (st == UCS_ERR_UNREACHABLE) {
+      const std::string mine = ucx::network_resources(m_context.get());
+      detail += fmt::format(
+          "; no transport of this side reaches any address the peer's UCX advertised (this "
+          "side's network resources: {}{})",
+          mine.empty() ? std::string("none") : mine,
+          m_params.test.iface.empty() ? "" : ", UCX_NET_DEVICES=" + m_params.test.iface);
+    }
     throw step_error(st == UCS_ERR_UNREACHABLE ? error_kind::unreachable : error_kind::error,
                      where{"ucx endpoint create", m_params.peer_host,
                            m_params.side == side::client ? m_params.test.iface : ""},
-                     fmt::format("ucp_ep_create: {}", ucs_status_string(st)));
+                     detail);
   }
   m_ep.emplace(m_worker.get(), handle);
   handshake();
@@ -194,8 +203,23 @@ void ucx_transport::connect(std::span<const std::byte> peer_address) {
 void ucx_transport::handshake() {
   // One tagged message each way completes the wireup on both sides before any measurement (the
   // peer runs the same at the same time), and proves the path exists.
-  const where place{"ucx wireup", m_params.peer_host,
-                    m_params.side == side::client ? m_params.test.iface : ""};
+  where place{"ucx wireup", m_params.peer_host,
+              m_params.side == side::client ? m_params.test.iface : ""};
+  // A failed wireup names the devices UCX tried: with no interface pinned, that is the answer to
+  // "which NIC did UCX pick" (the multi-NIC "Network is unreachable" case).
+  const auto failed = [&](std::string detail) {
+    std::vector<std::string> devices;
+    const std::string lanes = ucx::lanes_summary(m_ep->get(), devices);
+    if (place.iface.empty()) place.iface = fmt::format("{}", fmt::join(devices, ","));
+    if (!lanes.empty()) {
+      detail += fmt::format("; UCX's lanes to the peer: {}", lanes);
+      if (m_params.test.iface.empty())
+        detail +=
+            "; pin the interface that reaches with --iface or UCX_NET_DEVICES (pairperf doctor "
+            "shows which)";
+    }
+    return step_error(error_kind::unreachable, place, detail);
+  };
   const op recv{op_kind::recv,     op_channel::sync, m_hello_in.data(),
                 m_hello_in.size(), handshake_cookie, 0};
   const op send{op_kind::send,      op_channel::sync, m_hello_out.data(),
@@ -209,22 +233,21 @@ void ucx_transport::handshake() {
   sp.cb.send = &ucx_transport::on_send;
   if (!posted || track(ucp_tag_send_nbx(m_ep->get(), send.local, send.length, wireup_tag, &sp),
                        static_cast<request_ctx*>(sp.user_data), "wireup send") != 0) {
-    throw step_error(m_peer_gone ? error_kind::unreachable : error_kind::error, place, m_error);
+    if (m_peer_gone) throw failed(m_error);
+    throw step_error(error_kind::error, place, m_error);
   }
   const auto deadline = std::chrono::steady_clock::now() + m_params.connect_timeout;
   std::size_t done = 0;
   while (done < 2) {
     ucp_worker_progress(m_worker.get());
-    if (m_failed) throw step_error(error_kind::unreachable, place, m_error);
+    if (m_failed) throw failed(m_error);
     while (!m_done.empty()) {
       done += m_done.front().cookie == handshake_cookie ? 1 : 0;
       m_done.pop();
     }
     if (std::chrono::steady_clock::now() >= deadline) {
-      throw step_error(
-          error_kind::unreachable, place,
-          fmt::format("no wireup with the peer within {:.1f} s (timeout)",
-                      std::chrono::duration<double>(m_params.connect_timeout).count()));
+      throw failed(fmt::format("no wireup with the peer within {:.1f} s (timeout)",
+                               std::chrono::duration<double>(m_params.connect_timeout).count()));
     }
   }
 }

@@ -1,0 +1,223 @@
+// The interface variables of UCX, NCCL and gloo, read as each library reads them, and the
+// findings doctor draws from them on both sides of a pair.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "harness/netvars.h"
+
+namespace pairperf {
+namespace {
+
+using names = std::vector<std::string>;
+
+TEST(NcclFilter, PrefixExactAndExclude) {
+  const names ifaces{"lo", "eth0", "eth1", "ib0", "docker0", "bond0.118"};
+  EXPECT_EQ(nccl_select(parse_nccl_filter("eth"), ifaces), (names{"eth0", "eth1"}));
+  EXPECT_EQ(nccl_select(parse_nccl_filter("=eth"), ifaces), names{});
+  EXPECT_EQ(nccl_select(parse_nccl_filter("=eth1"), ifaces), names{"eth1"});
+  EXPECT_EQ(nccl_select(parse_nccl_filter("^docker,lo"), ifaces),
+            (names{"eth0", "eth1", "ib0", "bond0.118"}));
+  EXPECT_EQ(nccl_select(parse_nccl_filter("bond0.118"), ifaces), names{"bond0.118"});
+  // NCCL_IB_HCA entries carry ports.
+  EXPECT_EQ(nccl_select(parse_nccl_filter("mlx5_0:1,mlx5_3:1"), names{"mlx5_0", "mlx5_1", "mlx5_3"}),
+            (names{"mlx5_0", "mlx5_3"}));
+  EXPECT_EQ(nccl_select(parse_nccl_filter("=mlx5_1"), names{"mlx5_1", "mlx5_10"}), names{"mlx5_1"});
+}
+
+TEST(NcclFilter, DefaultPrefersIbThenAllButLoAndDocker) {
+  EXPECT_EQ(nccl_default_interfaces({"lo", "eth0", "ib0", "ib1"}), (names{"ib0", "ib1"}));
+  EXPECT_EQ(nccl_default_interfaces({"lo", "docker0", "eth0", "enp141s0"}),
+            (names{"eth0", "enp141s0"}));
+}
+
+TEST(SplitList, TrimsAndDropsEmpties) {
+  EXPECT_EQ(split_list(" a, b ,,c "), (names{"a", "b", "c"}));
+  EXPECT_EQ(split_list(""), names{});
+}
+
+// A pair like the issue's: client with a reaching and a non-reaching NIC, server with one.
+struct pair_fixture {
+  side_view client, server;
+  pair_fixture() {
+    client.name = "client";
+    client.ifaces = {"lo", "bond0.118", "enp141s0"};
+    client.tested = {"bond0.118", "enp141s0"};
+    client.reaching = {"bond0.118"};
+    client.ranked = {"bond0.118"};
+    client.hostname_address = "10.118.0.1";
+    client.hostname_iface = "bond0.118";
+    server.name = "server";
+    server.ifaces = {"lo", "eth0"};
+    server.tested = {"eth0"};
+    server.reaching = {"eth0"};
+    server.ranked = {"eth0"};
+    server.hostname_address = "10.118.0.2";
+    server.hostname_iface = "eth0";
+  }
+  // Both sides set every socket variable to what reaches: the healthy pair.
+  void healthy() {
+    client.env = {{"UCX_NET_DEVICES", "bond0.118"},
+                  {"NCCL_SOCKET_IFNAME", "bond0.118"},
+                  {"GLOO_SOCKET_IFNAME", "bond0.118"}};
+    server.env = {{"UCX_NET_DEVICES", "eth0"},
+                  {"NCCL_SOCKET_IFNAME", "eth0"},
+                  {"GLOO_SOCKET_IFNAME", "eth0"}};
+  }
+};
+
+bool has(const std::vector<finding>& f, const std::string& side, const std::string& subject,
+         const std::string& text = "") {
+  return std::any_of(f.begin(), f.end(), [&](const finding& x) {
+    return x.side == side && x.subject == subject &&
+           (x.problem.find(text) != std::string::npos || x.fix.find(text) != std::string::npos);
+  });
+}
+
+std::string dump(const std::vector<finding>& f) {
+  std::string out;
+  for (const auto& x : f) out += x.side + " " + x.subject + ": " + x.problem + " | " + x.fix + "\n";
+  return out;
+}
+
+TEST(CheckVariables, HealthyPairHasNoFinding) {
+  pair_fixture p;
+  p.healthy();
+  const auto f = check_variables(p.client, p.server);
+  EXPECT_TRUE(f.empty()) << dump(f);
+}
+
+TEST(CheckVariables, UcxUnsetOnMultiNicNodeRecommendsTheReachingNic) {
+  pair_fixture p;
+  p.healthy();
+  p.client.env.erase("UCX_NET_DEVICES");
+  const auto f = check_variables(p.client, p.server);
+  ASSERT_TRUE(has(f, "client", "UCX_NET_DEVICES", "enp141s0")) << dump(f);
+  EXPECT_TRUE(has(f, "client", "UCX_NET_DEVICES", "UCX_NET_DEVICES=bond0.118")) << dump(f);
+  EXPECT_FALSE(has(f, "server", "UCX_NET_DEVICES")) << dump(f);
+}
+
+TEST(CheckVariables, UcxNetDevicesNamingAMissingOrUnreachingDevice) {
+  pair_fixture p;
+  p.healthy();
+  p.client.env["UCX_NET_DEVICES"] = "enp141s0";
+  EXPECT_TRUE(has(check_variables(p.client, p.server), "client", "UCX_NET_DEVICES",
+                  "does not reach"));
+  p.client.env["UCX_NET_DEVICES"] = "eth7";
+  EXPECT_TRUE(has(check_variables(p.client, p.server), "client", "UCX_NET_DEVICES",
+                  "does not have"));
+  // RDMA devices are named with a port and are not netdevs.
+  p.client.rdma = {"mlx5_0"};
+  p.client.env["UCX_NET_DEVICES"] = "mlx5_0:1,bond0.118";
+  EXPECT_FALSE(has(check_variables(p.client, p.server), "client", "UCX_NET_DEVICES"));
+  p.client.env["UCX_NET_DEVICES"] = "mlx5_4:1";
+  EXPECT_TRUE(has(check_variables(p.client, p.server), "client", "UCX_NET_DEVICES", "mlx5_4:1"));
+}
+
+TEST(CheckVariables, GlooNamingAnInterfaceOnOneSideOnly) {
+  pair_fixture p;
+  p.healthy();
+  p.server.env["GLOO_SOCKET_IFNAME"] = "bond0.118";  // copied from the client's manifest
+  const auto f = check_variables(p.client, p.server);
+  ASSERT_TRUE(has(f, "server", "GLOO_SOCKET_IFNAME", "names no interface of the server")) << dump(f);
+  EXPECT_TRUE(has(f, "server", "GLOO_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME=eth0")) << dump(f);
+  EXPECT_FALSE(has(f, "client", "GLOO_SOCKET_IFNAME")) << dump(f);
+}
+
+TEST(CheckVariables, NcclSetButGlooLeftToTheHostname) {
+  // The vLLM case: NCCL pointed at the RDMA-side interface, gloo binds the hostname's address.
+  pair_fixture p;
+  p.healthy();
+  p.client.env.erase("GLOO_SOCKET_IFNAME");
+  p.server.env.erase("GLOO_SOCKET_IFNAME");
+  p.client.hostname_address = "172.16.0.5";
+  p.client.hostname_iface = "enp141s0";
+  const auto f = check_variables(p.client, p.server);
+  EXPECT_TRUE(has(f, "client", "GLOO_SOCKET_IFNAME", "does not reach")) << dump(f);
+  EXPECT_TRUE(has(f, "client", "GLOO_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME=bond0.118")) << dump(f);
+  // The server's hostname is on the NCCL interface: nothing to say there.
+  EXPECT_FALSE(has(f, "server", "GLOO_SOCKET_IFNAME")) << dump(f);
+  // An untested interface is not evidence, but an interface other than NCCL's still is.
+  p.client.tested.erase("enp141s0");
+  EXPECT_TRUE(has(check_variables(p.client, p.server), "client", "GLOO_SOCKET_IFNAME",
+                  "another interface than NCCL's"));
+}
+
+TEST(CheckVariables, HostnameOnLoopbackAcrossNamespacesIsAFinding) {
+  pair_fixture p;
+  p.healthy();
+  p.client.env.erase("GLOO_SOCKET_IFNAME");
+  p.server.env.erase("GLOO_SOCKET_IFNAME");
+  p.client.hostname_address = "127.0.1.1";
+  p.client.hostname_iface = "lo";
+  EXPECT_TRUE(has(check_variables(p.client, p.server), "client", "GLOO_SOCKET_IFNAME", "loopback"));
+  p.client.loopback_reaches_peer = true;  // one network namespace: 127.0.1.1 reaches the peer
+  EXPECT_FALSE(has(check_variables(p.client, p.server), "client", "GLOO_SOCKET_IFNAME"));
+}
+
+TEST(CheckVariables, SocketVariableSetOnOneSideOnly) {
+  pair_fixture p;
+  p.healthy();
+  p.server.env.erase("NCCL_SOCKET_IFNAME");
+  const auto f = check_variables(p.client, p.server);
+  EXPECT_TRUE(has(f, "pair", "NCCL_SOCKET_IFNAME", "set on the client")) << dump(f);
+  EXPECT_TRUE(has(f, "pair", "NCCL_SOCKET_IFNAME", "on the server: NCCL_SOCKET_IFNAME=eth0"))
+      << dump(f);
+}
+
+TEST(CheckVariables, NcclUnsetMayPickTheWrongNic) {
+  pair_fixture p;
+  p.healthy();
+  p.client.env.erase("NCCL_SOCKET_IFNAME");
+  p.server.env.erase("NCCL_SOCKET_IFNAME");
+  const auto f = check_variables(p.client, p.server);
+  EXPECT_TRUE(has(f, "client", "NCCL_SOCKET_IFNAME", "enp141s0")) << dump(f);
+  EXPECT_FALSE(has(f, "server", "NCCL_SOCKET_IFNAME")) << dump(f);
+}
+
+TEST(CheckVariables, IbHcaMatchingNoDevice) {
+  pair_fixture p;
+  p.healthy();
+  p.client.rdma = {"mlx5_0", "mlx5_1"};
+  p.client.env["NCCL_IB_HCA"] = "mlx5_1:1";
+  EXPECT_FALSE(has(check_variables(p.client, p.server), "client", "NCCL_IB_HCA"));
+  p.client.env["NCCL_IB_HCA"] = "=mlx5_3";
+  EXPECT_TRUE(has(check_variables(p.client, p.server), "client", "NCCL_IB_HCA", "falls back"));
+  p.server.env["NCCL_IB_HCA"] = "mlx5";  // the server has no RDMA device at all
+  EXPECT_TRUE(has(check_variables(p.client, p.server), "server", "NCCL_IB_HCA", "no RDMA device"));
+}
+
+TEST(CheckVariables, UcxTlsUnknownHereAndDifferentBetweenSides) {
+  pair_fixture p;
+  p.healthy();
+  p.client.ucx_transports = p.server.ucx_transports = {"tcp", "sysv", "posix", "cma", "self"};
+  p.client.env["UCX_TLS"] = "rc,sm,cuda_ipc";
+  p.server.env["UCX_TLS"] = "rc,sm,cuda_ipc";
+  auto f = check_variables(p.client, p.server);
+  EXPECT_TRUE(has(f, "client", "UCX_TLS", "cuda_ipc")) << dump(f);  // rc and sm are aliases
+  EXPECT_FALSE(has(f, "client", "UCX_TLS", "names rc")) << dump(f);
+  EXPECT_FALSE(has(f, "pair", "UCX_TLS")) << dump(f);
+  p.server.env["UCX_TLS"] = "tcp";
+  f = check_variables(p.client, p.server);
+  EXPECT_TRUE(has(f, "pair", "UCX_TLS", "differs")) << dump(f);
+}
+
+TEST(CheckVariables, CudaVisibleDevicesAgainstTheGpusSeen) {
+  pair_fixture p;
+  p.healthy();
+  p.client.gpus = std::vector<gpu_info>{{0, "GPU-4650fca3-1111", "00000000:18:00.0", "H20"},
+                                        {1, "GPU-77aa0000-2222", "00000000:2A:00.0", "H20"}};
+  p.client.env["CUDA_VISIBLE_DEVICES"] = "1,GPU-4650";
+  EXPECT_FALSE(has(check_variables(p.client, p.server), "client", "CUDA_VISIBLE_DEVICES"));
+  p.client.env["CUDA_VISIBLE_DEVICES"] = "2";
+  EXPECT_TRUE(
+      has(check_variables(p.client, p.server), "client", "CUDA_VISIBLE_DEVICES", "sees 2 GPU"));
+  p.client.env["CUDA_VISIBLE_DEVICES"] = "GPU-ffff";
+  EXPECT_TRUE(has(check_variables(p.client, p.server), "client", "CUDA_VISIBLE_DEVICES", "GPU-ffff"));
+  // Unknown GPUs (no NVML on that side): nothing is claimed.
+  p.server.env["CUDA_VISIBLE_DEVICES"] = "7";
+  EXPECT_FALSE(has(check_variables(p.client, p.server), "server", "CUDA_VISIBLE_DEVICES"));
+}
+
+}  // namespace
+}  // namespace pairperf

@@ -1,0 +1,135 @@
+// Two processes' host facts -> one host or two, shared namespaces, the expected path, and the
+// verdict on what UCX really used.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/context.h"
+#include "harness/expect.h"
+#include "harness/pair.h"
+
+namespace pairperf {
+namespace {
+
+nlohmann::json host(const std::string& boot, const std::string& ipc, const std::string& pid,
+                    const std::string& shm_inode = "1") {
+  return {{"hostname", "h"},
+          {"process",
+           {{"pid", 1},
+            {"boot_id", boot},
+            {"namespaces", {{"ipc", ipc}, {"pid", pid}, {"net", "net:[1]"}}},
+            {"dev_shm",
+             {{"device", "0:25"}, {"inode", std::stoull(shm_inode)}, {"size_bytes", 1 << 30}}}}}};
+}
+
+case_result measured(std::vector<lane> lanes, const std::string& protocol,
+                     nlohmann::json client = nlohmann::json::object()) {
+  case_result r;
+  r.test.transport = "ucx";
+  r.test.test = "tag_bw";
+  r.test.pattern = pattern_kind::stream_uni;
+  r.test.size_bytes = 1 << 20;
+  r.bandwidth_Bps = bandwidth{4e9, 4e9};
+  r.provenance = provenance{std::move(lanes), protocol, std::move(client), {}};
+  return r;
+}
+
+TEST(Pair, ThisProcessAgainstItselfSharesEverything) {
+  const nlohmann::json me = host_context();
+  const pair_facts f = compare_hosts(me, me);
+  EXPECT_TRUE(f.known);
+  EXPECT_TRUE(f.same_host && f.same_ipc && f.same_pid && f.same_net && f.same_shm);
+  EXPECT_FALSE(shared_memory_blocked(f).has_value());
+  EXPECT_EQ(expect_host_path(f).kind, "shared memory");
+}
+
+TEST(Pair, DifferentBootIdsAreTwoHosts) {
+  const pair_facts f = compare_hosts(host("a", "ipc:[1]", "pid:[1]"), host("b", "ipc:[1]", "pid:[1]"));
+  EXPECT_TRUE(f.known);
+  EXPECT_FALSE(f.same_host);
+  EXPECT_FALSE(f.same_ipc);  // namespace ids mean nothing across hosts
+  EXPECT_EQ(expect_host_path(f).kind, "network");
+  EXPECT_FALSE(shared_memory_blocked(f).has_value());
+  EXPECT_EQ(judge_host_path(f, measured({{"tcp", "eth0"}}, "tag rndv rts")).verdict, "network");
+}
+
+TEST(Pair, OlderPeerWithoutFactsIsUnknown) {
+  const pair_facts f = compare_hosts(host("a", "x", "y"), nlohmann::json{{"hostname", "old"}});
+  EXPECT_FALSE(f.known);
+  EXPECT_EQ(expect_host_path(f).kind, "unknown");
+}
+
+TEST(Pair, IpcSplitIsAFallbackToTcpWithTheCause) {
+  const pair_facts f =
+      compare_hosts(host("a", "ipc:[1]", "pid:[1]"), host("a", "ipc:[2]", "pid:[1]"));
+  ASSERT_TRUE(f.same_host);
+  EXPECT_FALSE(f.same_ipc);
+  const auto blocked = shared_memory_blocked(f);
+  ASSERT_TRUE(blocked.has_value());
+  EXPECT_NE(blocked->cause.find("different IPC namespaces"), std::string::npos);
+  EXPECT_NE(blocked->fix.find("hostIPC"), std::string::npos);
+  const path_verdict v = judge_host_path(f, measured({{"tcp", "lo"}}, "tag rndv rts"));
+  EXPECT_EQ(v.verdict, "fallback to tcp");
+  EXPECT_EQ(v.expected, "shared memory");
+  EXPECT_EQ(v.cause, blocked->cause);
+}
+
+TEST(Pair, PidSplitLosesZeroCopyForLargeMessages) {
+  const pair_facts f =
+      compare_hosts(host("a", "ipc:[1]", "pid:[1]"), host("a", "ipc:[1]", "pid:[9]"));
+  // What UCX 1.13 does here: eager over sysv, the rendezvous' bulk over the tcp rma_bw lane.
+  const nlohmann::json client{
+      {"lanes",
+       {{{"transport", "sysv"}, {"device", "memory"}, {"usage", {"am", "am_bw#0"}}},
+        {{"transport", "tcp"}, {"device", "lo"}, {"usage", {"rma_bw#0", "wireup"}}}}}};
+  const path_verdict v =
+      judge_host_path(f, measured({{"sysv", "memory"}, {"tcp", "lo"}}, "tag rndv rts", client));
+  EXPECT_EQ(v.verdict, "fallback to tcp for large messages");
+  EXPECT_NE(v.cause.find("PID namespaces"), std::string::npos);
+  EXPECT_NE(v.seen.find("bulk: tcp/lo"), std::string::npos) << v.seen;
+}
+
+TEST(Pair, SharedMemoryBulkIsTheFastPath) {
+  const pair_facts f = compare_hosts(host("a", "ipc:[1]", "pid:[1]"), host("a", "ipc:[1]", "pid:[1]"));
+  const nlohmann::json client{
+      {"lanes",
+       {{{"transport", "sysv"}, {"device", "memory"}, {"usage", {"am", "am_bw#0"}}},
+        {{"transport", "cma"}, {"device", "memory"}, {"usage", {"rma_bw#0"}}}}}};
+  EXPECT_EQ(
+      judge_host_path(f, measured({{"sysv", "memory"}, {"cma", "memory"}}, "tag rndv rts", client))
+          .verdict,
+      "fast path");
+  // Nothing forbids shared memory, yet UCX used tcp: UCX_TLS is the suspect.
+  const path_verdict v = judge_host_path(f, measured({{"tcp", "lo"}}, "tag egr/short"));
+  EXPECT_EQ(v.verdict, "fallback to tcp");
+  EXPECT_NE(v.cause.find("UCX_TLS"), std::string::npos);
+}
+
+TEST(Pair, AFailedCaseIsAFailedVerdictWithTheBlockingCause) {
+  const pair_facts f = compare_hosts(host("a", "ipc:[1]", "pid:[1]"), host("a", "ipc:[2]", "pid:[3]"));
+  case_result r = measured({}, "");
+  r.status = case_status::error;
+  r.message = "ucx wireup failed";
+  const path_verdict v = judge_host_path(f, r);
+  EXPECT_EQ(v.verdict, "failed");
+  EXPECT_NE(v.cause.find("IPC"), std::string::npos);
+  EXPECT_NE(v.cause.find("PID"), std::string::npos);
+}
+
+TEST(Pair, MissedShmExpectationCarriesTheCause) {
+  const std::optional<expectation_hint> hint =
+      expectation_hint{"different IPC namespaces", "hostIPC: true"};
+  case_result r = measured({{"tcp", "lo"}}, "tag rndv rts");
+  apply_expectations({parse_expectation("transport!=tcp")}, r, hint);
+  EXPECT_EQ(r.status, case_status::fail);
+  EXPECT_NE(r.message.find("cause: different IPC namespaces"), std::string::npos) << r.message;
+  EXPECT_EQ(r.verdict["checks"][0]["fix"], "hostIPC: true");
+  // An expectation about an RDMA transport is not explained by IPC namespaces.
+  case_result r2 = measured({{"tcp", "eth0"}}, "tag rndv rts");
+  apply_expectations({parse_expectation("transport=rc_mlx5")}, r2, hint);
+  EXPECT_EQ(r2.status, case_status::fail);
+  EXPECT_EQ(r2.message.find("IPC"), std::string::npos) << r2.message;
+}
+
+}  // namespace
+}  // namespace pairperf
