@@ -68,8 +68,9 @@ def kill_server_mid_case(server, client_args, after=2.0):
 class Server:
     """`pairperf server` on 127.0.0.1 (or in a namespace via prefix) with its port read from --ready-fd."""
 
-    def __init__(self, *extra, listen="127.0.0.1", prefix=()):
+    def __init__(self, *extra, listen="127.0.0.1", prefix=(), env=None):
         self.extra = list(extra)
+        self.env = env
         self.listen = listen
         self.prefix = prefix
         self.proc = None
@@ -80,7 +81,7 @@ class Server:
         r, w = os.pipe()
         args = ["server", "--listen", self.listen, "--port", "0", "--ready-fd", str(w)] + self.extra
         self.proc = subprocess.Popen(list(self.prefix) + [BIN] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, pass_fds=(w,))
+                                     text=True, pass_fds=(w,), env=self.env)
         os.close(w)
         try:
             ready, _, _ = select.select([r], [], [], 10)

@@ -1,0 +1,114 @@
+"""`pairperf doctor` on loopback: the report, its JSON, the variable findings of both sides, and
+bounded failure when the server is not there. (The multi-interface and namespace cases are in
+tests/scenarios/test_doctor_netns.py, as root.)"""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import unittest
+
+import pairperf_testlib as pp
+
+
+def clean_env(**extra):
+    """This environment without the variables doctor judges, plus `extra`."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("UCX_", "NCCL_", "GLOO_")) and k not in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")}
+    env.update(extra)
+    return env
+
+
+def has_ucx():
+    proc, _ = pp.run(["info", "--json"], timeout=30)
+    return "ucx" in json.loads(proc.stdout)["tool"]["transports"]
+
+
+class Doctor(unittest.TestCase):
+    def doctor(self, server, *args, env=None):
+        with pp.tmpdir() as d:
+            out = os.path.join(d, "doctor.json")
+            proc, took = pp.run(["doctor", server.address, "--json", out, "--duration", "0.1s"] + list(args),
+                                timeout=120, env=env or clean_env())
+            doc = pp.load(out) if os.path.exists(out) else None
+        return proc, doc, took
+
+    def test_a_healthy_local_pair_reaches_over_loopback_with_the_fast_path(self):
+        with pp.Server(env=clean_env()) as s:
+            proc, doc, took = self.doctor(s)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertEqual(doc["schema"], "pairperf.doctor")
+        self.assertEqual(doc["findings"], [])
+        # The server listens on 127.0.0.1 only: one cell, lo to 127.0.0.1, measured.
+        self.assertEqual(len(doc["tcp"]), 1, doc["tcp"])
+        cell = doc["tcp"][0]
+        self.assertEqual((cell["local_iface"], cell["peer_address"], cell["peer_iface"]), ("lo", "127.0.0.1", "lo"))
+        self.assertTrue(cell["reachable"])
+        self.assertEqual(cell["result"]["provenance"]["lanes"], [{"transport": "tcp", "device": "lo"}])
+        self.assertGreater(cell["result"]["bandwidth_Bps"]["receiver"], 1e8)
+        self.assertEqual(doc["client"]["recommended"]["UCX_NET_DEVICES"], "lo")
+        self.assertTrue(doc["pair"]["same_host"] and doc["pair"]["same_ipc_namespace"])
+        self.assertIn("Interface matrix", proc.stdout)
+        self.assertIn("No findings.", proc.stdout)
+        if has_ucx():
+            self.assertEqual(doc["ucx"][0]["result"]["status"], "ok", doc["ucx"])
+            self.assertEqual(doc["verdict"]["verdict"], "fast path", doc["verdict"])
+            self.assertEqual(doc["verdict"]["expected"], "shared memory")
+            self.assertIn("-> fast path", proc.stdout)
+        self.assertLess(took, 60)
+
+    def test_a_variable_naming_an_interface_the_server_lacks_is_a_finding(self):
+        with pp.Server(env=clean_env(GLOO_SOCKET_IFNAME="ppnosuch0", NCCL_SOCKET_IFNAME="lo")) as s:
+            proc, doc, _ = self.doctor(s, "--no-ucx", env=clean_env(GLOO_SOCKET_IFNAME="lo", NCCL_SOCKET_IFNAME="lo"))
+        self.assertEqual(proc.returncode, 3, proc.stdout + proc.stderr)
+        gloo = [f for f in doc["findings"] if f["subject"] == "GLOO_SOCKET_IFNAME"]
+        self.assertEqual(len(gloo), 1, doc["findings"])
+        self.assertEqual(gloo[0]["side"], "server")
+        self.assertIn("ppnosuch0", gloo[0]["problem"])
+        self.assertEqual(gloo[0]["fix"], "on the server: GLOO_SOCKET_IFNAME=lo")
+        self.assertEqual(doc["server"]["variables"]["GLOO_SOCKET_IFNAME"], "ppnosuch0")
+        self.assertIn("Findings (1)", proc.stdout)
+
+    def test_a_variable_set_on_one_side_only_is_a_finding(self):
+        with pp.Server(env=clean_env()) as s:
+            proc, doc, _ = self.doctor(s, "--no-ucx", env=clean_env(NCCL_SOCKET_IFNAME="lo"))
+        self.assertEqual(proc.returncode, 3, proc.stdout + proc.stderr)
+        pair = [f for f in doc["findings"] if f["side"] == "pair"]
+        self.assertEqual([f["subject"] for f in pair], ["NCCL_SOCKET_IFNAME"], doc["findings"])
+        self.assertIn("not on the server", pair[0]["problem"])
+
+    def test_json_on_stdout(self):
+        with pp.Server(env=clean_env()) as s:
+            proc, _ = pp.run(["doctor", s.address, "--json", "-", "--no-ucx", "--duration", "0.1s"], timeout=60, env=clean_env())
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        doc = json.loads(proc.stdout)
+        self.assertEqual(doc["schema"], "pairperf.doctor")
+        self.assertEqual(doc["ucx"], [])
+
+    def test_no_server_is_exit_1_naming_the_step_and_address_quickly(self):
+        port = pp.free_port()
+        proc, took = pp.run(["doctor", f"127.0.0.1:{port}"], timeout=60)
+        self.assertEqual(proc.returncode, 1)
+        self.assertIn("control connect", proc.stderr)
+        self.assertIn(f"127.0.0.1:{port}", proc.stderr)
+        self.assertIn("ECONNREFUSED", proc.stderr)
+        self.assertLess(took, 10)
+
+    def test_bad_values_exit_2(self):
+        for args, text in ((["--probe-timeout", "0s"], "must be > 0"), (["--size", "0"], "at least 1 byte"),
+                           (["--units", "MB"], "GB or GiB"), (["--duration", "soon"], "invalid duration")):
+            with self.subTest(args=args):
+                proc, took = pp.run(["doctor", "127.0.0.1:1"] + args, timeout=30)
+                self.assertEqual(proc.returncode, 2, proc.stderr)
+                self.assertIn(text, proc.stderr)
+                self.assertLess(took, 5)
+
+    def test_without_a_peer_it_starts_a_local_server(self):
+        proc, took = pp.run(["doctor", "--no-ucx", "--duration", "0.1s", "--json", "-"], timeout=60, env=clean_env())
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertTrue(json.loads(proc.stdout)["tcp"][0]["reachable"])
+        self.assertLess(took, 20)
+
+
+if __name__ == "__main__":
+    pp.main()
