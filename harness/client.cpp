@@ -112,8 +112,8 @@ void client_run::hello() {
                   "hello", t().handshake);
   const nlohmann::json reply = m_channel->expect(msg_type::hello, "hello", t().handshake);
   const nlohmann::json me = host_context();
-  if (const auto blocked = shared_memory_blocked(
-          compare_hosts(me, reply.value("host", nlohmann::json::object()))))
+  if (const auto blocked =
+          shared_memory_blocked(compare_hosts(me, reply.value("host", nlohmann::json::object()))))
     m_hint = expectation_hint{blocked->cause, blocked->fix};
   m_out.report_context({{"tool", tool_context()},
                         {"argv", m_options.argv},

@@ -3,8 +3,8 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -16,6 +16,7 @@
 #include <string_view>
 #include <thread>
 
+#include "harness/gpus.h"
 #include "harness/interfaces.h"
 #include "transports/registry.h"
 
@@ -91,8 +92,8 @@ nlohmann::json process_context() {
     if (!ec) ns[kind] = target.string();  // e.g. "ipc:[4026531839]"
   }
   nlohmann::json shm = nullptr;
-  struct stat st{};
-  struct statvfs vfs{};
+  struct stat st {};
+  struct statvfs vfs {};
   if (::stat("/dev/shm", &st) == 0 && ::statvfs("/dev/shm", &vfs) == 0) {
     shm = {{"device", fmt::format("{}:{}", major(st.st_dev), minor(st.st_dev))},
            {"inode", static_cast<std::uint64_t>(st.st_ino)},
@@ -125,6 +126,7 @@ nlohmann::json host_context() {
           {"interfaces", list_interfaces()},
           {"hostname_addresses", hostname_addresses()},
           {"rdma_devices", rdma_devices()},
+          {"gpus", read_gpus()},
           {"process", process_context()}};
 }
 

@@ -9,7 +9,8 @@ namespace pairperf {
 
 // name, version, git revision, build type, compiler, built-in transports.
 nlohmann::json tool_context();
-// hostname, kernel, OS, CPU model and count, memory, interfaces, RDMA devices, process.
+// hostname, kernel, OS, CPU model and count, memory, interfaces, RDMA devices, GPUs (NVML),
+// process.
 nlohmann::json host_context();
 // This process's place on the host: pid, boot id, namespace ids (ipc, pid, net, mnt, user, uts)
 // and /dev/shm (device, inode, size). Two processes on one host share memory only when these

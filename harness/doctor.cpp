@@ -58,8 +58,8 @@ client_options base_options(const doctor_options& o) {
   c.argv = o.argv;
   c.config.duration = o.duration;
   c.config.timeouts.connect = o.probe_timeout;
-  c.config.timeouts.handshake = std::max<std::chrono::nanoseconds>(o.probe_timeout,
-                                                                   std::chrono::seconds(2));
+  c.config.timeouts.handshake =
+      std::max<std::chrono::nanoseconds>(o.probe_timeout, std::chrono::seconds(2));
   c.config.timeouts.per_case =
       std::max<std::chrono::nanoseconds>(o.duration * 10, std::chrono::seconds(3));
   return c;
@@ -134,8 +134,10 @@ side_view make_side(const std::string& name, const nlohmann::json& host, const n
         if (a.address == s.hostname_address) s.hostname_iface = i.name;
       }
     }
-    if (host.contains("gpus") && host.at("gpus").is_array())
-      s.gpus = host.at("gpus").get<std::vector<gpu_info>>();
+    // {"available", "gpus", "reason"} from gpus.h; unknown (nullopt) where NVML was absent.
+    if (host.contains("gpus") && host.at("gpus").is_object() &&
+        host.at("gpus").value("available", false))
+      s.gpus = host.at("gpus").value("gpus", std::vector<gpu_info>());
   }
   if (tool.is_object() && tool.contains("libraries")) {
     const auto& libs = tool.at("libraries");
@@ -155,19 +157,20 @@ std::string cell_text(const case_result& r, rate_unit unit, std::chrono::nanosec
       break;
   }
   if (r.error_code == "ETIMEDOUT")
-    return fmt::format("timeout ({})",
-                       format_seconds(static_cast<double>(timeout.count()) * 1e-9));
+    return fmt::format("timeout ({})", format_seconds(static_cast<double>(timeout.count()) * 1e-9));
   if (!r.error_code.empty()) return r.error_code;
-  // UCX reports a status string, not an errno: show the part after the last colon.
-  const auto colon = r.message.rfind(": ");
-  std::string tail = colon == std::string::npos ? r.message : r.message.substr(colon + 2);
+  // UCX reports a status string, not an errno: show the last part of the first clause
+  // ("...: UCX operation failed: Endpoint timeout; UCX's lanes ..." -> "Endpoint timeout").
+  const std::string first = r.message.substr(0, r.message.find("; "));
+  const auto colon = first.rfind(": ");
+  std::string tail = colon == std::string::npos ? first : first.substr(colon + 2);
   if (tail.size() > 40) tail = tail.substr(0, 37) + "...";
   return fmt::format("{} ({})", to_string(r.status), tail);
 }
 
-const char* const variables[] = {"UCX_TLS",         "UCX_NET_DEVICES",      "NCCL_SOCKET_IFNAME",
-                                 "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA",       "CUDA_VISIBLE_DEVICES",
-                                 "NVIDIA_VISIBLE_DEVICES"};
+const char* const variables[] = {
+    "UCX_TLS",     "UCX_NET_DEVICES",      "NCCL_SOCKET_IFNAME",    "GLOO_SOCKET_IFNAME",
+    "NCCL_IB_HCA", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"};
 
 std::string env_value(const side_view& s, const char* name) {
   const auto it = s.env.find(name);
@@ -196,11 +199,10 @@ std::vector<probe_target> plan_matrix(const std::vector<interface_info>& local,
         if (is_link_local(a.address) || !listened(a)) continue;
         const bool peer_lo = is_loopback(a.address);
         if (loop_control ? !(l.loopback && peer_lo) : (l.loopback || peer_lo)) continue;
-        const bool family_ok = std::any_of(l.addresses.begin(), l.addresses.end(),
-                                           [&](const iface_address& mine) {
-                                             return mine.family == a.family &&
-                                                    !is_link_local(mine.address);
-                                           });
+        const bool family_ok =
+            std::any_of(l.addresses.begin(), l.addresses.end(), [&](const iface_address& mine) {
+              return mine.family == a.family && !is_link_local(mine.address);
+            });
         const bool on_subnet =
             std::any_of(l.addresses.begin(), l.addresses.end(),
                         [&](const iface_address& mine) { return in_subnet(mine, a.address); });
@@ -245,12 +247,12 @@ void analyze(doctor_report& r) {
                                  "(check --iface, and that both sides have addresses up)",
                                  "bring up an interface on the server's subnet"});
   } else if (r.client.reaching.empty()) {
-    r.findings.push_back(finding{
-        "pair", "interfaces",
-        fmt::format("no interface of the client reaches any address of the server over TCP "
-                    "(tried {} pairs); only the control connection got through",
-                    r.tcp.size()),
-        "check routes and firewalls between the pair's data interfaces"});
+    r.findings.push_back(
+        finding{"pair", "interfaces",
+                fmt::format("no interface of the client reaches any address of the server over TCP "
+                            "(tried {} pairs); only the control connection got through",
+                            r.tcp.size()),
+                "check routes and firewalls between the pair's data interfaces"});
   }
   for (const auto& u : r.ucx) {
     if (u.result.status == case_status::ok || u.result.status == case_status::skipped) continue;
@@ -263,16 +265,21 @@ void analyze(doctor_report& r) {
         "run with UCX_LOG_LEVEL=info on both sides; check UCX_TCP_* options and the server's "
         "UCX_NET_DEVICES"});
   }
+  r.gpus.reset();
+  if (r.client.gpus && r.server.gpus) {
+    r.gpus = judge_gpu_pair(r.pair.same_host, *r.client.gpus, *r.server.gpus);
+    if (!r.gpus->problem.empty())
+      r.findings.push_back(finding{"pair", "GPUs", r.gpus->problem, r.gpus->fix});
+  }
   r.verdict.reset();
   if (!r.path.empty()) {
     r.verdict = judge_host_path(r.pair, r.path.front());
     const auto& v = *r.verdict;
     if (v.verdict == "failed" || v.verdict.rfind("fallback", 0) == 0) {
-      r.findings.push_back(finding{
-          "pair", "path",
-          fmt::format("expected {}, UCX used {}: {}; cause: {}", v.expected, v.seen, v.verdict,
-                      v.cause),
-          v.fix});
+      r.findings.push_back(finding{"pair", "path",
+                                   fmt::format("expected {}, UCX used {}: {}; cause: {}",
+                                               v.expected, v.seen, v.verdict, v.cause),
+                                   v.fix});
     }
   }
 }
@@ -313,7 +320,7 @@ doctor_report run_doctor(const doctor_options& o, std::FILE* progress) {
   if (progress != nullptr) {
     fmt::print(progress,
                "pairperf doctor: {} interface pair(s){}; connection attempts time out after {}, "
-               "the whole probe within {}\n",
+               "the whole probe at worst {}\n",
                targets.size(),
                with_ucx ? fmt::format(", {} UCX interface(s), the UCX path", ucx_ifaces.size())
                         : std::string(),
@@ -364,16 +371,17 @@ void to_json(nlohmann::json& j, const doctor_report& r) {
   const auto side = [](const side_view& s) {
     nlohmann::json vars = nlohmann::json::object();
     for (const char* v : variables) vars[v] = s.env.contains(v) ? s.env.at(v) : nlohmann::json();
-    return nlohmann::json{{"interfaces", s.ifaces},
-                          {"reaching", s.ranked},
-                          {"variables", vars},
-                          {"recommended",
-                           s.ranked.empty() ? nlohmann::json()
-                                            : nlohmann::json{{"UCX_NET_DEVICES", s.ranked.front()},
-                                                             {"NCCL_SOCKET_IFNAME", s.ranked.front()},
-                                                             {"GLOO_SOCKET_IFNAME", s.ranked.front()}}},
-                          {"hostname_address", s.hostname_address},
-                          {"hostname_iface", s.hostname_iface}};
+    return nlohmann::json{
+        {"interfaces", s.ifaces},
+        {"reaching", s.ranked},
+        {"variables", vars},
+        {"recommended", s.ranked.empty()
+                            ? nlohmann::json()
+                            : nlohmann::json{{"UCX_NET_DEVICES", s.ranked.front()},
+                                             {"NCCL_SOCKET_IFNAME", s.ranked.front()},
+                                             {"GLOO_SOCKET_IFNAME", s.ranked.front()}}},
+        {"hostname_address", s.hostname_address},
+        {"hostname_iface", s.hostname_iface}};
   };
   j = {{"schema", "pairperf.doctor"},
        {"schema_version", "1.0.0"},
@@ -384,6 +392,8 @@ void to_json(nlohmann::json& j, const doctor_report& r) {
        {"path_iface", r.path_iface},
        {"pair", r.pair},
        {"verdict", r.verdict ? nlohmann::json(*r.verdict) : nlohmann::json()},
+       {"gpus", r.gpus ? nlohmann::json{{"expected", r.gpus->expected}, {"why", r.gpus->why}}
+                       : nlohmann::json()},
        {"client", side(r.client)},
        {"server", side(r.server)},
        {"findings", r.findings},
@@ -418,13 +428,13 @@ void print_report(std::FILE* out, const doctor_report& r, rate_unit unit) {
           ucx_cell = cell_text(u.result, unit, timeout);
       }
     }
-    fmt::print(out, "  {:<12} {:<40} {:<28} {}\n",
-               c.target.local_iface == last ? "" : c.target.local_iface,
-               fmt::format("{} ({})", c.target.peer_address, c.target.peer_iface),
-               cell_text(c.result, unit, timeout) +
-                   (c.result.status != case_status::ok && !c.target.on_subnet ? " (off-subnet)"
-                                                                               : ""),
-               ucx_cell);
+    fmt::print(
+        out, "  {:<12} {:<40} {:<28} {}\n",
+        c.target.local_iface == last ? "" : c.target.local_iface,
+        fmt::format("{} ({})", c.target.peer_address, c.target.peer_iface),
+        cell_text(c.result, unit, timeout) +
+            (c.result.status != case_status::ok && !c.target.on_subnet ? " (off-subnet)" : ""),
+        ucx_cell);
     last = c.target.local_iface;
   }
   if (r.tcp.empty()) fmt::print(out, "  (no interface pair to probe)\n");
@@ -452,7 +462,8 @@ void print_report(std::FILE* out, const doctor_report& r, rate_unit unit) {
       fmt::print(out, "; IPC namespace shared: {}; PID namespace shared: {}; /dev/shm shared: {}",
                  yes(r.pair.same_ipc), yes(r.pair.same_pid), yes(r.pair.same_shm));
       if (r.pair.client_shm_bytes)
-        fmt::print(out, " ({} on the client)", format_size(*r.pair.client_shm_bytes));
+        fmt::print(out, " ({:.1f} GiB on the client)",
+                   static_cast<double>(*r.pair.client_shm_bytes) / (1024.0 * 1024 * 1024));
     }
     fmt::print(out, "\n");
   }
@@ -464,11 +475,23 @@ void print_report(std::FILE* out, const doctor_report& r, rate_unit unit) {
     if (r.path.size() > 1 && r.path[1].status == case_status::ok && r.path[1].latency_s)
       rates += fmt::format(", {} one-way at 8 B", format_seconds(r.path[1].latency_s->p50));
     fmt::print(out, "Path (UCX's default transports{}): expected {}; seen {}{} -> {}\n",
-               r.path_iface.empty() ? "" : ", UCX_NET_DEVICES=" + r.path_iface, v.expected,
-               v.seen, rates, v.verdict);
+               r.path_iface.empty() ? "" : ", UCX_NET_DEVICES=" + r.path_iface, v.expected, v.seen,
+               rates, v.verdict);
     if (!v.cause.empty()) fmt::print(out, "  cause: {}\n", v.cause);
     if (!v.fix.empty()) fmt::print(out, "  fix: {}\n", v.fix);
   }
+
+  for (const side_view* s : {&r.client, &r.server}) {
+    if (!s->gpus) continue;
+    std::vector<std::string> list;
+    for (const auto& g : *s->gpus)
+      list.push_back(
+          fmt::format("{} {} ({}, {} NVLinks)", g.index, g.uuid, g.bus_id, g.nvlink_peers.size()));
+    fmt::print(out, "GPUs on the {}: {}\n", s->name,
+               list.empty() ? std::string("none") : fmt::format("{}", fmt::join(list, "; ")));
+  }
+  if (r.gpus && !r.gpus->expected.empty())
+    fmt::print(out, "GPU path: {} ({})\n", r.gpus->expected, r.gpus->why);
 
   if (r.findings.empty()) {
     fmt::print(out, "\nNo findings.\n");

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/gpus.h"
 #include "harness/interfaces.h"
 #include "harness/netvars.h"
 #include "harness/pair.h"
@@ -57,17 +58,18 @@ struct probe_result {
 };
 
 struct doctor_report {
-  nlohmann::json context;           // as in a results file: tool, hosts, env of both sides
-  std::vector<probe_result> tcp;    // per cell: TCP connect and a short stream
-  std::vector<probe_result> ucx;    // per local interface: UCX_TLS=tcp, UCX_NET_DEVICES=it
-  std::vector<case_result> path;    // UCX's default transports between the pair
-  std::string path_iface;           // the interface the path cases were pinned to
+  nlohmann::json context;         // as in a results file: tool, hosts, env of both sides
+  std::vector<probe_result> tcp;  // per cell: TCP connect and a short stream
+  std::vector<probe_result> ucx;  // per local interface: UCX_TLS=tcp, UCX_NET_DEVICES=it
+  std::vector<case_result> path;  // UCX's default transports between the pair
+  std::string path_iface;         // the interface the path cases were pinned to
   pair_facts pair;
   std::optional<path_verdict> verdict;
+  std::optional<gpu_pair> gpus;  // when both sides know their GPUs
   side_view client, server;
   std::vector<finding> findings;
   std::chrono::nanoseconds probe_timeout{};  // each connection attempt's bound
-  std::chrono::nanoseconds bound{};  // the most the probes could take, announced up front
+  std::chrono::nanoseconds bound{};          // the most the probes could take, announced up front
   double elapsed_s = 0;
 };
 

@@ -118,8 +118,8 @@ nlohmann::json check(const expectation& e, const case_result& r,
                      "not the "
                      "configuration asked for",
                      e.name, e.how == expectation::op::eq ? "among" : "absent from");
-      const bool about_shm = e.how == expectation::op::eq ? is_shared_memory_transport(e.name)
-                                                          : e.name == "tcp";
+      const bool about_shm =
+          e.how == expectation::op::eq ? is_shared_memory_transport(e.name) : e.name == "tcp";
       if (!pass && hint && about_shm) {
         out["cause"] = hint->cause;
         out["fix"] = hint->fix;

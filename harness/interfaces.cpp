@@ -3,11 +3,11 @@
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <ifaddrs.h>
-#include <netdb.h>
-#include <unistd.h>
 #include <net/if.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netpacket/packet.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>

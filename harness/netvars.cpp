@@ -51,7 +51,8 @@ std::string best(const side_view& s) { return s.ranked.empty() ? std::string() :
 
 std::string fix_line(const side_view& s, const char* var) {
   const std::string b = best(s);
-  if (b.empty()) return fmt::format("no interface of the {} reached the peer: fix the network first", s.name);
+  if (b.empty())
+    return fmt::format("no interface of the {} reached the peer: fix the network first", s.name);
   return fmt::format("on the {}: {}={}", s.name, var, b);
 }
 
@@ -221,9 +222,9 @@ class checker {
     const auto value = get(s, "UCX_TLS");
     if (!value || s.ucx_transports.empty()) return;
     // Aliases UCX expands itself; anything else must be a transport this side's UCX has.
-    static const std::vector<std::string> aliases{
-        "all", "sm", "shm", "mm", "ib", "rc", "ud", "dc", "rc_x", "ud_x", "dc_x", "rc_v", "ud_v",
-        "cuda", "rocm", "ugni", "self"};
+    static const std::vector<std::string> aliases{"all",  "sm",   "shm",  "mm",   "ib",   "rc",
+                                                  "ud",   "dc",   "rc_x", "ud_x", "dc_x", "rc_v",
+                                                  "ud_v", "cuda", "rocm", "ugni", "self"};
     std::vector<std::string> unknown;
     for (auto t : split_list(*value)) {
       if (!t.empty() && t.front() == '^') t.erase(0, 1);
@@ -247,10 +248,10 @@ class checker {
         const bool index = !e.empty() && std::all_of(e.begin(), e.end(), [](unsigned char ch) {
           return std::isdigit(ch) != 0;
         });
-        const bool found =
-            index ? std::stoul(e) < list.size()
-                  : std::any_of(list.begin(), list.end(),
-                                [&](const gpu_info& g) { return g.uuid.rfind(e, 0) == 0; });
+        const bool found = index ? std::stoul(e) < list.size()
+                                 : std::any_of(list.begin(), list.end(), [&](const gpu_info& g) {
+                                     return g.uuid.rfind(e, 0) == 0;
+                                   });
         if (!found) missing.push_back(e);
       }
       if (!missing.empty()) {
@@ -366,7 +367,11 @@ std::vector<std::string> nccl_default_interfaces(const std::vector<std::string>&
 }
 
 void to_json(nlohmann::json& j, const gpu_info& g) {
-  j = {{"index", g.index}, {"uuid", g.uuid}, {"bus_id", g.bus_id}, {"name", g.name}};
+  j = {{"index", g.index},
+       {"uuid", g.uuid},
+       {"bus_id", g.bus_id},
+       {"name", g.name},
+       {"nvlink_peers", g.nvlink_peers}};
 }
 
 void from_json(const nlohmann::json& j, gpu_info& g) {
@@ -374,6 +379,7 @@ void from_json(const nlohmann::json& j, gpu_info& g) {
   g.uuid = j.value("uuid", std::string());
   g.bus_id = j.value("bus_id", std::string());
   g.name = j.value("name", std::string());
+  g.nvlink_peers = j.value("nvlink_peers", std::vector<std::string>());
 }
 
 void to_json(nlohmann::json& j, const finding& f) {

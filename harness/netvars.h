@@ -37,28 +37,29 @@ struct gpu_info {
   std::string uuid;    // "GPU-..."
   std::string bus_id;  // "00000000:18:00.0"
   std::string name;
+  std::vector<std::string> nvlink_peers;  // PCI bus id at the far end of each active NVLink
 };
 void to_json(nlohmann::json& j, const gpu_info& g);
 void from_json(const nlohmann::json& j, gpu_info& g);
 
 struct side_view {
-  std::string name;                  // "client" or "server"
+  std::string name;                               // "client" or "server"
   nlohmann::json env = nlohmann::json::object();  // relevant_environment() of that side
-  std::vector<std::string> ifaces;   // interfaces that are up with an address
-  std::vector<std::string> rdma;     // RDMA device names
-  std::set<std::string> tested;      // interfaces the matrix tried on this side
-  std::set<std::string> reaching;    // of those, the ones that reached the peer
-  std::vector<std::string> ranked;   // reaching interfaces, fastest first
-  std::vector<std::string> ucx_transports;  // UCX transports this side's library has
-  std::optional<std::vector<gpu_info>> gpus;  // nullopt: unknown (no NVML)
-  std::string hostname_address;  // what the hostname resolves to ("" if it does not)
-  std::string hostname_iface;    // the interface holding that address ("" if none)
+  std::vector<std::string> ifaces;                // interfaces that are up with an address
+  std::vector<std::string> rdma;                  // RDMA device names
+  std::set<std::string> tested;                   // interfaces the matrix tried on this side
+  std::set<std::string> reaching;                 // of those, the ones that reached the peer
+  std::vector<std::string> ranked;                // reaching interfaces, fastest first
+  std::vector<std::string> ucx_transports;        // UCX transports this side's library has
+  std::optional<std::vector<gpu_info>> gpus;      // nullopt: unknown (no NVML)
+  std::string hostname_address;        // what the hostname resolves to ("" if it does not)
+  std::string hostname_iface;          // the interface holding that address ("" if none)
   bool loopback_reaches_peer = false;  // one network namespace: 127.0.0.1 is the peer's too
 };
 
 struct finding {
-  std::string side;      // "client", "server" or "pair"
-  std::string subject;   // the variable, or the topic ("path", "interface")
+  std::string side;     // "client", "server" or "pair"
+  std::string subject;  // the variable, or the topic ("path", "interface")
   std::string problem;
   std::string fix;
 };

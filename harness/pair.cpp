@@ -72,8 +72,11 @@ std::string lanes_text(const case_result& r) {
 }  // namespace
 
 void to_json(nlohmann::json& j, const pair_facts& f) {
-  j = {{"known", f.known},       {"same_host", f.same_host}, {"same_ipc_namespace", f.same_ipc},
-       {"same_pid_namespace", f.same_pid}, {"same_net_namespace", f.same_net},
+  j = {{"known", f.known},
+       {"same_host", f.same_host},
+       {"same_ipc_namespace", f.same_ipc},
+       {"same_pid_namespace", f.same_pid},
+       {"same_net_namespace", f.same_net},
        {"same_dev_shm", f.same_shm}};
   j["client"] = {{"ipc", f.client_ipc}, {"pid", f.client_pid_ns}};
   j["server"] = {{"ipc", f.server_ipc}, {"pid", f.server_pid_ns}};
@@ -97,9 +100,7 @@ pair_facts compare_hosts(const nlohmann::json& client_host, const nlohmann::json
   f.client_shm_bytes = shm_size(c);
   f.server_shm_bytes = shm_size(s);
   if (!f.same_host) return f;
-  const auto same = [](const std::string& a, const std::string& b) {
-    return !a.empty() && a == b;
-  };
+  const auto same = [](const std::string& a, const std::string& b) { return !a.empty() && a == b; };
   f.same_ipc = same(f.client_ipc, f.server_ipc);
   f.same_pid = same(f.client_pid_ns, f.server_pid_ns);
   f.same_net = same(ns_of(c, "net"), ns_of(s, "net"));
@@ -152,7 +153,8 @@ std::optional<blocked_path> shared_memory_blocked(const pair_facts& f) {
 
 expected_path expect_host_path(const pair_facts& f) {
   if (!f.known) return {"unknown", "a side did not report its process facts (older pairperf?)"};
-  if (!f.same_host) return {"network", "the two processes run on different hosts (boot ids differ)"};
+  if (!f.same_host)
+    return {"network", "the two processes run on different hosts (boot ids differ)"};
   if (const auto blocked = shared_memory_blocked(f))
     return {"shared memory", "one host, but " + blocked->cause};
   return {"shared memory",
@@ -161,8 +163,11 @@ expected_path expect_host_path(const pair_facts& f) {
 }
 
 void to_json(nlohmann::json& j, const path_verdict& v) {
-  j = {{"verdict", v.verdict}, {"expected", v.expected}, {"seen", v.seen},
-       {"cause", v.cause},     {"fix", v.fix}};
+  j = {{"verdict", v.verdict},
+       {"expected", v.expected},
+       {"seen", v.seen},
+       {"cause", v.cause},
+       {"fix", v.fix}};
 }
 
 path_verdict judge_host_path(const pair_facts& f, const case_result& measured) {

@@ -1,5 +1,7 @@
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -13,6 +15,26 @@
 
 namespace pairperf::cli {
 namespace {
+
+// Points fd 1 at stderr for its lifetime, then restores it.
+class stdout_to_stderr {
+ public:
+  stdout_to_stderr() : m_saved(::dup(STDOUT_FILENO)) {
+    std::fflush(stdout);
+    if (m_saved >= 0) ::dup2(STDERR_FILENO, STDOUT_FILENO);
+  }
+  stdout_to_stderr(const stdout_to_stderr&) = delete;
+  stdout_to_stderr& operator=(const stdout_to_stderr&) = delete;
+  ~stdout_to_stderr() {
+    if (m_saved < 0) return;
+    std::fflush(stdout);
+    ::dup2(m_saved, STDOUT_FILENO);
+    ::close(m_saved);
+  }
+
+ private:
+  int m_saved;
+};
 
 struct doctor_args {
   std::string peer;
@@ -49,6 +71,10 @@ int doctor_command(const doctor_args& a, const std::vector<std::string>& argv) {
   } else {
     o.server = parse_endpoint(a.peer, default_control_port);
   }
+  // UCX logs its errors to stdout: with the JSON on stdout, everything else goes to stderr
+  // until the report is written.
+  std::optional<stdout_to_stderr> quiet_stdout;
+  if (json_stdout) quiet_stdout.emplace();
   doctor_report r;
   try {
     r = run_doctor(o, a.quiet || json_stdout ? nullptr : stderr);
@@ -56,6 +82,7 @@ int doctor_command(const doctor_args& a, const std::vector<std::string>& argv) {
     fmt::print(stderr, "pairperf doctor: cannot reach the pairperf server: {}\n", e.what());
     return 1;
   }
+  quiet_stdout.reset();
   const nlohmann::json j = r;
   if (json_stdout) {
     fmt::print("{}\n", j.dump(2));
@@ -90,7 +117,8 @@ command add_doctor(CLI::App& root, const std::vector<std::string>& argv) {
   app->add_option("-d,--duration", a->duration, "Time budget of each bandwidth probe")
       ->capture_default_str();
   app->add_flag("--no-ucx", a->no_ucx, "Probe with TCP only");
-  app->add_option("--json", a->json, "Also write the report as JSON to this file ('-': stdout only)");
+  app->add_option("--json", a->json,
+                  "Also write the report as JSON to this file ('-': stdout only)");
   app->add_option("--units", a->units, "Bandwidth display: GB (1e9 B/s) or GiB")
       ->capture_default_str();
   app->add_option("--token", a->token, "Token the server requires");

@@ -46,6 +46,20 @@ void print_table(const nlohmann::json& host) {
     }
   }
   if (!host["rdma_devices"].empty()) fmt::print("\n");
+  const auto& gpus = host["gpus"];
+  fmt::print("\ngpus:");
+  if (!gpus.value("available", false)) {
+    fmt::print(" unknown: {}\n", gpus.value("reason", std::string("?")));
+  } else if (gpus["gpus"].empty()) {
+    fmt::print(" none (driver {})\n", gpus.value("driver", std::string("?")));
+  } else {
+    fmt::print(" driver {}\n", gpus.value("driver", std::string("?")));
+    for (const auto& g : gpus["gpus"]) {
+      fmt::print("  {} {} {} {} ({} active NVLinks)\n", g["index"].get<unsigned>(),
+                 g["name"].get<std::string>(), g["uuid"].get<std::string>(),
+                 g["bus_id"].get<std::string>(), g["nvlink_peers"].size());
+    }
+  }
   fmt::print("\ntransports:\n");
   for (const auto& e : transport_registry::instance().all()) {
     std::vector<std::string> tests;

@@ -44,10 +44,10 @@ local_server::local_server(std::chrono::nanoseconds timeout, bool once) : m_once
     // Child: fd 3 is the ready pipe (dup2 clears close-on-exec); run this same binary.
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlive the client that started us
     ::dup2(write_end.get(), 3);
-    const char* args[] = {"pairperf", "server",         "--listen", "127.0.0.1",
-                          "--port",   "0",              "--ready-fd", "3",
-                          "--quiet",  "--timeout-idle", "30s",      once ? "--once" : nullptr,
-                          nullptr};
+    const char* args[] = {
+        "pairperf",   "server", "--listen", "127.0.0.1",      "--port", "0",
+        "--ready-fd", "3",      "--quiet",  "--timeout-idle", "30s",    once ? "--once" : nullptr,
+        nullptr};
     ::execv("/proc/self/exe", const_cast<char* const*>(args));
     ::_exit(127);
   }

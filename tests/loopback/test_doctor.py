@@ -3,6 +3,7 @@ bounded failure when the server is not there. (The multi-interface and namespace
 tests/scenarios/test_doctor_netns.py, as root.)"""
 import json
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
@@ -31,6 +32,10 @@ class Doctor(unittest.TestCase):
             proc, took = pp.run(["doctor", server.address, "--json", out, "--duration", "0.1s"] + list(args),
                                 timeout=120, env=env or clean_env())
             doc = pp.load(out) if os.path.exists(out) else None
+            if doc is not None:
+                v = subprocess.run([sys.executable, os.path.join(pp.SOURCE_DIR, "scripts", "validate-results"), out],
+                                   capture_output=True, text=True, timeout=60)
+                self.assertEqual(v.returncode, 0, v.stderr)
         return proc, doc, took
 
     def test_a_healthy_local_pair_reaches_over_loopback_with_the_fast_path(self):

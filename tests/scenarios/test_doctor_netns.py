@@ -146,6 +146,15 @@ class AsymmetricPair(unittest.TestCase):
             self.assertTrue(tried, "the error names no interface:\n" + proc.stdout)
         self.assertLess(took, 60)
 
+    def test_json_on_stdout_stays_parsable_while_ucx_logs_errors(self):
+        # UCX prints its connect errors (from the a2 probe) on stdout; `--json -` keeps stdout JSON.
+        with self.server() as s:
+            proc, _ = pp.run(["doctor", f"{ADDR_B1}:{s.port}", "--json", "-", "--duration", "0.1s"],
+                             prefix=in_ns(NS_A), timeout=120, env=clean_env())
+        self.assertEqual(proc.returncode, 3, proc.stderr)
+        doc = json.loads(proc.stdout)
+        self.assertEqual(doc["client"]["reaching"], [A1])
+
     def test_gloo_naming_an_interface_present_on_one_side_only(self):
         # The client's manifest was copied to the server: a1 exists on the client only.
         with self.server(env=clean_env(GLOO_SOCKET_IFNAME=A1)) as s:

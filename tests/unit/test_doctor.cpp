@@ -23,7 +23,8 @@ interface_info iface(const std::string& name, std::vector<std::pair<std::string,
 
 const std::vector<interface_info> client_ifaces{
     iface("lo", {{"127.0.0.1", 8}, {"::1", 128}}, true),
-    iface("bond0.118", {{"10.118.0.1", 24}, {"fe80::1", 64}}), iface("enp141s0", {{"172.16.0.5", 24}})};
+    iface("bond0.118", {{"10.118.0.1", 24}, {"fe80::1", 64}}),
+    iface("enp141s0", {{"172.16.0.5", 24}})};
 const std::vector<interface_info> server_ifaces{
     iface("lo", {{"127.0.0.1", 8}}, true), iface("eth0", {{"10.118.0.2", 24}, {"fe80::2", 64}})};
 
@@ -77,13 +78,12 @@ case_result unreachable(const std::string& code) {
 nlohmann::json context_for(const nlohmann::json& client_env, const nlohmann::json& server_env) {
   const auto host = [](const std::vector<interface_info>& ifs, const std::string& boot,
                        const std::string& addr) {
-    return nlohmann::json{{"hostname", boot},
-                          {"interfaces", ifs},
-                          {"rdma_devices", nlohmann::json::array()},
-                          {"hostname_addresses", {addr}},
-                          {"process",
-                           {{"boot_id", boot},
-                            {"namespaces", {{"ipc", "ipc:[1]"}, {"pid", "pid:[1]"}}}}}};
+    return nlohmann::json{
+        {"hostname", boot},
+        {"interfaces", ifs},
+        {"rdma_devices", nlohmann::json::array()},
+        {"hostname_addresses", {addr}},
+        {"process", {{"boot_id", boot}, {"namespaces", {{"ipc", "ipc:[1]"}, {"pid", "pid:[1]"}}}}}};
   };
   return {{"client", host(client_ifaces, "node-a", "10.118.0.1")},
           {"server", host(server_ifaces, "node-b", "10.118.0.2")},
@@ -141,8 +141,10 @@ TEST(DoctorAnalyze, NothingReachesIsAFinding) {
 }
 
 TEST(DoctorAnalyze, RanksByMeasuredBandwidth) {
-  std::vector<interface_info> two{iface("eth0", {{"10.0.0.1", 24}}), iface("eth1", {{"10.0.1.1", 24}})};
-  std::vector<interface_info> peer{iface("p0", {{"10.0.0.2", 24}}), iface("p1", {{"10.0.1.2", 24}})};
+  std::vector<interface_info> two{iface("eth0", {{"10.0.0.1", 24}}),
+                                  iface("eth1", {{"10.0.1.1", 24}})};
+  std::vector<interface_info> peer{iface("p0", {{"10.0.0.2", 24}}),
+                                   iface("p1", {{"10.0.1.2", 24}})};
   const auto plan = plan_matrix(two, peer, "10.0.0.2", "", {});
   ASSERT_EQ(plan.size(), 4U);
   doctor_report r;

@@ -20,8 +20,9 @@ TEST(NcclFilter, PrefixExactAndExclude) {
             (names{"eth0", "eth1", "ib0", "bond0.118"}));
   EXPECT_EQ(nccl_select(parse_nccl_filter("bond0.118"), ifaces), names{"bond0.118"});
   // NCCL_IB_HCA entries carry ports.
-  EXPECT_EQ(nccl_select(parse_nccl_filter("mlx5_0:1,mlx5_3:1"), names{"mlx5_0", "mlx5_1", "mlx5_3"}),
-            (names{"mlx5_0", "mlx5_3"}));
+  EXPECT_EQ(
+      nccl_select(parse_nccl_filter("mlx5_0:1,mlx5_3:1"), names{"mlx5_0", "mlx5_1", "mlx5_3"}),
+      (names{"mlx5_0", "mlx5_3"}));
   EXPECT_EQ(nccl_select(parse_nccl_filter("=mlx5_1"), names{"mlx5_1", "mlx5_10"}), names{"mlx5_1"});
 }
 
@@ -101,11 +102,11 @@ TEST(CheckVariables, UcxNetDevicesNamingAMissingOrUnreachingDevice) {
   pair_fixture p;
   p.healthy();
   p.client.env["UCX_NET_DEVICES"] = "enp141s0";
-  EXPECT_TRUE(has(check_variables(p.client, p.server), "client", "UCX_NET_DEVICES",
-                  "does not reach"));
+  EXPECT_TRUE(
+      has(check_variables(p.client, p.server), "client", "UCX_NET_DEVICES", "does not reach"));
   p.client.env["UCX_NET_DEVICES"] = "eth7";
-  EXPECT_TRUE(has(check_variables(p.client, p.server), "client", "UCX_NET_DEVICES",
-                  "does not have"));
+  EXPECT_TRUE(
+      has(check_variables(p.client, p.server), "client", "UCX_NET_DEVICES", "does not have"));
   // RDMA devices are named with a port and are not netdevs.
   p.client.rdma = {"mlx5_0"};
   p.client.env["UCX_NET_DEVICES"] = "mlx5_0:1,bond0.118";
@@ -119,7 +120,8 @@ TEST(CheckVariables, GlooNamingAnInterfaceOnOneSideOnly) {
   p.healthy();
   p.server.env["GLOO_SOCKET_IFNAME"] = "bond0.118";  // copied from the client's manifest
   const auto f = check_variables(p.client, p.server);
-  ASSERT_TRUE(has(f, "server", "GLOO_SOCKET_IFNAME", "names no interface of the server")) << dump(f);
+  ASSERT_TRUE(has(f, "server", "GLOO_SOCKET_IFNAME", "names no interface of the server"))
+      << dump(f);
   EXPECT_TRUE(has(f, "server", "GLOO_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME=eth0")) << dump(f);
   EXPECT_FALSE(has(f, "client", "GLOO_SOCKET_IFNAME")) << dump(f);
 }
@@ -213,7 +215,8 @@ TEST(CheckVariables, CudaVisibleDevicesAgainstTheGpusSeen) {
   EXPECT_TRUE(
       has(check_variables(p.client, p.server), "client", "CUDA_VISIBLE_DEVICES", "sees 2 GPU"));
   p.client.env["CUDA_VISIBLE_DEVICES"] = "GPU-ffff";
-  EXPECT_TRUE(has(check_variables(p.client, p.server), "client", "CUDA_VISIBLE_DEVICES", "GPU-ffff"));
+  EXPECT_TRUE(
+      has(check_variables(p.client, p.server), "client", "CUDA_VISIBLE_DEVICES", "GPU-ffff"));
   // Unknown GPUs (no NVML on that side): nothing is claimed.
   p.server.env["CUDA_VISIBLE_DEVICES"] = "7";
   EXPECT_FALSE(has(check_variables(p.client, p.server), "server", "CUDA_VISIBLE_DEVICES"));

@@ -6,6 +6,7 @@
 
 #include "harness/context.h"
 #include "harness/expect.h"
+#include "harness/gpus.h"
 #include "harness/pair.h"
 
 namespace pairperf {
@@ -44,7 +45,8 @@ TEST(Pair, ThisProcessAgainstItselfSharesEverything) {
 }
 
 TEST(Pair, DifferentBootIdsAreTwoHosts) {
-  const pair_facts f = compare_hosts(host("a", "ipc:[1]", "pid:[1]"), host("b", "ipc:[1]", "pid:[1]"));
+  const pair_facts f =
+      compare_hosts(host("a", "ipc:[1]", "pid:[1]"), host("b", "ipc:[1]", "pid:[1]"));
   EXPECT_TRUE(f.known);
   EXPECT_FALSE(f.same_host);
   EXPECT_FALSE(f.same_ipc);  // namespace ids mean nothing across hosts
@@ -90,7 +92,8 @@ TEST(Pair, PidSplitLosesZeroCopyForLargeMessages) {
 }
 
 TEST(Pair, SharedMemoryBulkIsTheFastPath) {
-  const pair_facts f = compare_hosts(host("a", "ipc:[1]", "pid:[1]"), host("a", "ipc:[1]", "pid:[1]"));
+  const pair_facts f =
+      compare_hosts(host("a", "ipc:[1]", "pid:[1]"), host("a", "ipc:[1]", "pid:[1]"));
   const nlohmann::json client{
       {"lanes",
        {{{"transport", "sysv"}, {"device", "memory"}, {"usage", {"am", "am_bw#0"}}},
@@ -106,7 +109,8 @@ TEST(Pair, SharedMemoryBulkIsTheFastPath) {
 }
 
 TEST(Pair, AFailedCaseIsAFailedVerdictWithTheBlockingCause) {
-  const pair_facts f = compare_hosts(host("a", "ipc:[1]", "pid:[1]"), host("a", "ipc:[2]", "pid:[3]"));
+  const pair_facts f =
+      compare_hosts(host("a", "ipc:[1]", "pid:[1]"), host("a", "ipc:[2]", "pid:[3]"));
   case_result r = measured({}, "");
   r.status = case_status::error;
   r.message = "ucx wireup failed";
@@ -129,6 +133,61 @@ TEST(Pair, MissedShmExpectationCarriesTheCause) {
   apply_expectations({parse_expectation("transport=rc_mlx5")}, r2, hint);
   EXPECT_EQ(r2.status, case_status::fail);
   EXPECT_EQ(r2.message.find("IPC"), std::string::npos) << r2.message;
+}
+
+}  // namespace
+}  // namespace pairperf
+
+namespace pairperf {
+namespace {
+
+gpu_info gpu(unsigned index, const std::string& uuid, const std::string& bus,
+             std::vector<std::string> nvlinks = {}) {
+  return gpu_info{index, uuid, bus, "NVIDIA H20", std::move(nvlinks)};
+}
+
+// Eight H20s with NV18 between all pairs, as `nvidia-smi topo -m` shows them: each GPU's 18
+// links, spread over the other seven.
+std::vector<std::string> links_to(const std::vector<std::string>& others) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < 18; ++i) out.push_back(others[i % others.size()]);
+  return out;
+}
+
+TEST(GpuPair, ContainersThatSeeOnlyTheirOwnGpusCannotUseCudaIpc) {
+  // The prefill/decode case: two pods on one node, two GPUs each, NVLink between all four.
+  const std::vector<std::string> bus{"0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0",
+                                     "0000:5d:00.0"};
+  const std::vector<gpu_info> prefill{
+      gpu(0, "GPU-aaaa0000-0000", bus[0], links_to({bus[1], bus[2], bus[3]})),
+      gpu(1, "GPU-aaaa1111-1111", bus[1], links_to({bus[0], bus[2], bus[3]}))};
+  const std::vector<gpu_info> decode{
+      gpu(0, "GPU-bbbb2222-2222", bus[2], links_to({bus[0], bus[1], bus[3]})),
+      gpu(1, "GPU-bbbb3333-3333", bus[3], links_to({bus[0], bus[1], bus[2]}))};
+  const gpu_pair p = judge_gpu_pair(true, prefill, decode);
+  EXPECT_EQ(p.expected, "cuda_ipc impossible");
+  EXPECT_NE(p.problem.find("each side sees only its own GPUs"), std::string::npos) << p.problem;
+  EXPECT_NE(p.problem.find("NVLink"), std::string::npos) << p.problem;  // the link is there
+  EXPECT_NE(p.fix.find("NVIDIA_VISIBLE_DEVICES=all"), std::string::npos);
+}
+
+TEST(GpuPair, SharedGpusWithNvlinkExpectCudaIpcOverNvlink) {
+  const std::vector<std::string> bus{"0000:18:00.0", "0000:2a:00.0"};
+  const std::vector<gpu_info> all{gpu(0, "GPU-1", bus[0], links_to({bus[1]})),
+                                  gpu(1, "GPU-2", bus[1], links_to({bus[0]}))};
+  const gpu_pair p = judge_gpu_pair(true, all, all);
+  EXPECT_EQ(p.expected, "cuda_ipc over NVLink");
+  EXPECT_NE(p.why.find("18 NVLink(s)"), std::string::npos) << p.why;
+  EXPECT_TRUE(p.problem.empty());
+}
+
+TEST(GpuPair, PcieOnlySameGpuAndOtherHosts) {
+  const std::vector<gpu_info> two{gpu(0, "GPU-1", "0000:18:00.0"), gpu(1, "GPU-2", "0000:2a:00.0")};
+  EXPECT_EQ(judge_gpu_pair(true, two, two).expected, "cuda_ipc over PCIe");
+  const std::vector<gpu_info> one{gpu(0, "GPU-1", "0000:18:00.0")};
+  EXPECT_EQ(judge_gpu_pair(true, one, one).expected, "cuda_ipc within one GPU");
+  EXPECT_EQ(judge_gpu_pair(false, two, two).expected, "network");
+  EXPECT_EQ(judge_gpu_pair(true, two, {}).expected, "");  // no GPU on one side: nothing to say
 }
 
 }  // namespace

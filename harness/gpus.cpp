@@ -1,0 +1,195 @@
+#include "harness/gpus.h"
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+namespace pairperf {
+namespace {
+
+// The few NVML types and entry points used, as the NVML API reference defines them (the
+// header is not needed to build, and the library is not needed to run).
+using nvml_return = int;
+using nvml_device = struct nvml_device_st*;
+constexpr nvml_return nvml_success = 0;
+constexpr unsigned nvml_max_links = 18;  // NVML_NVLINK_MAX_LINKS
+constexpr unsigned nvml_feature_enabled = 1;
+struct nvml_pci_info {  // nvmlPciInfo_t (the _v3 layout)
+  char bus_id_legacy[16];
+  unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
+  char bus_id[32];
+};
+
+struct nvml_api {
+  nvml_return (*init)();
+  nvml_return (*shutdown)();
+  const char* (*error_string)(nvml_return);
+  nvml_return (*count)(unsigned*);
+  nvml_return (*by_index)(unsigned, nvml_device*);
+  nvml_return (*uuid)(nvml_device, char*, unsigned);
+  nvml_return (*name)(nvml_device, char*, unsigned);
+  nvml_return (*pci)(nvml_device, nvml_pci_info*);
+  nvml_return (*driver)(char*, unsigned);
+  nvml_return (*link_state)(nvml_device, unsigned, unsigned*);
+  nvml_return (*link_remote_pci)(nvml_device, unsigned, nvml_pci_info*);
+};
+
+template <class F>
+bool load(void* lib, const char* symbol, F& out) {
+  out = reinterpret_cast<F>(::dlsym(lib, symbol));  // NOLINT: dlsym returns void*
+  return out != nullptr;
+}
+
+// "00000000:18:00.0" and "0000:18:00.0" name the same device.
+std::string normalize_bus_id(std::string id) {
+  std::transform(id.begin(), id.end(), id.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const auto colon = id.find(':');
+  if (colon != std::string::npos && colon > 4 && id.find(':', colon + 1) != std::string::npos) {
+    const std::string domain = id.substr(0, colon);
+    if (domain.find_first_not_of('0') >= colon - 4) id = id.substr(colon - 4);
+  }
+  return id;
+}
+
+std::string short_uuid(const std::string& uuid) {
+  return uuid.substr(0, std::min<std::size_t>(uuid.size(), 12));
+}
+
+std::string uuids(const std::vector<gpu_info>& list) {
+  std::vector<std::string> out;
+  for (const auto& g : list) out.push_back(short_uuid(g.uuid));
+  return fmt::format("{}", fmt::join(out, ", "));
+}
+
+}  // namespace
+
+gpu_inventory read_gpus() {
+  gpu_inventory inv;
+  void* lib = ::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    inv.reason = "NVML not found (libnvidia-ml.so.1: no NVIDIA driver here)";
+    return inv;
+  }
+  nvml_api api{};
+  const bool ok = load(lib, "nvmlInit_v2", api.init) && load(lib, "nvmlShutdown", api.shutdown) &&
+                  load(lib, "nvmlErrorString", api.error_string) &&
+                  load(lib, "nvmlDeviceGetCount_v2", api.count) &&
+                  load(lib, "nvmlDeviceGetHandleByIndex_v2", api.by_index) &&
+                  load(lib, "nvmlDeviceGetUUID", api.uuid) &&
+                  load(lib, "nvmlDeviceGetName", api.name) &&
+                  load(lib, "nvmlDeviceGetPciInfo_v3", api.pci) &&
+                  load(lib, "nvmlSystemGetDriverVersion", api.driver);
+  // NVLink queries are optional (older drivers, no NVLink hardware).
+  load(lib, "nvmlDeviceGetNvLinkState", api.link_state);
+  load(lib, "nvmlDeviceGetNvLinkRemotePciInfo_v2", api.link_remote_pci);
+  if (!ok) {
+    inv.reason = "NVML is too old (missing nvmlDeviceGetPciInfo_v3 or another entry point)";
+    ::dlclose(lib);
+    return inv;
+  }
+  if (const nvml_return rc = api.init(); rc != nvml_success) {
+    inv.reason = fmt::format("nvmlInit: {}", api.error_string(rc));
+    ::dlclose(lib);
+    return inv;
+  }
+  inv.available = true;
+  std::array<char, 96> text{};
+  if (api.driver(text.data(), text.size()) == nvml_success) inv.driver = text.data();
+  unsigned count = 0;
+  if (api.count(&count) != nvml_success) count = 0;
+  for (unsigned i = 0; i < count; ++i) {
+    nvml_device dev = nullptr;
+    if (api.by_index(i, &dev) != nvml_success) continue;
+    gpu_info g;
+    g.index = i;
+    if (api.uuid(dev, text.data(), text.size()) == nvml_success) g.uuid = text.data();
+    if (api.name(dev, text.data(), text.size()) == nvml_success) g.name = text.data();
+    nvml_pci_info pci{};
+    if (api.pci(dev, &pci) == nvml_success) g.bus_id = normalize_bus_id(pci.bus_id);
+    for (unsigned link = 0; api.link_state && api.link_remote_pci && link < nvml_max_links;
+         ++link) {
+      unsigned active = 0;
+      if (api.link_state(dev, link, &active) != nvml_success) break;  // no such link
+      nvml_pci_info remote{};
+      if (active == nvml_feature_enabled && api.link_remote_pci(dev, link, &remote) == nvml_success)
+        g.nvlink_peers.push_back(normalize_bus_id(remote.bus_id));
+    }
+    inv.gpus.push_back(std::move(g));
+  }
+  api.shutdown();
+  ::dlclose(lib);
+  return inv;
+}
+
+void to_json(nlohmann::json& j, const gpu_inventory& inv) {
+  j = {{"available", inv.available}, {"gpus", inv.gpus}};
+  if (!inv.reason.empty()) j["reason"] = inv.reason;
+  if (!inv.driver.empty()) j["driver"] = inv.driver;
+}
+
+gpu_pair judge_gpu_pair(bool same_host, const std::vector<gpu_info>& client,
+                        const std::vector<gpu_info>& server) {
+  gpu_pair p;
+  if (client.empty() || server.empty()) return p;
+  if (!same_host) {
+    p.expected = "network";
+    p.why =
+        "the GPUs are in different hosts: GPUDirect RDMA through the NICs, or staged through "
+        "host memory";
+    return p;
+  }
+  std::set<std::string> theirs;
+  for (const auto& g : server) theirs.insert(g.uuid);
+  const bool shared = std::any_of(client.begin(), client.end(),
+                                  [&](const gpu_info& g) { return theirs.count(g.uuid) > 0; });
+  // NVLinks from the client's GPUs to the server's (by bus id; NVML reports the far end even of
+  // a link to a GPU this container does not see).
+  std::map<std::string, unsigned> links;
+  for (const auto& c : client) {
+    for (const auto& s : server) {
+      if (c.bus_id == s.bus_id) continue;
+      const auto n =
+          static_cast<unsigned>(std::count(c.nvlink_peers.begin(), c.nvlink_peers.end(), s.bus_id));
+      if (n > 0) links[fmt::format("{} -> {}", c.bus_id, s.bus_id)] = n;
+    }
+  }
+  const std::string link_text =
+      links.empty() ? std::string()
+                    : fmt::format("{} NVLink(s) {}", links.begin()->second, links.begin()->first);
+  if (!shared) {
+    p.expected = "cuda_ipc impossible";
+    p.problem = fmt::format(
+        "one host, but each side sees only its own GPUs (client {}; server {}){}: cuda_ipc needs "
+        "each process to open the peer's GPU memory, so UCX falls back to staging through host "
+        "memory and a network transport (hundreds of MB/s instead of hundreds of GB/s)",
+        uuids(client), uuids(server),
+        links.empty() ? std::string() : fmt::format(", though {} joins them", link_text));
+    p.fix =
+        "make every GPU visible to both containers (NVIDIA_VISIBLE_DEVICES=all, or both "
+        "processes in one pod) and pick each process's GPU with CUDA_VISIBLE_DEVICES";
+    p.why = p.problem;
+    return p;
+  }
+  if (!links.empty()) {
+    p.expected = "cuda_ipc over NVLink";
+    p.why = fmt::format("both sides see the pair's GPUs and {} joins them", link_text);
+  } else if (client.size() == 1 && server.size() == 1 && client[0].uuid == server[0].uuid) {
+    p.expected = "cuda_ipc within one GPU";
+    p.why = fmt::format("both sides use the same GPU {}", short_uuid(client[0].uuid));
+  } else {
+    p.expected = "cuda_ipc over PCIe";
+    p.why =
+        "both sides see the GPUs but no NVLink joins them: UCX may disable cuda_ipc's zero-copy "
+        "get (\"no nvlinks detected\") and stage through host memory";
+  }
+  return p;
+}
+
+}  // namespace pairperf
