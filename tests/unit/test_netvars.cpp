@@ -207,8 +207,8 @@ TEST(CheckVariables, UcxTlsUnknownHereAndDifferentBetweenSides) {
 TEST(CheckVariables, CudaVisibleDevicesAgainstTheGpusSeen) {
   pair_fixture p;
   p.healthy();
-  p.client.gpus = std::vector<gpu_info>{{0, "GPU-4650fca3-1111", "00000000:18:00.0", "H20"},
-                                        {1, "GPU-77aa0000-2222", "00000000:2A:00.0", "H20"}};
+  p.client.gpus = std::vector<gpu_info>{{0, "GPU-4650fca3-1111", "00000000:18:00.0", "H20", {}},
+                                        {1, "GPU-77aa0000-2222", "00000000:2A:00.0", "H20", {}}};
   p.client.env["CUDA_VISIBLE_DEVICES"] = "1,GPU-4650";
   EXPECT_FALSE(has(check_variables(p.client, p.server), "client", "CUDA_VISIBLE_DEVICES"));
   p.client.env["CUDA_VISIBLE_DEVICES"] = "2";
