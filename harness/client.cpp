@@ -41,6 +41,35 @@ case_result failed(case_result r, const step_error& e) {
   return r;
 }
 
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// The headline of a repeated case: latency over every sample of every repetition, bandwidth
+// and message rate the median of the repetitions', elapsed time their sum.
+void merge_repetitions(case_result& r, std::vector<std::int64_t>& pooled_round_trips) {
+  if (!pooled_round_trips.empty()) r.latency_s = summarize(pooled_round_trips, 0.5e-9);
+  std::vector<double> receiver, sender, rate;
+  double elapsed = 0;
+  for (const auto& rep : r.repetitions) {
+    elapsed += rep.elapsed_s;
+    if (rep.message_rate_per_s) rate.push_back(*rep.message_rate_per_s);
+    if (!rep.bandwidth_Bps) continue;
+    if (rep.bandwidth_Bps->receiver_Bps) receiver.push_back(*rep.bandwidth_Bps->receiver_Bps);
+    if (rep.bandwidth_Bps->sender_Bps) sender.push_back(*rep.bandwidth_Bps->sender_Bps);
+  }
+  r.elapsed_s = elapsed;
+  if (!rate.empty()) r.message_rate_per_s = median(rate);
+  if (r.bandwidth_Bps) {
+    r.bandwidth_Bps->receiver_Bps =
+        receiver.empty() ? std::nullopt : std::optional<double>(median(receiver));
+    r.bandwidth_Bps->sender_Bps = sender.empty() ? std::nullopt : std::optional<double>(median(sender));
+  }
+}
+
 double per_second(double count, std::int64_t ns) {
   return ns > 0 ? count * 1e9 / static_cast<double>(ns) : 0;
 }
@@ -238,8 +267,21 @@ case_result client_run::run_case(const test_case& c) {
     } else {
       r.iterations = *m_options.config.iterations;
     }
-    const server_view theirs = phase(*session, "measure", r.iterations, mine);
-    compose(r, *session, mine, theirs);
+    const unsigned reps = std::max(1U, m_options.config.repeat);
+    std::vector<std::int64_t> pooled;  // round trips of every repetition (ping-pong)
+    for (unsigned i = 0; i < reps; ++i) {
+      const server_view theirs = phase(*session, "measure", r.iterations, mine);
+      compose(r, *session, mine, theirs);
+      if (reps == 1) break;
+      r.repetitions.push_back(
+          repetition{r.iterations, r.elapsed_s, r.latency_s, r.bandwidth_Bps, r.message_rate_per_s});
+      if (c.pattern == pattern_kind::pingpong) {
+        const auto s = session->samples().samples();
+        pooled.insert(pooled.end(), s.begin(), s.end());
+      }
+      if (r.status == case_status::fail) break;  // corrupt bytes: no point repeating
+    }
+    if (r.repetitions.size() > 1) merge_repetitions(r, pooled);
   } catch (const step_error& e) {
     r = failed(std::move(r), e);
   }

@@ -78,6 +78,7 @@ void to_json(nlohmann::json& j, const run_config& c) {
       {"max_iterations", c.max_iterations},
       {"warmup_iterations", c.warmup ? nlohmann::json(*c.warmup) : nlohmann::json(nullptr)},
       {"window", c.window},
+      {"repeat", c.repeat},
       {"validate", c.validate},
       {"progress", to_string(c.transport.progress)},
       {"streams", c.transport.streams},
@@ -101,6 +102,7 @@ void from_json(const nlohmann::json& j, run_config& c) {
   if (!j.at("warmup_iterations").is_null())
     c.warmup = j.at("warmup_iterations").get<std::uint64_t>();
   j.at("window").get_to(c.window);
+  c.repeat = j.value("repeat", 1U);
   j.at("validate").get_to(c.validate);
   c.transport.progress = parse_progress(j.at("progress").get<std::string>());
   j.at("streams").get_to(c.transport.streams);

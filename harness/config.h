@@ -56,6 +56,7 @@ struct run_config {
   std::uint64_t max_iterations = 4'000'000;  // also bounds the sample buffer
   std::optional<std::uint64_t> warmup;       // unset = chosen from size and window
   unsigned window = 32;                      // outstanding operations in stream patterns
+  unsigned repeat = 1;  // measured phases per case (after one warm-up), each kept in the results
   bool validate = false;
   transport_options transport;
   struct timeouts timeouts;

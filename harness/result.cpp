@@ -62,6 +62,22 @@ void from_json(const nlohmann::json& j, bandwidth& b) {
   get_optional(j, "sender", b.sender_Bps);
 }
 
+void to_json(nlohmann::json& j, const repetition& r) {
+  j = {{"iterations", r.iterations}, {"elapsed_s", r.elapsed_s}};
+  put_optional(j, "latency_s", r.latency_s);
+  put_optional(j, "bandwidth_Bps", r.bandwidth_Bps);
+  put_optional(j, "message_rate_per_s", r.message_rate_per_s);
+}
+
+void from_json(const nlohmann::json& j, repetition& r) {
+  r = repetition{};
+  r.iterations = j.value("iterations", std::uint64_t{0});
+  r.elapsed_s = j.value("elapsed_s", 0.0);
+  get_optional(j, "latency_s", r.latency_s);
+  get_optional(j, "bandwidth_Bps", r.bandwidth_Bps);
+  get_optional(j, "message_rate_per_s", r.message_rate_per_s);
+}
+
 void to_json(nlohmann::json& j, const case_result& r) {
   j = nlohmann::json{{"case", r.test}, {"status", to_string(r.status)}};
   if (!r.message.empty()) j["message"] = r.message;
@@ -83,6 +99,7 @@ void to_json(nlohmann::json& j, const case_result& r) {
     j["validation"] = {{"messages_checked", r.validated->messages_checked},
                        {"corrupt_bytes", r.validated->corrupt_bytes}};
   }
+  if (!r.repetitions.empty()) j["repetitions"] = r.repetitions;
   if (!r.verdict.is_null()) j["verdict"] = r.verdict;
   if (r.provenance) {
     j["provenance"] = {{"lanes", r.provenance->lanes},
@@ -116,6 +133,7 @@ void from_json(const nlohmann::json& j, case_result& r) {
     r.validated = validation{j["validation"].at("messages_checked").get<std::uint64_t>(),
                              j["validation"].at("corrupt_bytes").get<std::uint64_t>()};
   }
+  if (j.contains("repetitions")) r.repetitions = j["repetitions"].get<std::vector<repetition>>();
   if (j.contains("verdict")) r.verdict = j["verdict"];
   if (j.contains("provenance")) {
     const auto& p = j["provenance"];

@@ -51,6 +51,16 @@ struct validation {
   std::uint64_t corrupt_bytes = 0;
 };
 
+// One measured phase of a case run with --repeat: the spread between them is what a comparison
+// of two result files tests.
+struct repetition {
+  std::uint64_t iterations = 0;
+  double elapsed_s = 0;
+  std::optional<sample_stats> latency_s;
+  std::optional<bandwidth> bandwidth_Bps;
+  std::optional<double> message_rate_per_s;
+};
+
 struct case_result {
   test_case test;
   case_status status = case_status::ok;
@@ -70,6 +80,9 @@ struct case_result {
   std::optional<double> message_rate_per_s;
   std::optional<validation> validated;
   std::optional<struct provenance> provenance;
+  // --repeat N (N > 1): each measured phase. Then latency_s is over the samples of all of them,
+  // bandwidth_Bps and message_rate_per_s are their medians.
+  std::vector<repetition> repetitions;
   nlohmann::json verdict;  // --expect: {"pass", "checks": [{"expect", "seen", "pass", "why"}]};
                            // null if none applied
 };
@@ -78,6 +91,8 @@ void to_json(nlohmann::json& j, const lane& l);
 void from_json(const nlohmann::json& j, lane& l);
 void to_json(nlohmann::json& j, const bandwidth& b);
 void from_json(const nlohmann::json& j, bandwidth& b);
+void to_json(nlohmann::json& j, const repetition& r);
+void from_json(const nlohmann::json& j, repetition& r);
 void to_json(nlohmann::json& j, const case_result& r);
 void from_json(const nlohmann::json& j, case_result& r);
 

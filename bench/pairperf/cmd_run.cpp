@@ -33,6 +33,7 @@ struct run_args {
   std::uint64_t min_iterations = 10;
   std::uint64_t warmup = 0;
   unsigned window = 32;
+  unsigned repeat = 1;
   bool validate = false;
   unsigned streams = 1;
   std::string sndbuf, rcvbuf;
@@ -74,6 +75,10 @@ void register_options(CLI::App* app, run_args& a) {
   app->add_option("--min-iterations", a.min_iterations, "Least iterations under a time budget")
       ->capture_default_str();
   app->add_option("--warmup", a.warmup, "Warm-up iterations (default: 2 windows, at most 256 MiB)");
+  app->add_option("-r,--repeat", a.repeat,
+                  "Measured phases per case, each kept in the results (their spread is what "
+                  "`pairperf compare` tests)")
+      ->capture_default_str();
   app->add_option("-w,--window", a.window, "Outstanding operations in stream tests")
       ->capture_default_str();
   app->add_flag("--validate", a.validate,
@@ -116,6 +121,8 @@ run_config make_config(const run_args& a, const CLI::App& app) {
   if (a.window < 1 || a.window > max_window)
     throw usage_error(fmt::format("--window must be 1 to {}", max_window));
   c.window = a.window;
+  if (a.repeat < 1 || a.repeat > 1000) throw usage_error("--repeat must be 1 to 1000");
+  c.repeat = a.repeat;
   c.validate = a.validate;
   if (a.streams < 1 || a.streams > 64) throw usage_error("--streams must be 1 to 64");
   c.transport.streams = a.streams;

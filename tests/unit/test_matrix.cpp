@@ -119,7 +119,7 @@ TEST(Matrix, ParsesMemoryPairs) {
 
 TEST(Registry, RefusesDuplicates) {
   transport_registry r;
-  transport_entry e{"x", "", {}, nullptr};
+  transport_entry e{"x", "", {}, nullptr, false, {}, {}};
   r.add(e);
   EXPECT_THROW(r.add(e), std::logic_error);
   EXPECT_NE(transport_registry::instance().find_test("tcp", "tcp_bw"), nullptr);
