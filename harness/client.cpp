@@ -66,7 +66,8 @@ void merge_repetitions(case_result& r, std::vector<std::int64_t>& pooled_round_t
   if (r.bandwidth_Bps) {
     r.bandwidth_Bps->receiver_Bps =
         receiver.empty() ? std::nullopt : std::optional<double>(median(receiver));
-    r.bandwidth_Bps->sender_Bps = sender.empty() ? std::nullopt : std::optional<double>(median(sender));
+    r.bandwidth_Bps->sender_Bps =
+        sender.empty() ? std::nullopt : std::optional<double>(median(sender));
   }
 }
 
@@ -273,8 +274,8 @@ case_result client_run::run_case(const test_case& c) {
       const server_view theirs = phase(*session, "measure", r.iterations, mine);
       compose(r, *session, mine, theirs);
       if (reps == 1) break;
-      r.repetitions.push_back(
-          repetition{r.iterations, r.elapsed_s, r.latency_s, r.bandwidth_Bps, r.message_rate_per_s});
+      r.repetitions.push_back(repetition{r.iterations, r.elapsed_s, r.latency_s, r.bandwidth_Bps,
+                                         r.message_rate_per_s});
       if (c.pattern == pattern_kind::pingpong) {
         const auto s = session->samples().samples();
         pooled.insert(pooled.end(), s.begin(), s.end());

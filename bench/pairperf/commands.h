@@ -18,5 +18,7 @@ command add_run(CLI::App& root, const std::vector<std::string>& argv);
 command add_server(CLI::App& root);
 command add_info(CLI::App& root);
 command add_doctor(CLI::App& root, const std::vector<std::string>& argv);
+command add_compare(CLI::App& root);
+command add_export(CLI::App& root);
 
 }  // namespace pairperf::cli

@@ -18,7 +18,9 @@ int main(int argc, char** argv) {
   const std::vector<pairperf::cli::command> commands{pairperf::cli::add_run(app, args),
                                                      pairperf::cli::add_server(app),
                                                      pairperf::cli::add_info(app),
-                                                     pairperf::cli::add_doctor(app, args)};
+                                                     pairperf::cli::add_doctor(app, args),
+                                                     pairperf::cli::add_compare(app),
+                                                     pairperf::cli::add_export(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,519 @@
+#include "harness/compare.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "harness/units.h"
+
+namespace pairperf {
+namespace {
+
+constexpr std::size_t exact_limit = 25;
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Coefficients of the q-binomial [n1+n2 choose n1]: how many orderings give each U.
+std::vector<double> u_distribution(std::size_t n1, std::size_t n2) {
+  // poly[k] = [n choose k]_q, built up over n by [n,k] = [n-1,k-1] + q^k [n-1,k].
+  std::vector<std::vector<double>> poly(n1 + 1);
+  poly[0] = {1.0};
+  for (std::size_t n = 1; n <= n1 + n2; ++n) {
+    for (std::size_t k = std::min(n, n1); k >= 1; --k) {
+      std::vector<double> next(k * (n - k) + 1, 0.0);
+      const auto& left = poly[k - 1];  // [n-1, k-1]
+      for (std::size_t i = 0; i < left.size() && i < next.size(); ++i) next[i] += left[i];
+      const auto& right = poly[k];  // [n-1, k], shifted by k
+      for (std::size_t i = 0; i < right.size() && i + k < next.size(); ++i) next[i + k] += right[i];
+      poly[k] = std::move(next);
+    }
+  }
+  return poly[n1];
+}
+
+// The Hodges-Lehmann estimate of the relative change: the median over every pair (base, new)
+// of new / base, minus one. It uses every repetition, so it moves less with noise than the
+// ratio of the two medians.
+double ratio_change(const std::vector<double>& base, const std::vector<double>& next) {
+  std::vector<double> logs;
+  logs.reserve(base.size() * next.size());
+  for (const double b : base) {
+    for (const double n : next) {
+      if (b > 0 && n > 0) logs.push_back(std::log(n / b));
+    }
+  }
+  if (logs.empty()) return 0;
+  return std::exp(median_of(std::move(logs))) - 1;
+}
+
+std::vector<double> ranks_of(const std::vector<double>& all, bool& ties, double& tie_term) {
+  std::vector<std::size_t> order(all.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](auto x, auto y) { return all[x] < all[y]; });
+  std::vector<double> ranks(all.size());
+  ties = false;
+  tie_term = 0;
+  for (std::size_t i = 0; i < order.size();) {
+    std::size_t j = i;
+    while (j + 1 < order.size() && all[order[j + 1]] == all[order[i]]) ++j;
+    const double rank = (static_cast<double>(i + j) / 2) + 1;
+    for (std::size_t k = i; k <= j; ++k) ranks[order[k]] = rank;
+    const double t = static_cast<double>(j - i + 1);
+    if (t > 1) {
+      ties = true;
+      tie_term += t * t * t - t;
+    }
+    i = j + 1;
+  }
+  return ranks;
+}
+
+std::string file_error(const std::string& path, const std::string& what) {
+  return fmt::format("{}: {}", path, what);
+}
+
+void load_file(const std::filesystem::path& path, result_set& out) {
+  std::ifstream in(path);
+  if (!in) throw compare_error(file_error(path.string(), "cannot be read"));
+  const bool lines = path.extension() == ".jsonl";
+  std::vector<nlohmann::json> docs;
+  try {
+    if (lines) {
+      std::string line;
+      while (std::getline(in, line)) {
+        if (!line.empty()) docs.push_back(nlohmann::json::parse(line));
+      }
+    } else {
+      docs.push_back(nlohmann::json::parse(in));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw compare_error(file_error(path.string(), fmt::format("not JSON ({})", e.what())));
+  }
+  if (docs.empty() || !docs.front().is_object())
+    throw compare_error(file_error(path.string(), "not a pairperf results file (no JSON object)"));
+  const nlohmann::json& head = docs.front();
+  const std::string schema = head.value("schema", std::string());
+  const std::string version = head.value("schema_version", std::string());
+  if (schema != "pairperf.result") {
+    throw compare_error(file_error(
+        path.string(),
+        fmt::format("schema '{}' is not pairperf.result (compare takes the results of `pairperf "
+                    "run --json`)",
+                    schema.empty() ? "(none)" : schema)));
+  }
+  if (version.rfind("1.", 0) != 0) {
+    throw compare_error(file_error(
+        path.string(),
+        fmt::format("schema version {} is not one this pairperf reads (1.x); compare files "
+                    "written by the same major version",
+                    version.empty() ? "(none)" : version)));
+  }
+  out.files.push_back(path.string());
+  out.contexts.push_back(head.value("context", nlohmann::json::object()));
+  try {
+    if (lines) {
+      for (std::size_t i = 1; i < docs.size(); ++i)
+        out.results.push_back(docs[i].get<case_result>());
+    } else {
+      for (const auto& r : head.at("results")) out.results.push_back(r.get<case_result>());
+    }
+  } catch (const std::exception& e) {
+    throw compare_error(file_error(path.string(), fmt::format("malformed result ({})", e.what())));
+  }
+}
+
+// The per-repetition values of one metric of one result (the headline when not repeated).
+std::vector<double> values_of(const case_result& r, const std::string& metric) {
+  std::vector<double> out;
+  const auto bw = [](const std::optional<bandwidth>& b) -> std::optional<double> {
+    if (!b) return std::nullopt;
+    return b->receiver_Bps ? b->receiver_Bps : b->sender_Bps;
+  };
+  const auto lat = [&](const std::optional<sample_stats>& s) -> std::optional<double> {
+    if (!s) return std::nullopt;
+    return metric == "latency p50" ? s->p50 : s->p99;
+  };
+  const auto pick = [&](const std::optional<bandwidth>& b, const std::optional<sample_stats>& s) {
+    return metric == "bandwidth" ? bw(b) : lat(s);
+  };
+  if (r.status != case_status::ok && r.status != case_status::fail) return out;
+  if (!r.repetitions.empty()) {
+    for (const auto& rep : r.repetitions) {
+      if (auto v = pick(rep.bandwidth_Bps, rep.latency_s)) out.push_back(*v);
+    }
+  } else if (auto v = pick(r.bandwidth_Bps, r.latency_s)) {
+    out.push_back(*v);
+  }
+  return out;
+}
+
+struct side_cases {
+  std::vector<const case_result*> results;
+};
+
+std::map<std::string, side_cases> by_key(const result_set& s) {
+  std::map<std::string, side_cases> out;
+  for (const auto& r : s.results) out[case_key(r.test)].results.push_back(&r);
+  return out;
+}
+
+std::vector<std::string> lanes_of(const side_cases& s) {
+  std::set<std::string> lanes;
+  for (const auto* r : s.results) {
+    if (!r->provenance) continue;
+    for (const auto& l : r->provenance->lanes) lanes.insert(l.transport + "/" + l.device);
+  }
+  return {lanes.begin(), lanes.end()};
+}
+
+std::string status_of(const side_cases& s) {
+  std::set<std::string> seen;
+  for (const auto* r : s.results) seen.insert(to_string(r->status));
+  return fmt::format("{}", fmt::join(seen, ","));
+}
+
+bool all_ok(const side_cases& s) {
+  return std::all_of(s.results.begin(), s.results.end(),
+                     [](const case_result* r) { return r->status == case_status::ok; });
+}
+
+metric_change compare_metric(const std::string& metric, const side_cases& base,
+                             const side_cases& next, const compare_options& o) {
+  metric_change m;
+  m.metric = metric;
+  m.higher_is_better = metric == "bandwidth";
+  for (const auto* r : base.results) {
+    const auto v = values_of(*r, metric);
+    m.base.insert(m.base.end(), v.begin(), v.end());
+  }
+  for (const auto* r : next.results) {
+    const auto v = values_of(*r, metric);
+    m.next.insert(m.next.end(), v.begin(), v.end());
+  }
+  if (m.base.empty() || m.next.empty()) {
+    m.note = "no value on one side";
+    return m;
+  }
+  m.base_median = median_of(m.base);
+  m.new_median = median_of(m.next);
+  m.change = ratio_change(m.base, m.next);
+  const double worse = m.higher_is_better ? -m.change : m.change;
+  if (m.base.size() < 2 || m.next.size() < 2) {
+    m.note = "one value on a side: not tested (run with --repeat)";
+    return m;
+  }
+  m.p_value = mann_whitney_p(m.base, m.next);
+  // significant/regression/improvement are decided in compare_results, once every p is known.
+  (void)worse;
+  if (mann_whitney_min_p(m.base.size(), m.next.size()) >= o.alpha) {
+    m.note = fmt::format("{} and {} values cannot reach p < {} (4 a side can)", m.base.size(),
+                         m.next.size(), o.alpha);
+  }
+  return m;
+}
+
+std::string value_text(const metric_change& m, double v) {
+  return m.higher_is_better ? format_rate(v, rate_unit::gb) : format_seconds(v);
+}
+
+std::string verdict_text(const metric_change& m) {
+  if (m.regression) return "REGRESSION";
+  if (m.improvement) return "improvement";
+  if (!m.p_value) return "not tested";
+  return m.significant ? "within threshold" : "no significant change";
+}
+
+// A sweep compares hundreds of metrics at once: without a correction, noise alone would flag
+// some every night. Benjamini-Hochberg adjusts the p-values over every tested metric of the
+// comparison (false discovery rate at alpha; under no change at all, the chance of any
+// significant metric stays below alpha), then each metric is judged on its adjusted value.
+void decide(comparison& out, const compare_options& o) {
+  std::vector<metric_change*> tested;
+  for (auto& c : out.cases) {
+    for (auto& m : c.metrics) {
+      if (m.p_value) tested.push_back(&m);
+    }
+  }
+  std::sort(tested.begin(), tested.end(), [](const metric_change* a, const metric_change* b) {
+    return *a->p_value < *b->p_value;
+  });
+  const double total = static_cast<double>(tested.size());
+  double running = 1.0;
+  for (std::size_t i = tested.size(); i-- > 0;) {
+    running = std::min(running, *tested[i]->p_value * total / static_cast<double>(i + 1));
+    tested[i]->q_value = std::min(1.0, running);
+  }
+  for (auto& c : out.cases) {
+    for (auto& m : c.metrics) {
+      if (!m.q_value) continue;
+      const double worse = m.higher_is_better ? -m.change : m.change;
+      const double threshold = m.metric == "latency p99" ? o.tail_threshold : o.threshold;
+      m.significant = *m.q_value < o.alpha;
+      m.regression = m.significant && worse > threshold;
+      m.improvement = m.significant && -worse > threshold;
+      out.regressions += m.regression ? 1 : 0;
+      out.improvements += m.improvement ? 1 : 0;
+    }
+  }
+}
+
+}  // namespace
+
+double mann_whitney_p(std::span<const double> a, std::span<const double> b) {
+  const std::size_t n1 = a.size();
+  const std::size_t n2 = b.size();
+  if (n1 == 0 || n2 == 0) return 1.0;
+  std::vector<double> all(a.begin(), a.end());
+  all.insert(all.end(), b.begin(), b.end());
+  bool ties = false;
+  double tie_term = 0;
+  const std::vector<double> ranks = ranks_of(all, ties, tie_term);
+  const double r1 = std::accumulate(ranks.begin(), ranks.begin() + static_cast<long>(n1), 0.0);
+  const double u1 = r1 - static_cast<double>(n1 * (n1 + 1)) / 2;
+  const double nn = static_cast<double>(n1 * n2);
+  if (!ties && n1 <= exact_limit && n2 <= exact_limit) {
+    const std::vector<double> dist = u_distribution(n1, n2);
+    const double total = std::accumulate(dist.begin(), dist.end(), 0.0);
+    const auto u = static_cast<std::size_t>(std::llround(u1));
+    double lower = 0;  // P(U <= u)
+    for (std::size_t i = 0; i <= u && i < dist.size(); ++i) lower += dist[i];
+    double upper = 0;  // P(U >= u)
+    for (std::size_t i = u; i < dist.size(); ++i) upper += dist[i];
+    return std::min(1.0, 2 * std::min(lower, upper) / total);
+  }
+  const double n = static_cast<double>(n1 + n2);
+  const double mu = nn / 2;
+  const double var = nn / 12 * ((n + 1) - tie_term / (n * (n - 1)));
+  if (var <= 0) return 1.0;  // every value equal
+  const double z = std::max(0.0, std::abs(u1 - mu) - 0.5) / std::sqrt(var);
+  return std::min(1.0, std::erfc(z / std::sqrt(2.0)));
+}
+
+double mann_whitney_min_p(std::size_t n1, std::size_t n2) {
+  if (n1 == 0 || n2 == 0) return 1.0;
+  if (n1 > exact_limit || n2 > exact_limit) return 0.0;
+  // The most extreme ordering is one of C(n1+n2, n1); two-sided doubles it.
+  double combos = 1;
+  for (std::size_t i = 1; i <= n1; ++i)
+    combos = combos * static_cast<double>(n2 + i) / static_cast<double>(i);
+  return std::min(1.0, 2 / combos);
+}
+
+result_set load_results(const std::string& path) {
+  namespace fs = std::filesystem;
+  result_set out;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(path, ec)) {
+      if (e.is_regular_file() &&
+          (e.path().extension() == ".json" || e.path().extension() == ".jsonl"))
+        files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+    if (files.empty()) throw compare_error(file_error(path, "folder holds no .json results file"));
+    for (const auto& f : files) load_file(f, out);
+  } else if (fs::exists(path, ec)) {
+    load_file(path, out);
+  } else {
+    throw compare_error(file_error(path, "no such file or folder"));
+  }
+  return out;
+}
+
+std::string case_key(const test_case& c) {
+  std::string key = fmt::format("{} {} {}", c.transport, c.test, to_string(c.pattern));
+  if (!c.tls.empty()) key += " tls=" + c.tls;
+  key += " iface=" + (c.iface.empty() ? std::string("(route)") : c.iface);
+  if (!c.target.empty()) key += " target=" + c.target;
+  key += fmt::format(" mem={},{} size={}", to_string(c.client_memory), to_string(c.server_memory),
+                     format_size(c.size_bytes));
+  return key;
+}
+
+comparison compare_results(const result_set& base, const result_set& next,
+                           const compare_options& options) {
+  comparison out;
+  out.options = options;
+  out.base_files = base.files;
+  out.new_files = next.files;
+  const auto b = by_key(base);
+  const auto n = by_key(next);
+  for (const auto& [key, bs] : b) {
+    const auto it = n.find(key);
+    if (it == n.end()) {
+      out.missing.push_back(key);
+      continue;
+    }
+    const side_cases& ns = it->second;
+    case_comparison c;
+    c.key = key;
+    c.test = bs.results.front()->test;
+    c.base_status = status_of(bs);
+    c.new_status = status_of(ns);
+    c.base_lanes = lanes_of(bs);
+    c.new_lanes = lanes_of(ns);
+    c.provenance_changed =
+        !c.base_lanes.empty() && !c.new_lanes.empty() && c.base_lanes != c.new_lanes;
+    c.status_regressed = all_ok(bs) && !all_ok(ns);
+    std::vector<std::string> metrics;
+    if (c.test.pattern == pattern_kind::pingpong) {
+      metrics = {"latency p50", "latency p99"};
+    } else {
+      metrics = {"bandwidth"};
+    }
+    for (const auto& m : metrics) {
+      metric_change mc = compare_metric(m, bs, ns, options);
+      if (mc.base.empty() && mc.next.empty()) continue;
+      c.metrics.push_back(std::move(mc));
+    }
+    out.provenance_changes += c.provenance_changed ? 1 : 0;
+    out.status_changes += c.status_regressed ? 1 : 0;
+    out.cases.push_back(std::move(c));
+  }
+  for (const auto& [key, ns] : n) {
+    if (b.count(key) == 0) out.added.push_back(key);
+  }
+  decide(out, options);
+  return out;
+}
+
+void to_json(nlohmann::json& j, const comparison& c) {
+  nlohmann::json cases = nlohmann::json::array();
+  for (const auto& k : c.cases) {
+    nlohmann::json metrics = nlohmann::json::array();
+    for (const auto& m : k.metrics) {
+      nlohmann::json mj{{"metric", m.metric},
+                        {"unit", m.higher_is_better ? "B/s" : "s"},
+                        {"higher_is_better", m.higher_is_better},
+                        {"base", m.base},
+                        {"new", m.next},
+                        {"base_median", m.base_median},
+                        {"new_median", m.new_median},
+                        {"change", m.change},
+                        {"p_value", m.p_value ? nlohmann::json(*m.p_value) : nlohmann::json()},
+                        {"q_value", m.q_value ? nlohmann::json(*m.q_value) : nlohmann::json()},
+                        {"significant", m.significant},
+                        {"regression", m.regression},
+                        {"improvement", m.improvement}};
+      if (!m.note.empty()) mj["note"] = m.note;
+      metrics.push_back(std::move(mj));
+    }
+    cases.push_back({{"key", k.key},
+                     {"case", k.test},
+                     {"status", {{"base", k.base_status}, {"new", k.new_status}}},
+                     {"status_regressed", k.status_regressed},
+                     {"lanes", {{"base", k.base_lanes}, {"new", k.new_lanes}}},
+                     {"provenance_changed", k.provenance_changed},
+                     {"metrics", metrics}});
+  }
+  j = {{"schema", "pairperf.compare"},
+       {"schema_version", "1.0.0"},
+       {"method",
+        "two-sided Mann-Whitney U over per-repetition values (exact up to 25 a side without "
+        "ties, else normal approximation with tie correction), p-values adjusted over the "
+        "comparison (Benjamini-Hochberg); change = Hodges-Lehmann estimate (median of every "
+        "new/base ratio) - 1; a regression is significant (adjusted p < alpha) and worse than "
+        "the threshold"},
+       {"threshold", c.options.threshold},
+       {"tail_threshold", c.options.tail_threshold},
+       {"alpha", c.options.alpha},
+       {"base_files", c.base_files},
+       {"new_files", c.new_files},
+       {"cases", cases},
+       {"missing", c.missing},
+       {"added", c.added},
+       {"regressions", c.regressions},
+       {"improvements", c.improvements},
+       {"provenance_changes", c.provenance_changes},
+       {"status_changes", c.status_changes}};
+}
+
+void print_comparison(std::FILE* out, const comparison& c, bool all_rows) {
+  fmt::print(out,
+             "pairperf compare: {} case(s) matched; threshold {:.1f}% ({:.1f}% for p99), alpha {} "
+             "(two-sided Mann-Whitney U over repetitions, Benjamini-Hochberg adjusted)\n",
+             c.cases.size(), c.options.threshold * 100, c.options.tail_threshold * 100,
+             c.options.alpha);
+  fmt::print(out, "  {:<64} {:<12} {:>12} {:>12} {:>8} {:>8}  {}\n", "CASE", "METRIC", "BASE",
+             "NEW", "CHANGE", "ADJ P", "VERDICT");
+  for (const auto& k : c.cases) {
+    if (k.status_regressed)
+      fmt::print(out, "  {:<64} status: {} -> {}  STATUS CHANGE\n", k.key, k.base_status,
+                 k.new_status);
+    if (k.provenance_changed)
+      fmt::print(out, "  {:<64} lanes: {} -> {}  PROVENANCE CHANGE\n", k.key,
+                 fmt::join(k.base_lanes, ","), fmt::join(k.new_lanes, ","));
+    for (const auto& m : k.metrics) {
+      const bool interesting = m.regression || m.improvement;
+      if (!all_rows && !interesting) continue;
+      fmt::print(out, "  {:<64} {:<12} {:>12} {:>12} {:>+7.1f}% {:>8}  {}{}\n", k.key, m.metric,
+                 value_text(m, m.base_median), value_text(m, m.new_median), m.change * 100,
+                 m.q_value ? fmt::format("{:.3g}", *m.q_value) : "-", verdict_text(m),
+                 m.note.empty() ? "" : " (" + m.note + ")");
+    }
+  }
+  for (const auto& k : c.missing) fmt::print(out, "  missing in NEW: {}\n", k);
+  for (const auto& k : c.added) fmt::print(out, "  new in NEW:     {}\n", k);
+  fmt::print(out,
+             "{} regression(s), {} improvement(s), {} provenance change(s), {} status change(s), "
+             "{} missing, {} new\n",
+             c.regressions, c.improvements, c.provenance_changes, c.status_changes,
+             c.missing.size(), c.added.size());
+}
+
+std::string markdown(const comparison& c) {
+  std::string md = fmt::format(
+      "### pairperf compare: {}\n\n{} regression(s), {} improvement(s), {} provenance change(s), "
+      "{} status change(s), {} missing, {} new; {} case(s) matched. A regression is a change "
+      "worse than {:.1f}% ({:.1f}% for p99) that is significant at {} (two-sided Mann-Whitney U "
+      "over repetitions, p adjusted by Benjamini-Hochberg).\n\n",
+      c.has_finding() ? "findings" : "no regression", c.regressions, c.improvements,
+      c.provenance_changes, c.status_changes, c.missing.size(), c.added.size(), c.cases.size(),
+      c.options.threshold * 100, c.options.tail_threshold * 100, c.options.alpha);
+  const auto row = [](const case_comparison& k, const metric_change& m) {
+    return fmt::format("| `{}` | {} | {} | {} | {:+.1f}% | {} | {} |\n", k.key, m.metric,
+                       value_text(m, m.base_median), value_text(m, m.new_median), m.change * 100,
+                       m.q_value ? fmt::format("{:.3g}", *m.q_value) : "-", verdict_text(m));
+  };
+  const std::string header =
+      "| case | metric | base | new | change | adjusted p | verdict "
+      "|\n|---|---|---|---|---|---|---|\n";
+  std::string findings;
+  for (const auto& k : c.cases) {
+    if (k.status_regressed)
+      findings += fmt::format("| `{}` | status | {} | {} | | | **status change** |\n", k.key,
+                              k.base_status, k.new_status);
+    if (k.provenance_changed)
+      findings += fmt::format("| `{}` | lanes | {} | {} | | | **provenance change** |\n", k.key,
+                              fmt::join(k.base_lanes, ", "), fmt::join(k.new_lanes, ", "));
+    for (const auto& m : k.metrics) {
+      if (m.regression || m.improvement) findings += row(k, m);
+    }
+  }
+  if (!findings.empty()) md += header + findings + "\n";
+  std::string all;
+  for (const auto& k : c.cases) {
+    for (const auto& m : k.metrics) all += row(k, m);
+  }
+  md += "<details><summary>All comparisons</summary>\n\n" + header + all + "\n</details>\n";
+  if (!c.missing.empty() || !c.added.empty()) {
+    md += "\n";
+    for (const auto& k : c.missing) md += fmt::format("- missing in new: `{}`\n", k);
+    for (const auto& k : c.added) md += fmt::format("- new: `{}`\n", k);
+  }
+  return md;
+}
+
+}  // namespace pairperf
