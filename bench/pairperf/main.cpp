@@ -20,7 +20,8 @@ int main(int argc, char** argv) {
                                                      pairperf::cli::add_info(app),
                                                      pairperf::cli::add_doctor(app, args),
                                                      pairperf::cli::add_compare(app),
-                                                     pairperf::cli::add_export(app)};
+                                                     pairperf::cli::add_export(app),
+                                                     pairperf::cli::add_report(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

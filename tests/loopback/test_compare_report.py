@@ -1,0 +1,141 @@
+"""`pairperf compare`, `export` and `report` as a user runs them: on real runs with --repeat, and on
+the fixtures in tests/fixtures/report (a 12% bandwidth drop on UCX tcp and cma turned tcp)."""
+import json
+import os
+import struct
+import sys
+import xml.etree.ElementTree as ET
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import unittest
+
+import pairperf_testlib as pp
+
+FIX = os.path.join(pp.SOURCE_DIR, "tests", "fixtures", "report")
+BASE, NEW, PEER = (os.path.join(FIX, n) for n in ("base.json", "new.json", "peer.json"))
+
+
+def png_size(path):
+    with open(path, "rb") as f:
+        head = f.read(24)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    return struct.unpack(">II", head[16:24])
+
+
+class Compare(unittest.TestCase):
+    def test_real_runs_with_repetitions(self):
+        with pp.tmpdir() as d:
+            files = []
+            for name in ("a", "b"):
+                out = os.path.join(d, f"{name}.json")
+                proc, _ = pp.run(["run", "-t", "tcp", "--test", "tcp_lat,tcp_bw", "--sizes", "64,64K", "--repeat", "4",
+                                  "-d", "0.05s", "-q", "--json", out], timeout=120)
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                files.append(out)
+            doc = pp.load(files[0])
+            self.assertEqual(len(doc["results"][0]["repetitions"]), 4)
+            cmp_json = os.path.join(d, "cmp.json")
+            proc, _ = pp.run(["compare", files[0], files[1], "--all", "--json", cmp_json], timeout=60)
+        self.assertIn(proc.returncode, (0, 1), proc.stderr)  # real noise may or may not be a finding
+        self.assertIn("tcp tcp_bw stream_uni iface=lo mem=host,host size=64K", proc.stdout)
+        self.assertIn("Mann-Whitney", proc.stdout)
+
+    def test_fixture_regression_and_provenance_change(self):
+        with pp.tmpdir() as d:
+            out = os.path.join(d, "cmp.json")
+            proc, _ = pp.run(["compare", BASE, NEW, "--json", out], timeout=60)
+            doc = pp.load(out)
+        self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+        self.assertIn("REGRESSION", proc.stdout)
+        self.assertIn("lanes: cma/memory -> tcp/lo  PROVENANCE CHANGE", proc.stdout)
+        self.assertEqual(doc["schema"], "pairperf.compare")
+        self.assertEqual(doc["provenance_changes"], 7)
+        regressed = {c["case"]["tls"] for c in doc["cases"] if any(m["regression"] for m in c["metrics"])}
+        self.assertEqual(regressed, {"tcp"})
+        self.assertEqual(doc["missing"], [])
+
+    def test_markdown_for_a_ci_comment(self):
+        proc, _ = pp.run(["compare", BASE, NEW, "--markdown"], timeout=60)
+        self.assertEqual(proc.returncode, 1)
+        self.assertTrue(proc.stdout.startswith("### pairperf compare: findings"), proc.stdout[:200])
+        self.assertIn("| case | metric | base | new | change | adjusted p | verdict |", proc.stdout)
+        self.assertIn("**provenance change**", proc.stdout)
+
+    def test_no_change_is_exit_0(self):
+        proc, _ = pp.run(["compare", BASE, BASE], timeout=60)
+        self.assertEqual(proc.returncode, 0, proc.stdout)
+        self.assertIn("0 regression(s)", proc.stdout)
+
+    def test_bad_inputs_exit_2_with_the_reason(self):
+        with pp.tmpdir() as d:
+            broken = os.path.join(d, "broken.json")
+            with open(broken, "w") as f:
+                f.write("{\"schema\": ")
+            foreign = os.path.join(d, "gbench.json")
+            with open(foreign, "w") as f:
+                json.dump({"context": {}, "benchmarks": []}, f)
+            for args, text in (([BASE, broken], "not JSON"), ([foreign, BASE], "schema '(none)' is not pairperf.result"),
+                               ([BASE, os.path.join(d, "none.json")], "no such file"),
+                               ([BASE, NEW, "--alpha", "2"], "--alpha must be between 0 and 1")):
+                with self.subTest(args=args[-1]):
+                    proc, _ = pp.run(["compare"] + args, timeout=60)
+                    self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+                    self.assertIn(text, proc.stderr)
+
+    def test_exports(self):
+        with pp.tmpdir() as d:
+            bmf, big, small = (os.path.join(d, n) for n in ("bmf.json", "big.json", "small.json"))
+            proc, _ = pp.run(["export", BASE, "--bmf", bmf, "--gab-bigger", big, "--gab-smaller", small], timeout=60)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            b, g, s = pp.load(bmf), pp.load(big), pp.load(small)
+        key = "tcp tcp_lat pingpong iface=lo mem=host,host size=8"
+        self.assertIn("latency", b[key])
+        self.assertLess(b[key]["latency"]["lower_value"], b[key]["latency"]["upper_value"])
+        self.assertEqual(len(g), 21)  # three bandwidth series x seven sizes
+        self.assertTrue(all(e["unit"] == "GB/s" for e in g))
+        self.assertEqual(len(s), 14)  # p50 and p99 x seven sizes
+        self.assertTrue(all(e["unit"] == "us" and e["value"] > 0 for e in s))
+
+
+class Report(unittest.TestCase):
+    def test_pictures_from_fixtures(self):
+        with pp.tmpdir() as d:
+            cmp_json = os.path.join(d, "cmp.json")
+            pp.run(["compare", BASE, NEW, "--json", cmp_json], timeout=60)
+            out = os.path.join(d, "report")
+            proc, took = pp.run(["report", BASE, PEER, cmp_json, "--out", out], timeout=120)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            # Bandwidth: two panels (tcp tcp_bw, ucx tag_bw) in one row of 5 x 3.6 in at 100 dpi.
+            self.assertEqual(png_size(os.path.join(out, "bandwidth.png")), (1000, 360))
+            self.assertEqual(png_size(os.path.join(out, "latency.png")), (500, 360))
+            # Compare: 35 metrics (21 bandwidth, 14 latency p50/p99), 0.42 in each plus 1.6 in, 10 in wide.
+            self.assertEqual(png_size(os.path.join(out, "compare.png")), (1000, 1630))
+            for name in ("bandwidth", "latency", "compare"):
+                self.assertGreater(os.path.getsize(os.path.join(out, f"{name}.png")), 20000)
+                root = ET.parse(os.path.join(out, f"{name}.svg")).getroot()
+                self.assertTrue(root.tag.endswith("svg"))
+            svg = open(os.path.join(out, "bandwidth.svg")).read()
+            self.assertIn("ucx_perftest tls=posix,sysv,cma", svg)  # the peer tool's curve
+            self.assertIn("GB/s = 1e9 B/s", svg)
+            index = open(os.path.join(out, "index.html")).read()
+            for needle in ("bandwidth.svg", "latency.svg", "compare.svg", "fixture-a -> fixture-b", "ucx 1.13.1"):
+                self.assertIn(needle, index)
+        self.assertLess(took, 60)
+
+    def test_bad_input_exit_2(self):
+        with pp.tmpdir() as d:
+            proc, _ = pp.run(["report", os.path.join(d, "nothing.json"), "--out", d], timeout=60)
+            self.assertEqual(proc.returncode, 2)
+            self.assertIn("no such file", proc.stderr)
+            doctor = os.path.join(d, "doctor.json")
+            with open(doctor, "w") as f:
+                json.dump({"schema": "pairperf.doctor", "schema_version": "1.0.0"}, f)
+            proc, _ = pp.run(["report", doctor, "--out", d], timeout=60)
+            self.assertEqual(proc.returncode, 2)
+            self.assertIn("is not pairperf.result", proc.stderr)
+            proc, _ = pp.run(["report", "--out", d], timeout=60)
+            self.assertEqual(proc.returncode, 2)
+
+
+if __name__ == "__main__":
+    pp.main()
