@@ -34,9 +34,9 @@ bool pattern_has_variant(pattern_kind p, op_kind op) {
     case op_kind::recv:
       return true;
     case op_kind::put:
-      return p != pattern_kind::stream_bi;
+      return true;
     case op_kind::get:
-      return p == pattern_kind::stream_uni;
+      return p != pattern_kind::stream_bi;
   }
   return false;
 }

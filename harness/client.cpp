@@ -378,9 +378,13 @@ void client_run::compose(case_result& r, case_session& s, const pattern_outcome&
       r.bandwidth_Bps =
           bandwidth{sum(r.client_to_server_Bps->receiver_Bps, r.server_to_client_Bps->receiver_Bps),
                     sum(r.client_to_server_Bps->sender_Bps, r.server_to_client_Bps->sender_Bps)};
+      // Puts: neither target sees arrivals, so the rate is that of the senders.
       r.message_rate_per_s =
-          per_second(static_cast<double>(their_counted), their_span) +
-          per_second(static_cast<double>(mine.recv_span_messages), mine.recv_span_ns);
+          s.data_op() == op_kind::put
+              ? per_second(n, mine.send_elapsed_ns) +
+                    per_second(n, ns(theirs.seconds("send_elapsed_s")))
+              : per_second(static_cast<double>(their_counted), their_span) +
+                    per_second(static_cast<double>(mine.recv_span_messages), mine.recv_span_ns);
       r.interval_s = summarize(s.samples().samples(), 1e-9);
       break;
     }

@@ -282,6 +282,99 @@ pattern_outcome put_pingpong(driver& d, const pattern_run& run, const pattern_bu
   return ping_pong_outcome(start, run.iterations);
 }
 
+// Get ping-pong: the client reads the target's buffer, one read at a time; a read is a round trip
+// (request out, data back), so one-way latency is half of it as for every ping-pong. The target
+// only waits for "done" and acknowledges it.
+template <bool Validate>
+pattern_outcome get_pingpong(driver& d, const pattern_run& run, const pattern_buffers& b,
+                             sample_recorder& samples, payload_checker* checker) {
+  const std::int64_t start = now_ns();
+  if (run.role == side::server) {
+    d.post(op_kind::recv, op_channel::sync, b.sync_recv, sync_message_bytes, sync_cookie);
+    d.wait_sync(op_kind::recv);
+    d.post(op_kind::send, op_channel::sync, b.sync_send, sync_message_bytes, sync_cookie);
+    d.wait_sync(op_kind::send);
+    return ping_pong_outcome(start, run.iterations);
+  }
+  std::byte* local = b.recv_slots[0];
+  const auto peer_slot0 = static_cast<std::uint32_t>(b.peer_recv_slots);  // its first send slot
+  d.post(op_kind::recv, op_channel::sync, b.sync_recv, sync_message_bytes, sync_cookie);
+  std::int64_t prev = now_ns();
+  for (std::uint64_t i = 0; i < run.iterations; ++i) {
+    d.post(op_kind::get, op_channel::data, local, run.size, i, peer_slot0);
+    for (bool done = false; !done;) {
+      for (const completion& c : d.poll()) done = done || c.kind == op_kind::get;
+    }
+    const std::int64_t now = now_ns();
+    samples.record(now - prev);
+    if constexpr (Validate) {
+      checker->check(local, 0);  // the target filled its slot 0 with the pattern of 0
+      prev = now_ns();
+    } else {
+      prev = now;
+    }
+  }
+  d.post(op_kind::send, op_channel::sync, b.sync_send, sync_message_bytes, sync_cookie);
+  for (bool sent = false, acked = false; !sent || !acked;) {
+    for (const completion& c : d.poll()) {
+      if (c.cookie != sync_cookie) continue;
+      sent = sent || c.kind == op_kind::send;
+      acked = acked || c.kind == op_kind::recv;
+    }
+  }
+  return ping_pong_outcome(start, run.iterations);
+}
+
+// Bidirectional puts: both sides keep `window` puts in flight into the other's receive slots,
+// then each sends "done" (ordered after its puts) and waits for the other's. A put's completion
+// means it reached the target, so each side's figure is that of a sender.
+template <bool Validate>
+pattern_outcome one_sided_bi(driver& d, const pattern_run& run, const pattern_buffers& b,
+                             payload_checker* checker) {
+  pattern_outcome out;
+  const std::int64_t start = now_ns();
+  std::uint64_t posted = 0, done = 0;
+  const std::size_t peer_slots = std::max<std::size_t>(1, b.peer_recv_slots);
+  const auto post_one = [&](std::size_t slot) {
+    if constexpr (Validate) checker->fill(b.send_slots[slot], posted);
+    d.post(op_kind::put, op_channel::data, b.send_slots[slot], run.size, cookie_of(posted, slot),
+           static_cast<std::uint32_t>(posted % peer_slots));
+    ++posted;
+  };
+  d.post(op_kind::recv, op_channel::sync, b.sync_recv, sync_message_bytes, sync_cookie);
+  bool got_done = false;
+  while (posted < std::min<std::uint64_t>(run.window, run.iterations))
+    post_one(posted % b.send_slots.size());
+  while (done < run.iterations) {
+    for (const completion& c : d.poll()) {
+      if (c.cookie == sync_cookie) {
+        got_done = got_done || c.kind == op_kind::recv;
+        continue;
+      }
+      ++done;
+      if (posted < run.iterations) post_one(slot_of(c.cookie));
+    }
+  }
+  const std::int64_t puts_done = now_ns();
+  d.post(op_kind::send, op_channel::sync, b.sync_send, sync_message_bytes, sync_cookie);
+  for (bool sent = false; !sent || !got_done;) {
+    for (const completion& c : d.poll()) {
+      if (c.cookie != sync_cookie) continue;
+      sent = sent || c.kind == op_kind::send;
+      got_done = got_done || c.kind == op_kind::recv;
+    }
+  }
+  if constexpr (Validate) {
+    const std::size_t slots = b.recv_slots.size();
+    for (std::size_t s = 0; s < slots && s < run.iterations; ++s)
+      checker->check(b.recv_slots[s], s + (run.iterations - 1 - s) / slots * slots);
+  }
+  out.elapsed_ns = now_ns() - start;
+  out.send_elapsed_ns = puts_done - start;
+  out.messages_sent = done;
+  return out;
+}
+
 template <bool Validate>
 pattern_outcome one_sided_stream(driver& d, const pattern_run& run, const pattern_buffers& b,
                                  sample_recorder& samples, payload_checker* checker) {
@@ -365,10 +458,11 @@ pattern_outcome dispatch(driver& d, const pattern_run& run, const pattern_buffer
     switch (run.pattern) {
       case pattern_kind::pingpong:
         if (run.data_op == op_kind::put) return put_pingpong<Validate>(d, run, b, samples, checker);
-        break;
+        return get_pingpong<Validate>(d, run, b, samples, checker);
       case pattern_kind::stream_uni:
         return one_sided_stream<Validate>(d, run, b, samples, checker);
       case pattern_kind::stream_bi:
+        if (run.data_op == op_kind::put) return one_sided_bi<Validate>(d, run, b, checker);
         break;
     }
     throw std::logic_error("no one-sided variant of this pattern");

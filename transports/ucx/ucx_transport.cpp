@@ -25,7 +25,7 @@ struct ucx_test {
   bool active_messages;
 };
 
-constexpr std::array<ucx_test, 8> tests{{
+constexpr std::array<ucx_test, 10> tests{{
     {{"tag_lat", pattern_kind::pingpong, op_kind::send, "ping-pong latency of tagged messages"},
      false},
     {{"tag_bw", pattern_kind::stream_uni, op_kind::send, "streaming bandwidth of tagged messages"},
@@ -38,6 +38,12 @@ constexpr std::array<ucx_test, 8> tests{{
      false},
     {{"put_bw", pattern_kind::stream_uni, op_kind::put,
       "streaming bandwidth of puts (flushed, sender-measured)"},
+     false},
+    {{"put_bibw", pattern_kind::stream_bi, op_kind::put,
+      "bidirectional bandwidth of puts, each side into the other (sender-measured)"},
+     false},
+    {{"get_lat", pattern_kind::pingpong, op_kind::get,
+      "latency of one get at a time (one-way = round trip / 2)"},
      false},
     {{"get_bw", pattern_kind::stream_uni, op_kind::get,
       "streaming bandwidth of gets (measured by the reader)"},
