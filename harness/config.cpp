@@ -85,6 +85,14 @@ void to_json(nlohmann::json& j, const run_config& c) {
       {"send_buffer_bytes", c.transport.send_buffer_bytes},
       {"recv_buffer_bytes", c.transport.recv_buffer_bytes},
       {"ucx", c.transport.ucx},
+      {"verbs",
+       {{"device", c.transport.verbs.device},
+        {"gid_index", c.transport.verbs.gid_index},
+        {"mtu_bytes", c.transport.verbs.mtu},
+        {"qps", c.transport.verbs.qps},
+        {"rdma_cm", c.transport.verbs.rdma_cm},
+        {"inline_bytes", c.transport.verbs.inline_bytes},
+        {"signal_every", c.transport.verbs.signal_every}}},
       {"timeouts_s",
        {{"connect", seconds(c.timeouts.connect)},
         {"handshake", seconds(c.timeouts.handshake)},
@@ -109,6 +117,16 @@ void from_json(const nlohmann::json& j, run_config& c) {
   j.at("send_buffer_bytes").get_to(c.transport.send_buffer_bytes);
   j.at("recv_buffer_bytes").get_to(c.transport.recv_buffer_bytes);
   c.transport.ucx = j.value("ucx", std::vector<std::string>{});
+  if (const auto v = j.find("verbs"); v != j.end() && v->is_object()) {
+    auto& o = c.transport.verbs;
+    o.device = v->value("device", std::string());
+    o.gid_index = v->value("gid_index", -1);
+    o.mtu = v->value("mtu_bytes", 0U);
+    o.qps = v->value("qps", 1U);
+    o.rdma_cm = v->value("rdma_cm", false);
+    o.inline_bytes = v->value("inline_bytes", 64U);
+    o.signal_every = v->value("signal_every", 16U);
+  }
   const auto& t = j.at("timeouts_s");
   c.timeouts.connect = from_seconds(t.at("connect").get<double>());
   c.timeouts.handshake = from_seconds(t.at("handshake").get<double>());

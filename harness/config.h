@@ -40,6 +40,17 @@ struct timeouts {
   std::chrono::nanoseconds idle = std::chrono::seconds(60);      // server waiting for the next case
 };
 
+// Raw verbs (RC queue pairs): device, addressing and work-request shaping.
+struct verbs_options {
+  std::string device;           // --ib-dev NAME[:PORT]; "" = from --iface, else the first active port
+  int gid_index = -1;           // --gid-index; -1 = automatic (RoCE v2 IPv4-mapped first)
+  unsigned mtu = 0;             // --mtu in bytes (256..4096); 0 = the port's active MTU
+  unsigned qps = 1;             // --qps: data queue pairs (a separate one carries sync messages)
+  bool rdma_cm = false;         // --rdma-cm: connect through librdmacm, not the control channel
+  unsigned inline_bytes = 64;   // --inline: messages up to this size are posted inline (0 = never)
+  unsigned signal_every = 16;   // --signal-every: stream tests request a completion every Nth post
+};
+
 // Options that shape how transports move bytes, the same for every case of a run.
 struct transport_options {
   progress_mode progress = progress_mode::busy;
@@ -47,6 +58,7 @@ struct transport_options {
   std::uint64_t send_buffer_bytes = 0;  // 0 = the kernel's default (and autotuning)
   std::uint64_t recv_buffer_bytes = 0;
   std::vector<std::string> ucx;  // UCX options as KEY=VALUE (without the UCX_ prefix)
+  verbs_options verbs;
 };
 
 struct run_config {

@@ -6,6 +6,9 @@
 #if PAIRPERF_HAVE_UCX
 #include "transports/ucx/ucx_transport.h"
 #endif
+#if PAIRPERF_HAVE_VERBS
+#include "transports/verbs/verbs_transport.h"
+#endif
 
 namespace pairperf {
 
@@ -15,6 +18,9 @@ const transport_registry& transport_registry::instance() {
     r.add(tcp_transport::entry());
 #if PAIRPERF_HAVE_UCX
     r.add(ucx_transport::entry());
+#endif
+#if PAIRPERF_HAVE_VERBS
+    r.add(verbs_transport::entry());
 #endif
     return r;
   }();

@@ -23,6 +23,9 @@ struct transport_entry {
   std::function<void(const transport_options&)> check_options;
   // Facts for `pairperf info` and the context block (library version, available transports...).
   std::function<nlohmann::json()> describe_library;
+  // Why this host cannot run the transport at all ("" = it can; empty function = always can).
+  // Such transports stay out of the default sweep; asked for by name, their cases are skipped.
+  std::function<std::string()> unavailable;
 };
 
 class transport_registry {

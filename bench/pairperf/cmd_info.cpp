@@ -67,11 +67,21 @@ void print_table(const nlohmann::json& host) {
     fmt::print("  {:<6} {} [{}]\n", e.name, e.description, fmt::join(tests, ", "));
     if (e.describe_library) {
       const nlohmann::json lib = e.describe_library();
-      std::vector<std::string> tls;
-      for (const auto& t : lib.value("transports", nlohmann::json::array()))
-        tls.push_back(t.get<std::string>());
-      fmt::print("         library {}; transports on this host: {}\n", lib.value("version", "?"),
-                 fmt::join(tls, ", "));
+      if (lib.contains("transports")) {
+        std::vector<std::string> tls;
+        for (const auto& t : lib["transports"]) tls.push_back(t.get<std::string>());
+        fmt::print("         library {}; transports on this host: {}\n", lib.value("version", "?"),
+                   fmt::join(tls, ", "));
+      } else if (lib.contains("devices")) {
+        std::vector<std::string> devs;
+        for (const auto& d : lib["devices"]) devs.push_back(d.get<std::string>());
+        fmt::print("         {}; devices: {}\n", lib.value("library", "?"),
+                   devs.empty() ? std::string("none") : fmt::format("{}", fmt::join(devs, ", ")));
+      }
+    }
+    if (e.unavailable) {
+      if (const std::string why = e.unavailable(); !why.empty())
+        fmt::print("         unavailable here: {} (its cases are skipped)\n", why);
     }
   }
   fmt::print("\nmemory types:\n");

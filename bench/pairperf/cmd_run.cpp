@@ -44,6 +44,7 @@ struct run_args {
   std::string t_connect = "3s", t_handshake = "5s", t_case = "20s";
   std::string token;
   bool quiet = false;
+  verbs_options verbs;
 };
 
 void register_options(CLI::App* app, run_args& a) {
@@ -87,6 +88,19 @@ void register_options(CLI::App* app, run_args& a) {
   app->add_option("--sndbuf", a.sndbuf, "Socket send buffer size, e.g. 4M (default: the kernel's)");
   app->add_option("--rcvbuf", a.rcvbuf, "Socket receive buffer size");
   app->add_option("--progress", a.progress, "busy (spin) or block (sleep in the kernel)")
+      ->capture_default_str();
+  app->add_option("--ib-dev", a.verbs.device,
+                  "verbs: RDMA device NAME[:PORT] (default: the one --iface maps to, else the "
+                  "first active port)");
+  app->add_option("--gid-index", a.verbs.gid_index,
+                  "verbs: GID index (default: RoCE v2 IPv4-mapped, chosen and shown)");
+  app->add_option("--mtu", a.verbs.mtu, "verbs: lower the path MTU to this many bytes (256..4096)");
+  app->add_option("--qps", a.verbs.qps, "verbs: data queue pairs")->capture_default_str();
+  app->add_flag("--rdma-cm", a.verbs.rdma_cm, "verbs: connect through librdmacm");
+  app->add_option("--inline", a.verbs.inline_bytes, "verbs: post messages up to this size inline")
+      ->capture_default_str();
+  app->add_option("--signal-every", a.verbs.signal_every,
+                  "verbs: in stream tests, ask for a completion every N posts")
       ->capture_default_str();
   app->add_option("--expect", a.expect,
                   "Check each case, e.g. transport=cma, transport!=tcp, bw>=8GB/s@1M, lat<=5us@8 "
@@ -132,6 +146,7 @@ run_config make_config(const run_args& a, const CLI::App& app) {
   c.timeouts.connect = parse_duration(a.t_connect);
   c.timeouts.handshake = parse_duration(a.t_handshake);
   c.timeouts.per_case = parse_duration(a.t_case);
+  c.transport.verbs = a.verbs;
   return c;
 }
 
@@ -142,6 +157,24 @@ std::vector<std::string> default_tls(const std::vector<std::string>& given, bool
   if (const char* env = std::getenv("UCX_TLS"); env != nullptr && *env != '\0') return {env};
   if (local_run) return {"tcp", "posix,sysv,cma", ""};
   return {""};
+}
+
+// --transport as given; with --test, the transports that have those tests; else every built-in
+// transport this host can run (one without its hardware, such as verbs with no RDMA device,
+// stays out of the default sweep and is named on stderr).
+std::vector<std::string> default_transports(const std::vector<std::string>& given,
+                                            const std::vector<std::string>& tests) {
+  if (!given.empty() || !tests.empty()) return given;
+  std::vector<std::string> out;
+  for (const auto& e : transport_registry::instance().all()) {
+    const std::string why = e.unavailable ? e.unavailable() : std::string();
+    if (why.empty()) {
+      out.push_back(e.name);
+    } else {
+      fmt::print(stderr, "pairperf: {} is not in this sweep: {}\n", e.name, why);
+    }
+  }
+  return out;
 }
 
 // Each selected transport checks the run's options it owns (e.g. --ucx names).
@@ -171,8 +204,12 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   o.config = make_config(a, app);
   const rate_unit unit = parse_rate_unit(a.units);
   const bool local_run = a.peer.empty();
-  matrix_request req{a.transports, a.tests, parse_size_list(a.sizes), default_tls(a.tls, local_run),
-                     a.ifaces,     {}};
+  matrix_request req{default_transports(a.transports, a.tests),
+                     a.tests,
+                     parse_size_list(a.sizes),
+                     default_tls(a.tls, local_run),
+                     a.ifaces,
+                     {}};
   // A local sweep stays on loopback, whatever else this host's transports could reach.
   if (local_run && req.ifaces.empty()) req.ifaces = {"lo"};
   for (const auto& m : a.memory) req.memory.push_back(parse_memory_pair(m));
