@@ -16,7 +16,8 @@ device_spec parse_device_spec(const std::string& text) {
   const auto colon = text.find(':');
   out.name = text.substr(0, colon);
   if (out.name.empty())
-    throw usage_error(fmt::format("--ib-dev '{}': expected NAME or NAME:PORT, e.g. mlx5_0:1", text));
+    throw usage_error(
+        fmt::format("--ib-dev '{}': expected NAME or NAME:PORT, e.g. mlx5_0:1", text));
   if (colon != std::string::npos) {
     const std::string port = text.substr(colon + 1);
     unsigned p = 0;
@@ -36,7 +37,8 @@ std::optional<std::string> ipv4_of_gid(const std::string& gid_text) {
   }
   if (hex.size() != 32 || hex.compare(0, 24, "00000000000000000000ffff") != 0) return std::nullopt;
   std::array<unsigned, 4> b{};
-  for (std::size_t i = 0; i < 4; ++i) b[i] = static_cast<unsigned>(std::stoul(hex.substr(24 + 2 * i, 2), nullptr, 16));
+  for (std::size_t i = 0; i < 4; ++i)
+    b[i] = static_cast<unsigned>(std::stoul(hex.substr(24 + 2 * i, 2), nullptr, 16));
   return fmt::format("{}.{}.{}.{}", b[0], b[1], b[2], b[3]);
 }
 
@@ -46,10 +48,12 @@ gid_choice choose_gid(const std::vector<gid_row>& table, const std::string& ifac
     return r.gid.find_first_not_of("0:") == std::string::npos;
   };
   if (forced >= 0) {
-    const auto it = std::find_if(table.begin(), table.end(), [&](const gid_row& r) { return r.index == forced; });
+    const auto it = std::find_if(table.begin(), table.end(),
+                                 [&](const gid_row& r) { return r.index == forced; });
     if (it == table.end() || zero(*it))
-      throw std::runtime_error(fmt::format("--gid-index {}: no such GID (the table has {} valid entries)",
-                                           forced, std::count_if(table.begin(), table.end(), [&](const gid_row& r) { return !zero(r); })));
+      throw std::runtime_error(fmt::format(
+          "--gid-index {}: no such GID (the table has {} valid entries)", forced,
+          std::count_if(table.begin(), table.end(), [&](const gid_row& r) { return !zero(r); })));
     return {forced, "--gid-index"};
   }
   if (!ethernet) return {0, "InfiniBand: LID addressing, GID 0"};
@@ -58,8 +62,9 @@ gid_choice choose_gid(const std::vector<gid_row>& table, const std::string& ifac
     if (!zero(r) && (iface.empty() || r.ndev == iface)) candidates.push_back(&r);
   }
   if (candidates.empty()) {
-    throw std::runtime_error(iface.empty() ? std::string("no valid GID on this port")
-                                           : fmt::format("no GID of this port belongs to {}", iface));
+    throw std::runtime_error(iface.empty()
+                                 ? std::string("no valid GID on this port")
+                                 : fmt::format("no GID of this port belongs to {}", iface));
   }
   const auto pick = [&](auto pred, const char* why) -> std::optional<gid_choice> {
     for (const auto* r : candidates) {
@@ -74,9 +79,7 @@ gid_choice choose_gid(const std::vector<gid_row>& table, const std::string& ifac
   return {candidates.front()->index, "the first valid GID"};
 }
 
-unsigned mtu_bytes(int mtu_enum) {
-  return mtu_enum >= 1 && mtu_enum <= 5 ? 128U << mtu_enum : 0;
-}
+unsigned mtu_bytes(int mtu_enum) { return mtu_enum >= 1 && mtu_enum <= 5 ? 128U << mtu_enum : 0; }
 
 int mtu_enum(unsigned bytes) {
   for (int e = 1; e <= 5; ++e) {
@@ -93,27 +96,43 @@ int path_mtu(int mine, int theirs, unsigned requested_bytes) {
 
 std::string speed_text(unsigned active_speed) {
   switch (active_speed) {
-    case 1: return "2.5 Gb/s (SDR)";
-    case 2: return "5 Gb/s (DDR)";
-    case 4: return "10 Gb/s (QDR)";
-    case 8: return "10.3125 Gb/s (FDR10)";
-    case 16: return "14.0625 Gb/s (FDR)";
-    case 32: return "25.78125 Gb/s (EDR)";
-    case 64: return "50 Gb/s (HDR)";
-    case 128: return "100 Gb/s (NDR)";
-    case 256: return "200 Gb/s (XDR)";
-    default: return fmt::format("unknown ({})", active_speed);
+    case 1:
+      return "2.5 Gb/s (SDR)";
+    case 2:
+      return "5 Gb/s (DDR)";
+    case 4:
+      return "10 Gb/s (QDR)";
+    case 8:
+      return "10.3125 Gb/s (FDR10)";
+    case 16:
+      return "14.0625 Gb/s (FDR)";
+    case 32:
+      return "25.78125 Gb/s (EDR)";
+    case 64:
+      return "50 Gb/s (HDR)";
+    case 128:
+      return "100 Gb/s (NDR)";
+    case 256:
+      return "200 Gb/s (XDR)";
+    default:
+      return fmt::format("unknown ({})", active_speed);
   }
 }
 
 std::string width_text(unsigned active_width) {
   switch (active_width) {
-    case 1: return "1x";
-    case 2: return "4x";
-    case 4: return "8x";
-    case 8: return "12x";
-    case 16: return "2x";
-    default: return fmt::format("unknown ({})", active_width);
+    case 1:
+      return "1x";
+    case 2:
+      return "4x";
+    case 4:
+      return "8x";
+    case 8:
+      return "12x";
+    case 16:
+      return "2x";
+    default:
+      return fmt::format("unknown ({})", active_width);
   }
 }
 

@@ -30,7 +30,8 @@ constexpr std::array<test_spec, 7> tests{{
     {"read_lat", pattern_kind::pingpong, op_kind::get,
      "one RDMA read at a time (one-way = round trip / 2)"},
     {"read_bw", pattern_kind::stream_uni, op_kind::get, "streaming RDMA reads (reader-measured)"},
-    {"send_lat", pattern_kind::pingpong, op_kind::send, "send/receive ping-pong (one-way = RTT / 2)"},
+    {"send_lat", pattern_kind::pingpong, op_kind::send,
+     "send/receive ping-pong (one-way = RTT / 2)"},
     {"send_bw", pattern_kind::stream_uni, op_kind::send, "streaming sends (receiver-measured)"},
 }};
 
@@ -56,10 +57,14 @@ std::string gid_text(const ibv_gid& g) {
 
 const char* gid_type_text(unsigned t) {
   switch (t) {
-    case IBV_GID_TYPE_IB: return "IB";
-    case IBV_GID_TYPE_ROCE_V1: return "RoCE v1";
-    case IBV_GID_TYPE_ROCE_V2: return "RoCE v2";
-    default: return "unknown";
+    case IBV_GID_TYPE_IB:
+      return "IB";
+    case IBV_GID_TYPE_ROCE_V1:
+      return "RoCE v1";
+    case IBV_GID_TYPE_ROCE_V2:
+      return "RoCE v2";
+    default:
+      return "unknown";
   }
 }
 
@@ -80,7 +85,8 @@ std::vector<verbs::gid_row> gid_table(ibv_context* ctx, unsigned port, const ibv
     const auto& e = entries[static_cast<std::size_t>(i)];
     if (e.port_num != port) continue;
     std::array<char, IF_NAMESIZE> name{};
-    const bool has_ndev = e.ndev_ifindex != 0 && if_indextoname(e.ndev_ifindex, name.data()) != nullptr;
+    const bool has_ndev =
+        e.ndev_ifindex != 0 && if_indextoname(e.ndev_ifindex, name.data()) != nullptr;
     rows.push_back(verbs::gid_row{static_cast<int>(e.gid_index), gid_text(e.gid),
                                   gid_type_text(e.gid_type), has_ndev ? name.data() : ""});
   }
@@ -147,8 +153,9 @@ transport_entry verbs_transport::entry() {
     return nlohmann::json{{"library", "libibverbs"}, {"devices", devices}};
   };
   e.unavailable = [] {
-    return device_names().empty() ? std::string("no RDMA device on this host (/sys/class/infiniband is empty)")
-                                  : std::string();
+    return device_names().empty()
+               ? std::string("no RDMA device on this host (/sys/class/infiniband is empty)")
+               : std::string();
   };
   return e;
 }
@@ -157,7 +164,8 @@ verbs_transport::verbs_transport(const transport_params& params) : m_params(para
   const test_case& c = m_params.test;
   if (c.client_memory != memory_type::host || c.server_memory != memory_type::host) {
     throw transport_unsupported(
-        "verbs with GPU memory needs a CUDA build (dma-buf registration); this build registers host "
+        "verbs with GPU memory needs a CUDA build (dma-buf registration); this build registers "
+        "host "
         "memory only");
   }
   m_stream_test = c.pattern != pattern_kind::pingpong;
@@ -211,7 +219,8 @@ void verbs_transport::open_device() {
       const bool ethernet = attr.link_layer == IBV_LINK_LAYER_ETHERNET;
       try {
         const auto table = gid_table(ctx, port, attr);
-        const verbs::gid_choice g = verbs::choose_gid(table, ethernet ? iface : "", o.gid_index, ethernet);
+        const verbs::gid_choice g =
+            verbs::choose_gid(table, ethernet ? iface : "", o.gid_index, ethernet);
         m_ctx = ctx;
         m_device_name = name;
         m_port = port;
@@ -226,7 +235,8 @@ void verbs_transport::open_device() {
           }
         }
         if (ibv_query_gid(ctx, static_cast<std::uint8_t>(port), m_gid_index, &m_gid) != 0)
-          throw std::runtime_error(fmt::format("ibv_query_gid {}: {}", m_gid_index, std::strerror(errno)));
+          throw std::runtime_error(
+              fmt::format("ibv_query_gid {}: {}", m_gid_index, std::strerror(errno)));
         return;
       } catch (const std::runtime_error& e) {
         last_why = fmt::format("{}:{}: {}", name, port, e.what());
@@ -234,37 +244,45 @@ void verbs_transport::open_device() {
     }
   }
   if (!want.name.empty() && std::find(seen.begin(), seen.end(), want.name) == seen.end()) {
-    throw transport_unsupported(fmt::format("no RDMA device {} here (this host has {})", want.name,
-                                            fmt::join(seen, ", ")));
+    throw transport_unsupported(
+        fmt::format("no RDMA device {} here (this host has {})", want.name, fmt::join(seen, ", ")));
   }
   if (!iface.empty() && o.device.empty()) {
     throw transport_unsupported(fmt::format("no RDMA device on {} ({})", iface,
                                             last_why.empty() ? "no GID belongs to it" : last_why));
   }
-  throw transport_unsupported(fmt::format("no usable RDMA port ({})", last_why.empty() ? "none active" : last_why));
+  throw transport_unsupported(
+      fmt::format("no usable RDMA port ({})", last_why.empty() ? "none active" : last_why));
 }
 
 void verbs_transport::create_queues() {
   const verbs_options& o = m_params.options.verbs;
   m_pd.reset(ibv_alloc_pd(m_ctx));
-  if (!m_pd) throw step_error(error_kind::error, place("verbs setup"), fmt::format("ibv_alloc_pd: {}", std::strerror(errno)));
+  if (!m_pd)
+    throw step_error(error_kind::error, place("verbs setup"),
+                     fmt::format("ibv_alloc_pd: {}", std::strerror(errno)));
   // Room for the window plus what selective signalling and fences keep on the send queue.
   const std::uint32_t wanted = 2 * 1024;
   m_depth = std::min<std::uint32_t>(wanted, static_cast<std::uint32_t>(m_dev_attr.max_qp_wr));
   if (m_depth < 64) m_depth = static_cast<std::uint32_t>(m_dev_attr.max_qp_wr);
-  m_rd_atomic = std::min<std::uint32_t>(16, static_cast<std::uint32_t>(
-                                                std::min(m_dev_attr.max_qp_rd_atom, m_dev_attr.max_qp_init_rd_atom)));
+  m_rd_atomic =
+      std::min<std::uint32_t>(16, static_cast<std::uint32_t>(std::min(
+                                      m_dev_attr.max_qp_rd_atom, m_dev_attr.max_qp_init_rd_atom)));
   const unsigned qps = o.qps + 1;
-  const int cqe = static_cast<int>(std::min<std::uint64_t>(
-      static_cast<std::uint64_t>(qps) * 2 * m_depth + 2 * sync_depth, static_cast<std::uint64_t>(m_dev_attr.max_cqe)));
+  const int cqe = static_cast<int>(
+      std::min<std::uint64_t>(static_cast<std::uint64_t>(qps) * 2 * m_depth + 2 * sync_depth,
+                              static_cast<std::uint64_t>(m_dev_attr.max_cqe)));
   if (m_params.options.progress == progress_mode::block) {
     m_channel.reset(ibv_create_comp_channel(m_ctx));
     if (!m_channel)
-      throw step_error(error_kind::error, place("verbs setup"), fmt::format("ibv_create_comp_channel: {}", std::strerror(errno)));
+      throw step_error(error_kind::error, place("verbs setup"),
+                       fmt::format("ibv_create_comp_channel: {}", std::strerror(errno)));
     ::fcntl(m_channel->fd, F_SETFL, ::fcntl(m_channel->fd, F_GETFL) | O_NONBLOCK);
   }
   m_cq.reset(ibv_create_cq(m_ctx, cqe, nullptr, m_channel.get(), 0));
-  if (!m_cq) throw step_error(error_kind::error, place("verbs setup"), fmt::format("ibv_create_cq({}): {}", cqe, std::strerror(errno)));
+  if (!m_cq)
+    throw step_error(error_kind::error, place("verbs setup"),
+                     fmt::format("ibv_create_cq({}): {}", cqe, std::strerror(errno)));
   for (auto& r : m_rings) r.reset(static_cast<std::size_t>(qps) * m_depth);
   m_qps.resize(qps);
   std::mt19937 rng(std::random_device{}());
@@ -275,19 +293,23 @@ void verbs_transport::create_queues() {
   if (o.rdma_cm) {
     m_connection = "rdma_cm";
     m_cm_channel.reset(rdma_create_event_channel());
-    if (!m_cm_channel) throw step_error(error_kind::error, place("rdma_cm setup"), fmt::format("rdma_create_event_channel: {}", std::strerror(errno)));
+    if (!m_cm_channel)
+      throw step_error(error_kind::error, place("rdma_cm setup"),
+                       fmt::format("rdma_create_event_channel: {}", std::strerror(errno)));
     ::fcntl(m_cm_channel->fd, F_SETFL, ::fcntl(m_cm_channel->fd, F_GETFL) | O_NONBLOCK);
     if (m_params.side == side::server) {
       rdma_cm_id* id = nullptr;
       if (rdma_create_id(m_cm_channel.get(), &id, nullptr, RDMA_PS_TCP) != 0)
-        throw step_error(error_kind::error, place("rdma_cm listen"), fmt::format("rdma_create_id: {}", std::strerror(errno)));
+        throw step_error(error_kind::error, place("rdma_cm listen"),
+                         fmt::format("rdma_create_id: {}", std::strerror(errno)));
       m_cm_listener.reset(id);
       sockaddr_in addr{};
       addr.sin_family = AF_INET;
       const auto ip = verbs::ipv4_of_gid(gid_text(m_gid));
       if (ip) ::inet_pton(AF_INET, ip->c_str(), &addr.sin_addr);
       if (rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&addr)) != 0 || rdma_listen(id, 8) != 0)
-        throw step_error(error_kind::error, place("rdma_cm listen"), fmt::format("rdma_bind_addr/rdma_listen: {}", std::strerror(errno)));
+        throw step_error(error_kind::error, place("rdma_cm listen"),
+                         fmt::format("rdma_bind_addr/rdma_listen: {}", std::strerror(errno)));
     }
     return;  // QPs come with the CM ids at connect()
   }
@@ -305,7 +327,8 @@ void verbs_transport::create_queues() {
       qp = ibv_create_qp(m_pd.get(), &init);
     }
     if (qp == nullptr)
-      throw step_error(error_kind::error, place("verbs setup"), fmt::format("ibv_create_qp: {}", std::strerror(errno)));
+      throw step_error(error_kind::error, place("verbs setup"),
+                       fmt::format("ibv_create_qp: {}", std::strerror(errno)));
     m_qp_handles.emplace_back(qp);
     m_qps[i].qp = qp;
     if (i == 1) m_max_inline = init.cap.max_inline_data;
@@ -316,10 +339,13 @@ capabilities verbs_transport::caps() const {
   return capabilities{true, true, true, {memory_type::host}};
 }
 
-mem_region verbs_transport::register_memory(std::byte* address, std::size_t length, memory_type type) {
-  if (type != memory_type::host) throw transport_unsupported("verbs: host memory only in this build");
-  ibv_mr* mr = ibv_reg_mr(m_pd.get(), address, length,
-                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+mem_region verbs_transport::register_memory(std::byte* address, std::size_t length,
+                                            memory_type type) {
+  if (type != memory_type::host)
+    throw transport_unsupported("verbs: host memory only in this build");
+  ibv_mr* mr =
+      ibv_reg_mr(m_pd.get(), address, length,
+                 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
   if (mr == nullptr)
     throw step_error(error_kind::error, place("verbs register"),
                      fmt::format("ibv_reg_mr({} bytes): {}", length, std::strerror(errno)));
@@ -332,7 +358,8 @@ mem_region verbs_transport::register_memory(std::byte* address, std::size_t leng
 }
 
 std::vector<std::byte> verbs_transport::local_address() {
-  if (m_mrs.empty() || m_regions.back().begin != reinterpret_cast<std::uintptr_t>(m_fence_buf.data()))
+  if (m_mrs.empty() ||
+      m_regions.back().begin != reinterpret_cast<std::uintptr_t>(m_fence_buf.data()))
     (void)register_memory(m_fence_buf.data(), m_fence_buf.size(), memory_type::host);
   std::uint32_t fence_rkey = 0;
   for (const auto& mr : m_mrs) {
@@ -346,7 +373,8 @@ std::vector<std::byte> verbs_transport::local_address() {
                    {"fence_addr", reinterpret_cast<std::uint64_t>(m_fence_buf.data())},
                    {"fence_rkey", fence_rkey}};
   nlohmann::json qps = nlohmann::json::array();
-  for (const auto& q : m_qps) qps.push_back({{"qpn", q.qp != nullptr ? q.qp->qp_num : 0}, {"psn", q.psn}});
+  for (const auto& q : m_qps)
+    qps.push_back({{"qpn", q.qp != nullptr ? q.qp->qp_num : 0}, {"psn", q.psn}});
   j["qps"] = qps;
   if (m_cm_listener) {
     j["cm_port"] = ntohs(rdma_get_src_port(m_cm_listener.get()));
@@ -364,8 +392,10 @@ void verbs_transport::to_rts(qp_state& q, const nlohmann::json& peer, std::size_
   a.pkey_index = 0;
   a.port_num = static_cast<std::uint8_t>(m_port);
   a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-  if (ibv_modify_qp(q.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0)
-    throw step_error(error_kind::error, place("verbs connect"), fmt::format("QP to INIT: {}", std::strerror(errno)));
+  if (ibv_modify_qp(q.qp, &a,
+                    IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0)
+    throw step_error(error_kind::error, place("verbs connect"),
+                     fmt::format("QP to INIT: {}", std::strerror(errno)));
   a = ibv_qp_attr{};
   a.qp_state = IBV_QPS_RTR;
   a.path_mtu = static_cast<ibv_mtu>(m_path_mtu);
@@ -377,12 +407,11 @@ void verbs_transport::to_rts(qp_state& q, const nlohmann::json& peer, std::size_
   a.ah_attr.dlid = peer.at("lid").get<std::uint16_t>();
   if (peer.value("ethernet", false) || a.ah_attr.dlid == 0) {
     a.ah_attr.is_global = 1;
-    const std::vector<std::byte> raw = from_hex(
-        [&] {
-          std::string h = peer.at("gid").get<std::string>();
-          std::erase(h, ':');
-          return h;
-        }());
+    const std::vector<std::byte> raw = from_hex([&] {
+      std::string h = peer.at("gid").get<std::string>();
+      std::erase(h, ':');
+      return h;
+    }());
     std::memcpy(a.ah_attr.grh.dgid.raw, raw.data(), std::min<std::size_t>(raw.size(), 16));
     a.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(m_gid_index);
     a.ah_attr.grh.hop_limit = 64;
@@ -390,7 +419,8 @@ void verbs_transport::to_rts(qp_state& q, const nlohmann::json& peer, std::size_
   if (ibv_modify_qp(q.qp, &a,
                     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                         IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0)
-    throw step_error(error_kind::unreachable, place("verbs connect"), fmt::format("QP to RTR: {}", std::strerror(errno)), errno);
+    throw step_error(error_kind::unreachable, place("verbs connect"),
+                     fmt::format("QP to RTR: {}", std::strerror(errno)), errno);
   a = ibv_qp_attr{};
   a.qp_state = IBV_QPS_RTS;
   a.timeout = 14;
@@ -399,9 +429,10 @@ void verbs_transport::to_rts(qp_state& q, const nlohmann::json& peer, std::size_
   a.sq_psn = q.psn;
   a.max_rd_atomic = static_cast<std::uint8_t>(m_rd_atomic);
   if (ibv_modify_qp(q.qp, &a,
-                    IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                        IBV_QP_MAX_QP_RD_ATOMIC) != 0)
-    throw step_error(error_kind::error, place("verbs connect"), fmt::format("QP to RTS: {}", std::strerror(errno)));
+                    IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                        IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) != 0)
+    throw step_error(error_kind::error, place("verbs connect"),
+                     fmt::format("QP to RTS: {}", std::strerror(errno)));
 }
 
 void verbs_transport::connect(std::span<const std::byte> peer_address) {
@@ -421,7 +452,8 @@ void verbs_transport::connect(std::span<const std::byte> peer_address) {
 void verbs_transport::connect_with_control(const nlohmann::json& peer) {
   if (peer.at("qps").size() != m_qps.size())
     throw step_error(error_kind::error, place("verbs connect"),
-                     fmt::format("the peer has {} QPs, this side {} (same --qps on both?)", peer.at("qps").size(), m_qps.size()));
+                     fmt::format("the peer has {} QPs, this side {} (same --qps on both?)",
+                                 peer.at("qps").size(), m_qps.size()));
   for (std::size_t i = 0; i < m_qps.size(); ++i) to_rts(m_qps[i], peer, i);
 }
 
@@ -436,13 +468,17 @@ void verbs_transport::cm_wait(rdma_cm_event_type want, rdma_cm_event** out, cons
       }
       const std::string what = fmt::format("{} (status {})", rdma_event_str(ev->event), ev->status);
       rdma_ack_cm_event(ev);
-      throw step_error(error_kind::unreachable, place(step), fmt::format("expected {}, got {}", rdma_event_str(want), what));
+      throw step_error(error_kind::unreachable, place(step),
+                       fmt::format("expected {}, got {}", rdma_event_str(want), what));
     }
     if (errno != EAGAIN && errno != EWOULDBLOCK)
-      throw step_error(error_kind::error, place(step), fmt::format("rdma_get_cm_event: {}", std::strerror(errno)));
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      throw step_error(error_kind::error, place(step),
+                       fmt::format("rdma_get_cm_event: {}", std::strerror(errno)));
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0)
-      throw step_error(error_kind::unreachable, place(step), fmt::format("no {} before the timeout", rdma_event_str(want)), ETIMEDOUT);
+      throw step_error(error_kind::unreachable, place(step),
+                       fmt::format("no {} before the timeout", rdma_event_str(want)), ETIMEDOUT);
     pollfd p{m_cm_channel->fd, POLLIN, 0};
     ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 100)));
   }
@@ -463,7 +499,8 @@ void verbs_transport::connect_with_cm(const nlohmann::json& peer) {
   const auto make_qp = [&](rdma_cm_id* id, std::size_t index) {
     init.cap.max_send_wr = init.cap.max_recv_wr = index == 0 ? sync_depth : m_depth;
     if (rdma_create_qp(id, m_pd.get(), &init) != 0)
-      throw step_error(error_kind::error, place("rdma_cm connect"), fmt::format("rdma_create_qp: {}", std::strerror(errno)));
+      throw step_error(error_kind::error, place("rdma_cm connect"),
+                       fmt::format("rdma_create_qp: {}", std::strerror(errno)));
     m_qps[index].qp = id->qp;
     if (index == 1) m_max_inline = init.cap.max_inline_data;
   };
@@ -474,20 +511,26 @@ void verbs_transport::connect_with_cm(const nlohmann::json& peer) {
     dst.sin_port = htons(peer.at("cm_port").get<std::uint16_t>());
     const std::string ip = peer.at("cm_ip").get<std::string>();
     if (::inet_pton(AF_INET, ip.c_str(), &dst.sin_addr) != 1)
-      throw step_error(error_kind::error, place("rdma_cm connect"), fmt::format("the server's RDMA address '{}' is not IPv4 (RoCE v2 IPv4 GIDs only)", ip));
-    const int ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(m_params.connect_timeout).count());
+      throw step_error(
+          error_kind::error, place("rdma_cm connect"),
+          fmt::format("the server's RDMA address '{}' is not IPv4 (RoCE v2 IPv4 GIDs only)", ip));
+    const int ms = static_cast<int>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(m_params.connect_timeout).count());
     for (std::size_t i = 0; i < m_qps.size(); ++i) {
       rdma_cm_id* id = nullptr;
       if (rdma_create_id(m_cm_channel.get(), &id, nullptr, RDMA_PS_TCP) != 0)
-        throw step_error(error_kind::error, place("rdma_cm connect"), fmt::format("rdma_create_id: {}", std::strerror(errno)));
+        throw step_error(error_kind::error, place("rdma_cm connect"),
+                         fmt::format("rdma_create_id: {}", std::strerror(errno)));
       m_cm_ids[i].reset(id);
       rdma_cm_event* ev = nullptr;
       if (rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), ms) != 0)
-        throw step_error(error_kind::unreachable, place("rdma_cm resolve address"), std::strerror(errno), errno);
+        throw step_error(error_kind::unreachable, place("rdma_cm resolve address"),
+                         std::strerror(errno), errno);
       cm_wait(RDMA_CM_EVENT_ADDR_RESOLVED, &ev, "rdma_cm resolve address");
       rdma_ack_cm_event(ev);
       if (rdma_resolve_route(id, ms) != 0)
-        throw step_error(error_kind::unreachable, place("rdma_cm resolve route"), std::strerror(errno), errno);
+        throw step_error(error_kind::unreachable, place("rdma_cm resolve route"),
+                         std::strerror(errno), errno);
       cm_wait(RDMA_CM_EVENT_ROUTE_RESOLVED, &ev, "rdma_cm resolve route");
       rdma_ack_cm_event(ev);
       make_qp(id, i);
@@ -495,7 +538,8 @@ void verbs_transport::connect_with_cm(const nlohmann::json& peer) {
       param.private_data = &index;
       param.private_data_len = sizeof(index);
       if (rdma_connect(id, &param) != 0)
-        throw step_error(error_kind::unreachable, place("rdma_cm connect"), std::strerror(errno), errno);
+        throw step_error(error_kind::unreachable, place("rdma_cm connect"), std::strerror(errno),
+                         errno);
       cm_wait(RDMA_CM_EVENT_ESTABLISHED, &ev, "rdma_cm connect");
       rdma_ack_cm_event(ev);
     }
@@ -511,12 +555,14 @@ void verbs_transport::connect_with_cm(const nlohmann::json& peer) {
       if (index >= m_qps.size() || m_cm_ids[index]) {
         rdma_reject(id, nullptr, 0);
         rdma_destroy_id(id);
-        throw step_error(error_kind::error, place("rdma_cm accept"), fmt::format("unexpected connection for QP {}", index));
+        throw step_error(error_kind::error, place("rdma_cm accept"),
+                         fmt::format("unexpected connection for QP {}", index));
       }
       m_cm_ids[index].reset(id);
       make_qp(id, index);
       if (rdma_accept(id, &param) != 0)
-        throw step_error(error_kind::error, place("rdma_cm accept"), fmt::format("rdma_accept: {}", std::strerror(errno)));
+        throw step_error(error_kind::error, place("rdma_cm accept"),
+                         fmt::format("rdma_accept: {}", std::strerror(errno)));
       cm_wait(RDMA_CM_EVENT_ESTABLISHED, &ev, "rdma_cm accept");
       rdma_ack_cm_event(ev);
     }
@@ -589,7 +635,8 @@ int verbs_transport::post(const op& o) noexcept {
     if (m_rings[s].full()) return fail("too many receives outstanding");
     qp_state& q = sync ? m_qps[0] : m_qps[1 + (m_data_recvs++ % (m_qps.size() - 1))];
     const std::uint64_t seq = m_rings[s].push(o.cookie, o.kind);
-    ibv_sge sge{reinterpret_cast<std::uint64_t>(o.local), static_cast<std::uint32_t>(o.length), lkey_of(o.local)};
+    ibv_sge sge{reinterpret_cast<std::uint64_t>(o.local), static_cast<std::uint32_t>(o.length),
+                lkey_of(o.local)};
     ibv_recv_wr wr{};
     wr.wr_id = wr_id_of(s, seq);
     wr.sg_list = &sge;
@@ -601,7 +648,8 @@ int verbs_transport::post(const op& o) noexcept {
   }
   if (sync) {
     // A sync message follows the data posted before it: wait until that data is done.
-    const bool data_pending = std::any_of(m_qps.begin() + 1, m_qps.end(), [](const qp_state& q) { return !q.idle(); });
+    const bool data_pending =
+        std::any_of(m_qps.begin() + 1, m_qps.end(), [](const qp_state& q) { return !q.idle(); });
     if (data_pending) {
       if (m_deferred_sync.size() >= sync_depth) return fail("too many sync messages waiting");
       m_deferred_sync.push_back(o);
@@ -612,7 +660,8 @@ int verbs_transport::post(const op& o) noexcept {
   if (m_rings[s].full()) return fail("too many operations outstanding");
   qp_state& q = sync ? m_qps[0] : m_qps[1 + (m_data_sends++ % (m_qps.size() - 1))];
   const std::uint64_t seq = m_rings[s].push(o.cookie, o.kind);
-  ibv_sge sge{reinterpret_cast<std::uint64_t>(o.local), static_cast<std::uint32_t>(o.length), lkey_of(o.local)};
+  ibv_sge sge{reinterpret_cast<std::uint64_t>(o.local), static_cast<std::uint32_t>(o.length),
+              lkey_of(o.local)};
   ibv_send_wr wr{};
   wr.wr_id = wr_id_of(s, seq);
   wr.sg_list = &sge;
@@ -632,7 +681,8 @@ int verbs_transport::post(const op& o) noexcept {
       break;
   }
   if (o.kind != op_kind::get && o.length <= m_max_inline) wr.send_flags = IBV_SEND_INLINE;
-  const bool signal = sync || !m_stream_test || q.unsignaled + 1 >= m_params.options.verbs.signal_every;
+  const bool signal =
+      sync || !m_stream_test || q.unsignaled + 1 >= m_params.options.verbs.signal_every;
   return post_send_wr(q, wr, signal);
 }
 
@@ -706,12 +756,17 @@ provenance verbs_transport::describe() const {
   provenance p;
   const std::string dev = fmt::format("{}:{}", m_device_name, m_port);
   p.lanes.push_back(lane{"rc", dev});
-  const auto it = std::find_if(tests.begin(), tests.end(), [&](const test_spec& t) { return t.name == m_params.test.test; });
+  const auto it = std::find_if(tests.begin(), tests.end(),
+                               [&](const test_spec& t) { return t.name == m_params.test.test; });
   const op_kind data = it != tests.end() ? it->data_op : op_kind::send;
-  const char* what = data == op_kind::put ? "RDMA write" : data == op_kind::get ? "RDMA read" : "send/receive";
+  const char* what = data == op_kind::put   ? "RDMA write"
+                     : data == op_kind::get ? "RDMA read"
+                                            : "send/receive";
   p.protocol = fmt::format("RC {} over {} data QP(s), path MTU {} B, inline up to {} B{}, {}", what,
                            m_qps.size() - 1, verbs::mtu_bytes(m_path_mtu), m_max_inline,
-                           m_stream_test ? fmt::format(", a completion every {} posts", m_params.options.verbs.signal_every) : "",
+                           m_stream_test ? fmt::format(", a completion every {} posts",
+                                                       m_params.options.verbs.signal_every)
+                                         : "",
                            m_connection);
   const bool ethernet = m_port_attr.link_layer == IBV_LINK_LAYER_ETHERNET;
   nlohmann::json d{{"device", m_device_name},

@@ -103,8 +103,8 @@ class verbs_transport final : public transport {
     std::uint32_t psn = 0;
     std::vector<std::uint64_t> fifo;  // wr_ids on the send queue, oldest first
     std::size_t head = 0, tail = 0;
-    unsigned unsignaled = 0;           // posts since the last signalled one
-    bool last_signaled = true;         // the newest post on the send queue asks for a completion
+    unsigned unsignaled = 0;    // posts since the last signalled one
+    bool last_signaled = true;  // the newest post on the send queue asks for a completion
     [[nodiscard]] bool idle() const { return head == tail; }
   };
 
@@ -137,11 +137,11 @@ class verbs_transport final : public transport {
   verbs::pd_ptr m_pd;
   verbs::channel_ptr m_channel;
   verbs::cq_ptr m_cq;
-  std::vector<verbs::qp_ptr> m_qp_handles;       // control-channel mode
-  verbs::cm_channel_ptr m_cm_channel;            // rdma_cm mode
+  std::vector<verbs::qp_ptr> m_qp_handles;  // control-channel mode
+  verbs::cm_channel_ptr m_cm_channel;       // rdma_cm mode
   verbs::cm_id_ptr m_cm_listener;
   std::vector<verbs::cm_id_ptr> m_cm_ids;
-  std::vector<qp_state> m_qps;                   // [0] sync, [1..] data
+  std::vector<qp_state> m_qps;  // [0] sync, [1..] data
   std::uint32_t m_depth = 0, m_max_inline = 0, m_rd_atomic = 0;
   std::vector<verbs::mr_ptr> m_mrs;
   std::vector<region> m_regions;
@@ -153,7 +153,7 @@ class verbs_transport final : public transport {
   std::uint32_t m_peer_fence_rkey = 0;
   std::array<verbs::ordered_ring, stream_count> m_rings;
   std::uint64_t m_data_sends = 0, m_data_recvs = 0;  // round-robin over the data QPs
-  std::vector<op> m_deferred_sync;                  // sync sends waiting for the data before them
+  std::vector<op> m_deferred_sync;                   // sync sends waiting for the data before them
   std::string m_error;
   bool m_peer_gone = false;
   std::string m_connection = "control channel";

@@ -1,0 +1,30 @@
+#!/bin/sh
+# Runs inside scripts/softroce-vm: pairperf's verbs tests over rxe0, server and client in the VM
+# on separate vCPUs (pinned: two busy-pollers on one vCPU turn latency into scheduler ticks).
+# Results go to $RXE_OUT for tests/scenarios/test_verbs_softroce.py to check.
+# Usage: verbs_suite.sh PAIRPERF_BINARY
+B=$1
+OUT=${RXE_OUT:-/out}
+mkdir -p "$OUT"
+PIN_S="taskset -c 0"; PIN_C="taskset -c 1"
+[ "$(nproc)" -ge 2 ] || { PIN_S=; PIN_C=; }
+$PIN_S "$B" server --listen "$RXE_IP" --port 18515 --quiet --timeout-idle 120s &
+server=$!
+sleep 0.5
+rc=0
+run() {  # NAME ARGS...: one pairperf run into $OUT/NAME.json
+  name=$1; shift
+  echo "== $name: $*"
+  $PIN_C "$B" run "$RXE_IP" -t verbs -q --json "$OUT/$name.json" --timeout-case 60s "$@" || rc=1
+}
+ALL=write_lat,write_bw,write_bibw,read_lat,read_bw,send_lat,send_bw
+run all --test $ALL --sizes 1,64,4K,64K -n 200 --validate
+run rdma_cm --test $ALL --sizes 8,64K -n 200 --validate --rdma-cm
+run qps --test write_bw,read_bw,send_bw --sizes 4K -n 1000 --validate --qps 3 --signal-every 4
+run mtu --test send_bw --sizes 64K -n 200 --mtu 512
+run event --test send_lat,write_bw --sizes 64 -n 200 --progress block
+run iface --test send_lat --sizes 8 -n 200 --iface rxenet0
+run noiface --test send_lat --sizes 8 -n 50 --iface lo
+kill $server 2>/dev/null
+wait $server 2>/dev/null
+exit $rc
