@@ -7,7 +7,7 @@ B=$1; ROUNDS=${2:-3}
 OUT=${RXE_OUT:-/out}; mkdir -p "$OUT"
 PIN_S="taskset -c 0"; PIN_C="taskset -c 1"
 G=$RXE_GID_IDX
-LAT_N=5000; BW_N=2000; BW_SIZE=65536
+LAT_N=20000; BW_N=2000; BW_SIZE=65536
 perftest_pair() {  # TOOL ARGS...: server and client, prints the client's result line
   tool=$1; shift
   $PIN_S timeout 120 $tool -d rxe0 -x "$G" -F "$@" > /tmp/pt_server.txt 2>&1 &

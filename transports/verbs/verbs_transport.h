@@ -104,6 +104,7 @@ class verbs_transport final : public transport {
     std::vector<std::uint64_t> fifo;  // wr_ids on the send queue, oldest first
     std::size_t head = 0, tail = 0;
     unsigned unsignaled = 0;    // posts since the last signalled one
+    unsigned unreported = 0;    // of those, the ones whose completion the harness still awaits
     bool last_signaled = true;  // the newest post on the send queue asks for a completion
     [[nodiscard]] bool idle() const { return head == tail; }
   };
