@@ -67,7 +67,8 @@ progress_mode parse_progress(const std::string& text) {
   for (auto p : {progress_mode::busy, progress_mode::block}) {
     if (text == to_string(p)) return p;
   }
-  throw usage_error(fmt::format("unknown progress mode '{}' (busy, block)", text));
+  if (text == "event") return progress_mode::block;  // verbs' name: completion events
+  throw usage_error(fmt::format("unknown progress mode '{}' (busy, block or event)", text));
 }
 
 void to_json(nlohmann::json& j, const run_config& c) {

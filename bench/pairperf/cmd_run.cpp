@@ -87,7 +87,7 @@ void register_options(CLI::App* app, run_args& a) {
   app->add_option("--streams", a.streams, "Parallel connections (TCP)")->capture_default_str();
   app->add_option("--sndbuf", a.sndbuf, "Socket send buffer size, e.g. 4M (default: the kernel's)");
   app->add_option("--rcvbuf", a.rcvbuf, "Socket receive buffer size");
-  app->add_option("--progress", a.progress, "busy (spin) or block (sleep in the kernel)")
+  app->add_option("--progress", a.progress, "busy (spin) or block (sleep in the kernel; 'event' is the same: completion events)")
       ->capture_default_str();
   app->add_option("--ib-dev", a.verbs.device,
                   "verbs: RDMA device NAME[:PORT] (default: the one --iface maps to, else the "

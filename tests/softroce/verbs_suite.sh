@@ -22,7 +22,7 @@ run all --test $ALL --sizes 1,64,4K,64K -n 200 --validate
 run rdma_cm --test $ALL --sizes 8,64K -n 200 --validate --rdma-cm
 run qps --test write_bw,read_bw,send_bw --sizes 4K -n 1000 --validate --qps 3 --signal-every 4
 run mtu --test send_bw --sizes 64K -n 200 --mtu 512
-run event --test send_lat,write_bw --sizes 64 -n 200 --progress block
+run event --test send_lat,write_bw --sizes 64 -n 200 --progress event
 run iface --test send_lat --sizes 8 -n 200 --iface rxenet0
 run noiface --test send_lat --sizes 8 -n 50 --iface lo
 kill $server 2>/dev/null

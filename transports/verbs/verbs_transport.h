@@ -116,6 +116,7 @@ class verbs_transport final : public transport {
   void cm_wait(rdma_cm_event_type want, rdma_cm_event** out, const char* step);
   void to_rts(qp_state& q, const nlohmann::json& peer, std::size_t index);
   [[nodiscard]] std::uint32_t lkey_of(const std::byte* p) noexcept;
+  ibv_mr* register_gpu_memory(std::byte* address, std::size_t length, int access);
   int post_send_wr(qp_state& q, ibv_send_wr& wr, bool signal) noexcept;
   int post_fence(qp_state& q) noexcept;
   void retire(qp_state& q, std::uint64_t wr_id) noexcept;
@@ -158,6 +159,7 @@ class verbs_transport final : public transport {
   std::string m_error;
   bool m_peer_gone = false;
   std::string m_connection = "control channel";
+  std::string m_gpu_registration;  // how GPU buffers were registered, when there were any
 };
 
 }  // namespace pairperf
