@@ -81,6 +81,7 @@ transport_entry tcp_transport::entry() {
       false,
       nullptr,
       nullptr,
+      nullptr,  // always available
   };
 }
 

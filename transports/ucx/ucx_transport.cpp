@@ -82,6 +82,7 @@ transport_entry ucx_transport::entry() {
         return nlohmann::json{{"version", ucp_get_version_string()},
                               {"transports", ucx::available_transports()}};
       },
+      nullptr,  // available wherever the library loads
   };
 }
 
