@@ -15,13 +15,16 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("pairperf ") + PAIRPERF_VERSION);
   app.require_subcommand(1);
   const std::vector<std::string> args(argv, argv + argc);
-  const std::vector<pairperf::cli::command> commands{pairperf::cli::add_run(app, args),
+  std::vector<pairperf::cli::command> commands{pairperf::cli::add_run(app, args),
                                                      pairperf::cli::add_server(app),
                                                      pairperf::cli::add_info(app),
                                                      pairperf::cli::add_doctor(app, args),
                                                      pairperf::cli::add_compare(app),
                                                      pairperf::cli::add_export(app),
                                                      pairperf::cli::add_report(app)};
+#if PAIRPERF_HAVE_MPI
+  commands.push_back(pairperf::cli::add_mesh(app, args));
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

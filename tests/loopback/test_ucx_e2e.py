@@ -86,7 +86,10 @@ class Ucx(unittest.TestCase):
                 self.assertLess(took, 10)
 
     def test_peer_dying_mid_case_is_an_error_within_the_timeout(self):
-        for tls, bound in (("tcp", 2), ("posix,sysv,cma", 4 + 2)):
+        # The bound is the case timeout (4 s) plus slack: UCX over tcp usually notices the closed
+        # connection at once, but once (ASan build, loaded machine) it did not and the case ended
+        # at its timeout; shared memory always ends there (no peer-failure mode, see README).
+        for tls, bound in (("tcp", 4 + 2), ("posix,sysv,cma", 4 + 2)):
             with self.subTest(tls=tls), pp.Server() as s, pp.tmpdir() as d:
                 out = os.path.join(d, "r.json")
                 rc, took, output = pp.kill_server_mid_case(s, ["--json", out, "--transport", "ucx", "--iface", "lo", "--test", "tag_bw",

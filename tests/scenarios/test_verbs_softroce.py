@@ -56,7 +56,7 @@ class VerbsInSoftRoce(unittest.TestCase):
         cls.tmp.cleanup()
 
     def results(self, name):
-        self.assertIn(name, self.docs, self.proc.stdout[-3000:] + self.proc.stderr[-2000:])
+        self.assertTrue(name in self.docs, f"no {name}.json came back from the VM:\n" + self.proc.stdout[-3000:] + self.proc.stderr[-2000:])
         return self.docs[name]["results"]
 
     def test_the_vm_suite_passed(self):

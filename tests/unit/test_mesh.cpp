@@ -1,0 +1,107 @@
+// The mesh's schedule, outliers, matrices and node comparison, on synthetic data.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "harness/mesh.h"
+
+namespace pairperf {
+namespace {
+
+void expect_valid(const std::vector<mesh_round>& rounds, int nodes, std::size_t pairs_expected) {
+  std::set<std::pair<int, int>> seen;
+  for (const auto& round : rounds) {
+    std::set<int> busy;
+    for (const auto& p : round) {
+      EXPECT_NE(p.client, p.server);
+      EXPECT_TRUE(busy.insert(p.client).second) << "node " << p.client << " twice in a round";
+      EXPECT_TRUE(busy.insert(p.server).second) << "node " << p.server << " twice in a round";
+      EXPECT_TRUE(seen.insert({std::min(p.client, p.server), std::max(p.client, p.server)}).second);
+      EXPECT_LT(p.client, nodes);
+      EXPECT_LT(p.server, nodes);
+    }
+  }
+  EXPECT_EQ(seen.size(), pairs_expected);
+}
+
+TEST(MeshSchedule, AllPairsByTheCircleMethod) {
+  for (int n = 2; n <= 12; ++n) {
+    const auto rounds = mesh_schedule(n, mesh_pattern::all_pairs);
+    SCOPED_TRACE(n);
+    expect_valid(rounds, n, static_cast<std::size_t>(n * (n - 1) / 2));
+    if (n % 2 == 0) {
+      EXPECT_EQ(rounds.size(), static_cast<std::size_t>(n - 1));
+      for (const auto& r : rounds) EXPECT_EQ(r.size(), static_cast<std::size_t>(n / 2));
+    } else {
+      EXPECT_EQ(rounds.size(), static_cast<std::size_t>(n));  // one idle node a round
+      for (const auto& r : rounds) EXPECT_EQ(r.size(), static_cast<std::size_t>((n - 1) / 2));
+    }
+  }
+  EXPECT_TRUE(mesh_schedule(1, mesh_pattern::all_pairs).empty());
+}
+
+TEST(MeshSchedule, RingAndOneToAll) {
+  expect_valid(mesh_schedule(6, mesh_pattern::ring), 6, 6);
+  EXPECT_EQ(mesh_schedule(6, mesh_pattern::ring).size(), 2U);
+  expect_valid(mesh_schedule(5, mesh_pattern::ring), 5, 5);
+  EXPECT_EQ(mesh_schedule(5, mesh_pattern::ring).size(), 3U);
+  expect_valid(mesh_schedule(2, mesh_pattern::ring), 2, 1);
+  const auto star = mesh_schedule(5, mesh_pattern::one_to_all);
+  expect_valid(star, 5, 4);
+  EXPECT_EQ(star.size(), 4U);
+  EXPECT_THROW(parse_mesh_pattern("star"), std::exception);
+}
+
+case_result bw(double Bps, case_status s = case_status::ok) {
+  case_result r;
+  r.test.pattern = pattern_kind::stream_uni;
+  r.status = s;
+  if (s == case_status::ok) r.bandwidth_Bps = bandwidth{Bps, Bps};
+  return r;
+}
+
+TEST(MeshOutliers, SlowAndFailedPairs) {
+  std::vector<pair_result> pairs;
+  for (int i = 0; i < 6; ++i) pairs.push_back(pair_result{{0, i + 1}, {bw(10e9)}, {}, "ok"});
+  pairs[2].results = {bw(3e9)};                              // below half the median
+  pairs[4].results = {bw(0, case_status::unreachable)};      // failed
+  const auto out = find_outliers(pairs, {});
+  EXPECT_EQ(out, (std::vector<std::size_t>{2, 4}));
+  const nlohmann::json m = mesh_matrices(7, {"a", "b", "c", "d", "e", "f", "g"}, pairs);
+  EXPECT_DOUBLE_EQ(m["bandwidth_Bps"][0][1].get<double>(), 10e9);
+  EXPECT_TRUE(m["bandwidth_Bps"][0][5].is_null());  // unreachable: no figure
+  EXPECT_TRUE(m["bandwidth_Bps"][1][0].is_null());  // not measured that way
+}
+
+nlohmann::json host(std::vector<std::tuple<std::string, std::string, unsigned>> ifs) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& [name, addr, mtu] : ifs) {
+    list.push_back({{"name", name}, {"up", true}, {"running", true}, {"loopback", false}, {"mtu_bytes", mtu},
+                    {"speed_Mbps", nullptr}, {"mac", ""},
+                    {"addresses", {{{"family", "ipv4"}, {"address", addr}, {"prefix_len", 24}}}}});
+  }
+  return {{"interfaces", list}};
+}
+
+TEST(MeshNodes, TheSpareServerStandsOut) {
+  const std::vector<std::string> names{"n1", "n2", "n3"};
+  const std::vector<nlohmann::json> hosts{host({{"eth0", "10.90.0.1", 1500}}), host({{"eth1", "10.90.0.2", 9000}}),
+                                          host({{"eth0", "10.90.0.3", 1500}})};
+  const std::vector<nlohmann::json> envs{{{"NCCL_SOCKET_IFNAME", "eth0"}, {"GLOO_SOCKET_IFNAME", "eth0"}},
+                                         {{"NCCL_SOCKET_IFNAME", "eth0"}},
+                                         {{"NCCL_SOCKET_IFNAME", "eth0"}, {"GLOO_SOCKET_IFNAME", "eth0"}}};
+  const auto f = compare_nodes(names, hosts, envs);
+  const auto has = [&](const std::string& side, const std::string& subject, const std::string& text) {
+    return std::any_of(f.begin(), f.end(), [&](const finding& x) {
+      return x.side == side && x.subject == subject && x.problem.find(text) != std::string::npos;
+    });
+  };
+  EXPECT_TRUE(has("n2", "NCCL_SOCKET_IFNAME", "names no interface of n2")) << nlohmann::json(f).dump(1);
+  EXPECT_TRUE(has("n2", "interfaces", "eth0 exists on n1,n3 but not on n2"));
+  EXPECT_TRUE(has("pair", "GLOO_SOCKET_IFNAME", "(unset) on n2"));
+  EXPECT_TRUE(has("pair", "MTU", "10.90.0.0/24"));
+  EXPECT_FALSE(has("n1", "NCCL_SOCKET_IFNAME", ""));
+}
+
+}  // namespace
+}  // namespace pairperf
