@@ -64,9 +64,12 @@ mesh_pattern parse_mesh_pattern(const std::string& text) {
 
 const char* to_string(mesh_pattern p) noexcept {
   switch (p) {
-    case mesh_pattern::all_pairs: return "all-pairs";
-    case mesh_pattern::ring: return "ring";
-    case mesh_pattern::one_to_all: return "one-to-all";
+    case mesh_pattern::all_pairs:
+      return "all-pairs";
+    case mesh_pattern::ring:
+      return "ring";
+    case mesh_pattern::one_to_all:
+      return "one-to-all";
   }
   return "?";
 }
@@ -87,7 +90,8 @@ std::vector<mesh_round> mesh_schedule(int nodes, mesh_pattern pattern) {
         if (a >= nodes || b >= nodes) continue;  // the idle slot
         round.push_back(node_pair{std::min(a, b), std::max(a, b)});
       }
-      std::sort(round.begin(), round.end(), [](const node_pair& x, const node_pair& y) { return x.client < y.client; });
+      std::sort(round.begin(), round.end(),
+                [](const node_pair& x, const node_pair& y) { return x.client < y.client; });
       rounds.push_back(std::move(round));
       std::rotate(ring.begin() + 1, ring.end() - 1, ring.end());
     }
@@ -111,7 +115,8 @@ std::optional<double> pair_bandwidth(const std::vector<case_result>& results) {
   for (const auto& r : results) {
     if (r.status != case_status::ok && r.status != case_status::fail) continue;
     if (!r.bandwidth_Bps) continue;
-    const auto v = r.bandwidth_Bps->receiver_Bps ? r.bandwidth_Bps->receiver_Bps : r.bandwidth_Bps->sender_Bps;
+    const auto v =
+        r.bandwidth_Bps->receiver_Bps ? r.bandwidth_Bps->receiver_Bps : r.bandwidth_Bps->sender_Bps;
     if (v && (!best || *v > *best)) best = v;
   }
   return best;
@@ -125,7 +130,8 @@ std::optional<double> pair_latency(const std::vector<case_result>& results) {
   return std::nullopt;
 }
 
-std::vector<std::size_t> find_outliers(const std::vector<pair_result>& pairs, const outlier_rule& rule) {
+std::vector<std::size_t> find_outliers(const std::vector<pair_result>& pairs,
+                                       const outlier_rule& rule) {
   std::vector<double> bws, lats;
   for (const auto& p : pairs) {
     if (auto b = pair_bandwidth(p.results)) bws.push_back(*b);
@@ -152,7 +158,8 @@ std::vector<std::size_t> find_outliers(const std::vector<pair_result>& pairs, co
 nlohmann::json mesh_matrices(int nodes, const std::vector<std::string>& names,
                              const std::vector<pair_result>& pairs) {
   const auto n = static_cast<std::size_t>(nodes);
-  nlohmann::json bw = nlohmann::json::array(), lat = nlohmann::json::array(), status = nlohmann::json::array();
+  nlohmann::json bw = nlohmann::json::array(), lat = nlohmann::json::array(),
+                 status = nlohmann::json::array();
   for (std::size_t i = 0; i < n; ++i) {
     bw.push_back(std::vector<nlohmann::json>(n, nullptr));
     lat.push_back(std::vector<nlohmann::json>(n, nullptr));
@@ -166,12 +173,9 @@ nlohmann::json mesh_matrices(int nodes, const std::vector<std::string>& names,
     if (auto b = pair_bandwidth(final_results)) bw[c][s] = *b;
     if (auto l = pair_latency(final_results)) lat[c][s] = *l;
     status[c][s] = p.verdict;
-    nlohmann::json item{{"client", p.pair.client},
-                        {"server", p.pair.server},
-                        {"client_name", names.at(c)},
-                        {"server_name", names.at(s)},
-                        {"verdict", p.verdict},
-                        {"results", p.results}};
+    nlohmann::json item{{"client", p.pair.client},    {"server", p.pair.server},
+                        {"client_name", names.at(c)}, {"server_name", names.at(s)},
+                        {"verdict", p.verdict},       {"results", p.results}};
     if (!p.retest.empty()) item["retest"] = p.retest;
     list.push_back(std::move(item));
   }
@@ -194,7 +198,8 @@ std::vector<finding> compare_nodes(const std::vector<std::string>& names,
     if (i >= hosts.size() || !hosts[i].contains("interfaces")) continue;
     for (const auto& j : hosts[i].at("interfaces")) {
       interface_info info = j.get<interface_info>();
-      if (info.up && !info.loopback && !info.addresses.empty()) ifaces[i].push_back(std::move(info));
+      if (info.up && !info.loopback && !info.addresses.empty())
+        ifaces[i].push_back(std::move(info));
     }
   }
   std::map<std::string, std::vector<std::string>> where;  // interface name -> nodes that have it
@@ -208,24 +213,26 @@ std::vector<finding> compare_nodes(const std::vector<std::string>& names,
       if (std::find(have.begin(), have.end(), name) == have.end()) lack.push_back(name);
     }
     out.push_back(finding{fmt::format("{}", fmt::join(lack, ",")), "interfaces",
-                          fmt::format("interface {} exists on {} but not on {}", iface, fmt::join(have, ","),
-                                      fmt::join(lack, ",")),
+                          fmt::format("interface {} exists on {} but not on {}", iface,
+                                      fmt::join(have, ","), fmt::join(lack, ",")),
                           "configure the same interface names on every node, or set each node's "
                           "NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME / UCX_NET_DEVICES to its own"});
   }
   // MTU mismatches within one IPv4 subnet.
-  std::map<std::string, std::map<unsigned, std::vector<std::string>>> mtus;  // subnet -> mtu -> nodes
+  std::map<std::string, std::map<unsigned, std::vector<std::string>>>
+      mtus;  // subnet -> mtu -> nodes
   for (std::size_t i = 0; i < n; ++i) {
     for (const auto& f : ifaces[i]) {
       for (const auto& a : f.addresses) {
         if (a.family != 2 /* AF_INET */) continue;
         unsigned b[4] = {};
-        if (std::sscanf(a.address.c_str(), "%u.%u.%u.%u", &b[0], &b[1], &b[2], &b[3]) != 4) continue;
+        if (std::sscanf(a.address.c_str(), "%u.%u.%u.%u", &b[0], &b[1], &b[2], &b[3]) != 4)
+          continue;
         const std::uint32_t ip = (b[0] << 24) | (b[1] << 16) | (b[2] << 8) | b[3];
         const std::uint32_t mask = a.prefix_len == 0 ? 0 : ~std::uint32_t{0} << (32 - a.prefix_len);
         const std::uint32_t net = ip & mask;
-        const std::string subnet = fmt::format("{}.{}.{}.{}/{}", net >> 24, (net >> 16) & 255, (net >> 8) & 255,
-                                               net & 255, a.prefix_len);
+        const std::string subnet = fmt::format("{}.{}.{}.{}/{}", net >> 24, (net >> 16) & 255,
+                                               (net >> 8) & 255, net & 255, a.prefix_len);
         mtus[subnet][f.mtu].push_back(fmt::format("{}:{}", names[i], f.name));
       }
     }
@@ -233,7 +240,8 @@ std::vector<finding> compare_nodes(const std::vector<std::string>& names,
   for (const auto& [subnet, by_mtu] : mtus) {
     if (by_mtu.size() < 2) continue;
     std::vector<std::string> parts;
-    for (const auto& [mtu, who] : by_mtu) parts.push_back(fmt::format("{} on {}", mtu, fmt::join(who, ",")));
+    for (const auto& [mtu, who] : by_mtu)
+      parts.push_back(fmt::format("{} on {}", mtu, fmt::join(who, ",")));
     out.push_back(finding{"pair", "MTU",
                           fmt::format("MTU differs within {}: {}", subnet, fmt::join(parts, "; ")),
                           "set one MTU on every interface of the subnet"});
@@ -242,16 +250,20 @@ std::vector<finding> compare_nodes(const std::vector<std::string>& names,
   for (const char* var : mesh_variables) {
     std::map<std::string, std::vector<std::string>> values;
     for (std::size_t i = 0; i < n; ++i) {
-      values[value_or_unset(i < envs.size() ? envs[i] : nlohmann::json::object(), var)].push_back(names[i]);
+      values[value_or_unset(i < envs.size() ? envs[i] : nlohmann::json::object(), var)].push_back(
+          names[i]);
     }
     if (values.size() > 1) {
       std::vector<std::string> parts;
-      for (const auto& [v, who] : values) parts.push_back(fmt::format("{}={} on {}", var, v, fmt::join(who, ",")));
-      out.push_back(finding{"pair", var, fmt::format("{} differs between nodes: {}", var, fmt::join(parts, "; ")),
-                            "set it to each node's reaching interface on every node (pairperf doctor "
-                            "between two nodes names it)"});
+      for (const auto& [v, who] : values)
+        parts.push_back(fmt::format("{}={} on {}", var, v, fmt::join(who, ",")));
+      out.push_back(finding{
+          "pair", var, fmt::format("{} differs between nodes: {}", var, fmt::join(parts, "; ")),
+          "set it to each node's reaching interface on every node (pairperf doctor "
+          "between two nodes names it)"});
     }
-    const bool socket_var = std::string(var) == "NCCL_SOCKET_IFNAME" || std::string(var) == "GLOO_SOCKET_IFNAME";
+    const bool socket_var =
+        std::string(var) == "NCCL_SOCKET_IFNAME" || std::string(var) == "GLOO_SOCKET_IFNAME";
     if (!socket_var) continue;
     for (std::size_t i = 0; i < n && i < envs.size(); ++i) {
       const std::string v = value_or_unset(envs[i], var);
@@ -269,19 +281,20 @@ std::vector<finding> compare_nodes(const std::vector<std::string>& names,
                                 }()
                               : nccl_select(parse_nccl_filter(v), names_here);
       if (chosen.empty()) {
-        out.push_back(finding{names[i], var,
-                              fmt::format("{}={} names no interface of {} (it has {})", var, v, names[i],
-                                          names_here.empty() ? std::string("none")
-                                                             : fmt::format("{}", fmt::join(names_here, ","))),
-                              fmt::format("on {}: set {} to the interface that reaches the others", names[i], var)});
+        out.push_back(finding{
+            names[i], var,
+            fmt::format("{}={} names no interface of {} (it has {})", var, v, names[i],
+                        names_here.empty() ? std::string("none")
+                                           : fmt::format("{}", fmt::join(names_here, ","))),
+            fmt::format("on {}: set {} to the interface that reaches the others", names[i], var)});
       }
     }
   }
   return out;
 }
 
-void print_matrix(std::FILE* out, const std::vector<std::string>& names, const std::vector<pair_result>& pairs,
-                  bool latency) {
+void print_matrix(std::FILE* out, const std::vector<std::string>& names,
+                  const std::vector<pair_result>& pairs, bool latency) {
   const std::size_t n = names.size();
   std::vector<std::vector<std::string>> cell(n, std::vector<std::string>(n, "."));
   for (std::size_t i = 0; i < n; ++i) cell[i][i] = "-";
@@ -300,7 +313,8 @@ void print_matrix(std::FILE* out, const std::vector<std::string>& names, const s
     if (p.verdict == "slow link") text += "!";
     cell[static_cast<std::size_t>(p.pair.client)][static_cast<std::size_t>(p.pair.server)] = text;
   }
-  fmt::print(out, "\n{} (row: client, column: server{})\n", latency ? "Latency p50, one-way" : "Bandwidth, GB/s",
+  fmt::print(out, "\n{} (row: client, column: server{})\n",
+             latency ? "Latency p50, one-way" : "Bandwidth, GB/s",
              latency ? "" : "; ! = slow alone too");
   fmt::print(out, "  {:>12}", "");
   for (const auto& name : names) fmt::print(out, " {:>10}", name.substr(0, 10));

@@ -37,11 +37,12 @@ struct pair_result {
 };
 
 struct outlier_rule {
-  double bw_fraction = 0.5;    // bandwidth below this fraction of the median
-  double lat_multiple = 3.0;   // latency p50 above this multiple of the minimum
+  double bw_fraction = 0.5;   // bandwidth below this fraction of the median
+  double lat_multiple = 3.0;  // latency p50 above this multiple of the minimum
 };
 // The pairs whose first measurement is an outlier (or failed), by index into `pairs`.
-std::vector<std::size_t> find_outliers(const std::vector<pair_result>& pairs, const outlier_rule& rule);
+std::vector<std::size_t> find_outliers(const std::vector<pair_result>& pairs,
+                                       const outlier_rule& rule);
 
 // A pair's headline figures: the best bandwidth over its stream cases, the p50 of its ping-pong.
 std::optional<double> pair_bandwidth(const std::vector<case_result>& results);

@@ -12,8 +12,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
-#include <memory>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <thread>
 
@@ -71,7 +71,8 @@ std::string first_ipv4(const std::string& iface, std::string& note) {
       if (a.family == AF_INET) return a.address;
     }
   }
-  note = iface.empty() ? "no IPv4 interface" : fmt::format("no interface {} with an IPv4 address", iface);
+  note = iface.empty() ? "no IPv4 interface"
+                       : fmt::format("no interface {} with an IPv4 address", iface);
   return {};
 }
 
@@ -84,14 +85,16 @@ std::vector<std::string> allgather(const std::string& mine) {
   std::vector<int> offs(lens.size(), 0);
   for (std::size_t i = 1; i < lens.size(); ++i) offs[i] = offs[i - 1] + lens[i - 1];
   std::string all(static_cast<std::size_t>(offs.back() + lens.back()), '\0');
-  MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offs.data(), MPI_CHAR, MPI_COMM_WORLD);
+  MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offs.data(), MPI_CHAR,
+                 MPI_COMM_WORLD);
   std::vector<std::string> out;
-  for (std::size_t i = 0; i < lens.size(); ++i) out.push_back(all.substr(static_cast<std::size_t>(offs[i]), static_cast<std::size_t>(lens[i])));
+  for (std::size_t i = 0; i < lens.size(); ++i)
+    out.push_back(all.substr(static_cast<std::size_t>(offs[i]), static_cast<std::size_t>(lens[i])));
   return out;
 }
 
-pair_result measure(const node_pair& pair, const std::vector<node>& nodes, const std::vector<test_case>& cases,
-                    const run_config& config) {
+pair_result measure(const node_pair& pair, const std::vector<node>& nodes,
+                    const std::vector<test_case>& cases, const run_config& config) {
   pair_result out{pair, {}, {}, "ok"};
   const node& peer = nodes[static_cast<std::size_t>(pair.server)];
   const auto unreachable = [&](const std::string& why, const std::string& code) {
@@ -136,7 +139,10 @@ pair_result measure(const node_pair& pair, const std::vector<node>& nodes, const
 std::vector<pair_result> gather_pairs(const std::vector<pair_result>& mine, int rank) {
   nlohmann::json j = nlohmann::json::array();
   for (const auto& p : mine) {
-    j.push_back({{"client", p.pair.client}, {"server", p.pair.server}, {"verdict", p.verdict}, {"results", p.results}});
+    j.push_back({{"client", p.pair.client},
+                 {"server", p.pair.server},
+                 {"verdict", p.verdict},
+                 {"results", p.results}});
   }
   const std::string text = j.dump();
   int size = 0;
@@ -150,11 +156,13 @@ std::vector<pair_result> gather_pairs(const std::vector<pair_result>& mine, int 
     for (std::size_t i = 1; i < lens.size(); ++i) offs[i] = offs[i - 1] + lens[i - 1];
     all.resize(static_cast<std::size_t>(offs.back() + lens.back()));
   }
-  MPI_Gatherv(text.data(), len, MPI_CHAR, all.data(), lens.data(), offs.data(), MPI_CHAR, 0, MPI_COMM_WORLD);
+  MPI_Gatherv(text.data(), len, MPI_CHAR, all.data(), lens.data(), offs.data(), MPI_CHAR, 0,
+              MPI_COMM_WORLD);
   std::vector<pair_result> out;
   if (rank != 0) return out;
   for (std::size_t i = 0; i < lens.size(); ++i) {
-    for (const auto& p : nlohmann::json::parse(all.substr(static_cast<std::size_t>(offs[i]), static_cast<std::size_t>(lens[i])))) {
+    for (const auto& p : nlohmann::json::parse(
+             all.substr(static_cast<std::size_t>(offs[i]), static_cast<std::size_t>(lens[i])))) {
       out.push_back(pair_result{{p.at("client").get<int>(), p.at("server").get<int>()},
                                 p.at("results").get<std::vector<case_result>>(),
                                 {},
@@ -190,7 +198,8 @@ int mesh_mpi(const mesh_args& a, const std::vector<std::string>& argv) {
   std::vector<test_case> cases;
   for (const auto& name : tests) {
     const test_spec* spec = transport_registry::instance().find_test(a.transport, name);
-    if (spec == nullptr) throw usage_error(fmt::format("transport {} has no test {}", a.transport, name));
+    if (spec == nullptr)
+      throw usage_error(fmt::format("transport {} has no test {}", a.transport, name));
     const bool lat = spec->pattern == pattern_kind::pingpong;
     for (auto size_bytes : parse_size_list(a.sizes.empty() ? (lat ? "8" : "1M") : a.sizes)) {
       test_case c;
@@ -208,18 +217,24 @@ int mesh_mpi(const mesh_args& a, const std::vector<std::string>& argv) {
   const auto schedule = mesh_schedule(size, parse_mesh_pattern(a.pattern));
 
   // Bound the whole mesh: a rank that hangs outside pairperf's own timeouts must not hang the rest.
-  const auto per_pair = std::chrono::duration<double>(config.timeouts.connect + 2 * config.timeouts.handshake +
-                                                      static_cast<long>(cases.size()) * 2 * (config.timeouts.per_case + config.timeouts.handshake))
-                            .count();
-  const double bound = a.deadline.empty() ? per_pair * static_cast<double>(schedule.size() * 2 + 2) + 30
-                                          : std::chrono::duration<double>(parse_duration(a.deadline)).count();
+  const auto per_pair =
+      std::chrono::duration<double>(config.timeouts.connect + 2 * config.timeouts.handshake +
+                                    static_cast<long>(cases.size()) * 2 *
+                                        (config.timeouts.per_case + config.timeouts.handshake))
+          .count();
+  const double bound = a.deadline.empty()
+                           ? per_pair * static_cast<double>(schedule.size() * 2 + 2) + 30
+                           : std::chrono::duration<double>(parse_duration(a.deadline)).count();
   std::atomic<bool> finished{false};
   std::thread watchdog([&] {
     const auto until = start + std::chrono::duration<double>(bound);
     while (!finished.load() && std::chrono::steady_clock::now() < until)
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     if (!finished.load()) {
-      fmt::print(stderr, "pairperf mesh: rank {} still running after {:.0f} s (--deadline): aborting the job\n", rank, bound);
+      fmt::print(
+          stderr,
+          "pairperf mesh: rank {} still running after {:.0f} s (--deadline): aborting the job\n",
+          rank, bound);
       MPI_Abort(MPI_COMM_WORLD, 124);
     }
   });
@@ -285,14 +300,16 @@ int mesh_mpi(const mesh_args& a, const std::vector<std::string>& argv) {
       if (p.client == rank) my_pairs.push_back(measure(p, nodes, cases, config));
     }
     MPI_Barrier(MPI_COMM_WORLD);
-    round_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    round_seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   std::vector<pair_result> pairs = gather_pairs(my_pairs, rank);
 
   // Outliers again, alone: a pair that is slow with nothing else running is a slow link; one that
   // recovers was contention.
   std::vector<std::size_t> outliers;
-  if (rank == 0 && !a.no_retest) outliers = find_outliers(pairs, outlier_rule{a.retest_bw, a.retest_lat});
+  if (rank == 0 && !a.no_retest)
+    outliers = find_outliers(pairs, outlier_rule{a.retest_bw, a.retest_lat});
   int n_out = static_cast<int>(outliers.size());
   MPI_Bcast(&n_out, 1, MPI_INT, 0, MPI_COMM_WORLD);
   std::vector<int> retest_pairs(static_cast<std::size_t>(2 * n_out));
@@ -308,7 +325,8 @@ int mesh_mpi(const mesh_args& a, const std::vector<std::string>& argv) {
   for (int i = 0; i < n_out; ++i) {
     MPI_Barrier(MPI_COMM_WORLD);
     const auto t0 = std::chrono::steady_clock::now();
-    const node_pair p{retest_pairs[static_cast<std::size_t>(2 * i)], retest_pairs[static_cast<std::size_t>(2 * i + 1)]};
+    const node_pair p{retest_pairs[static_cast<std::size_t>(2 * i)],
+                      retest_pairs[static_cast<std::size_t>(2 * i + 1)]};
     if (p.client == rank) my_retests.push_back(measure(p, nodes, cases, config));
     MPI_Barrier(MPI_COMM_WORLD);
     retest_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -334,7 +352,8 @@ int mesh_mpi(const mesh_args& a, const std::vector<std::string>& argv) {
           }
           const auto again = find_outliers(probe, rule);
           const auto idx = static_cast<std::size_t>(&p - pairs.data());
-          p.verdict = std::find(again.begin(), again.end(), idx) != again.end() ? "slow link" : "contention";
+          p.verdict = std::find(again.begin(), again.end(), idx) != again.end() ? "slow link"
+                                                                                : "contention";
         }
       }
     }
@@ -349,12 +368,15 @@ int mesh_mpi(const mesh_args& a, const std::vector<std::string>& argv) {
       envs.push_back(n.env);
     }
     const std::vector<finding> findings = compare_nodes(names, hosts, envs);
-    const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    fmt::print("pairperf mesh: {} nodes, {} ({} rounds of up to {} pairs), {} {}\n", size, a.pattern, schedule.size(),
-               schedule.empty() ? 0 : schedule.front().size(), a.transport, fmt::join(tests, ","));
+    const double total =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    fmt::print("pairperf mesh: {} nodes, {} ({} rounds of up to {} pairs), {} {}\n", size,
+               a.pattern, schedule.size(), schedule.empty() ? 0 : schedule.front().size(),
+               a.transport, fmt::join(tests, ","));
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       fmt::print("  {:>3} {:<14} {}\n", i, nodes[i].name,
-                 nodes[i].address.empty() ? "serves nothing: " + nodes[i].note : fmt::format("{}:{}", nodes[i].address, nodes[i].port));
+                 nodes[i].address.empty() ? "serves nothing: " + nodes[i].note
+                                          : fmt::format("{}:{}", nodes[i].address, nodes[i].port));
     }
     print_matrix(stdout, names, pairs, false);
     print_matrix(stdout, names, pairs, true);
@@ -363,35 +385,46 @@ int mesh_mpi(const mesh_args& a, const std::vector<std::string>& argv) {
       if (p.verdict != "ok" && p.verdict != "contention") {
         ++bad;
         const auto& rs = p.retest.empty() ? p.results : p.retest;
-        fmt::print("  {} -> {}: {}{}\n", names[static_cast<std::size_t>(p.pair.client)], names[static_cast<std::size_t>(p.pair.server)],
-                   p.verdict, rs.empty() || rs.front().message.empty() ? "" : ": " + rs.front().message);
+        fmt::print("  {} -> {}: {}{}\n", names[static_cast<std::size_t>(p.pair.client)],
+                   names[static_cast<std::size_t>(p.pair.server)], p.verdict,
+                   rs.empty() || rs.front().message.empty() ? "" : ": " + rs.front().message);
       }
-      for (const auto& r : p.retest.empty() ? p.results : p.retest) failed_checks += r.status == case_status::fail ? 1 : 0;
+      for (const auto& r : p.retest.empty() ? p.results : p.retest)
+        failed_checks += r.status == case_status::fail ? 1 : 0;
     }
     if (!findings.empty()) {
       fmt::print("\nFindings ({}):\n", findings.size());
       std::size_t k = 0;
-      for (const auto& f : findings) fmt::print("  {}. [{}] {}: {}\n     fix: {}\n", ++k, f.side, f.subject, f.problem, f.fix);
+      for (const auto& f : findings)
+        fmt::print("  {}. [{}] {}: {}\n     fix: {}\n", ++k, f.side, f.subject, f.problem, f.fix);
     }
-    fmt::print("\n{} pair(s), {} not ok; rounds {:.1f} s, retests {:.1f} s ({} pairs), total {:.1f} s\n", pairs.size(), bad,
-               std::accumulate(round_seconds.begin(), round_seconds.end(), 0.0), retest_seconds, n_out, total);
+    fmt::print(
+        "\n{} pair(s), {} not ok; rounds {:.1f} s, retests {:.1f} s ({} pairs), total {:.1f} s\n",
+        pairs.size(), bad, std::accumulate(round_seconds.begin(), round_seconds.end(), 0.0),
+        retest_seconds, n_out, total);
     if (!a.json.empty()) {
-      nlohmann::json doc{{"schema", "pairperf.mesh"},
-                         {"schema_version", "1.0.0"},
-                         {"context",
-                          {{"tool", tool_context()},
-                           {"argv", argv},
-                           {"time_utc", utc_timestamp()},
-                           {"pattern", a.pattern},
-                           {"transport", a.transport},
-                           {"tests", tests},
-                           {"config", config}}},
-                         {"nodes", nlohmann::json::array()},
-                         {"mesh", mesh_matrices(size, names, pairs)},
-                         {"findings", findings},
-                         {"timing_s", {{"rounds", round_seconds}, {"retests", retest_seconds}, {"total", total}}}};
+      nlohmann::json doc{
+          {"schema", "pairperf.mesh"},
+          {"schema_version", "1.0.0"},
+          {"context",
+           {{"tool", tool_context()},
+            {"argv", argv},
+            {"time_utc", utc_timestamp()},
+            {"pattern", a.pattern},
+            {"transport", a.transport},
+            {"tests", tests},
+            {"config", config}}},
+          {"nodes", nlohmann::json::array()},
+          {"mesh", mesh_matrices(size, names, pairs)},
+          {"findings", findings},
+          {"timing_s", {{"rounds", round_seconds}, {"retests", retest_seconds}, {"total", total}}}};
       for (const auto& n : nodes)
-        doc["nodes"].push_back({{"name", n.name}, {"address", n.address}, {"port", n.port}, {"note", n.note}, {"host", n.host}, {"env", n.env}});
+        doc["nodes"].push_back({{"name", n.name},
+                                {"address", n.address},
+                                {"port", n.port},
+                                {"note", n.note},
+                                {"host", n.host},
+                                {"env", n.env}});
       std::ofstream f(a.json);
       f << doc.dump(2) << '\n';
       fmt::print("results: {}\n", a.json);
@@ -409,24 +442,37 @@ int mesh_mpi(const mesh_args& a, const std::vector<std::string>& argv) {
 
 command add_mesh(CLI::App& root, const std::vector<std::string>& argv) {
   auto a = std::make_shared<mesh_args>();
-  CLI::App* app = root.add_subcommand(
-      "mesh",
-      "All pairs of many nodes under mpirun/srun (`mpirun -np N pairperf mesh`): n x n bandwidth and "
-      "latency matrices, outliers retested alone, interface and variable differences between nodes");
-  app->add_option("-t,--transport", a->transport, "Transport for every pair")->capture_default_str();
-  app->add_option("--test", a->tests, "Tests (default: the transport's bandwidth and latency tests)")->delimiter(',');
-  app->add_option("-s,--sizes", a->sizes, "Message sizes (default: 1M for bandwidth, 8 for latency)");
-  app->add_option("-i,--iface", a->iface, "The data interface on every node (its address serves, its pairs bind to it)");
+  CLI::App* app = root.add_subcommand("mesh",
+                                      "All pairs of many nodes under mpirun/srun (`mpirun -np N "
+                                      "pairperf mesh`): n x n bandwidth and "
+                                      "latency matrices, outliers retested alone, interface and "
+                                      "variable differences between nodes");
+  app->add_option("-t,--transport", a->transport, "Transport for every pair")
+      ->capture_default_str();
+  app->add_option("--test", a->tests,
+                  "Tests (default: the transport's bandwidth and latency tests)")
+      ->delimiter(',');
+  app->add_option("-s,--sizes", a->sizes,
+                  "Message sizes (default: 1M for bandwidth, 8 for latency)");
+  app->add_option("-i,--iface", a->iface,
+                  "The data interface on every node (its address serves, its pairs bind to it)");
   app->add_option("--pattern", a->pattern, "all-pairs, ring or one-to-all")->capture_default_str();
   app->add_option("-d,--duration", a->duration, "Time budget per case")->capture_default_str();
   app->add_flag("--no-retest", a->no_retest, "Do not rerun outliers alone");
-  app->add_option("--retest-bw", a->retest_bw, "Outlier: bandwidth below this fraction of the median")->capture_default_str();
-  app->add_option("--retest-lat", a->retest_lat, "Outlier: latency above this multiple of the minimum")->capture_default_str();
+  app->add_option("--retest-bw", a->retest_bw,
+                  "Outlier: bandwidth below this fraction of the median")
+      ->capture_default_str();
+  app->add_option("--retest-lat", a->retest_lat,
+                  "Outlier: latency above this multiple of the minimum")
+      ->capture_default_str();
   app->add_option("--expect", a->expect, "Check every pair's cases (as for run)");
   app->add_option("--json", a->json, "Results file (schema pairperf.mesh), written by rank 0");
-  app->add_option("--timeout-connect", a->t_connect, "Bound on each connection attempt")->capture_default_str();
-  app->add_option("--timeout-case", a->t_case, "Bound on each phase of a case")->capture_default_str();
-  app->add_option("--deadline", a->deadline, "Abort the whole job after this long (default: from the timeouts)");
+  app->add_option("--timeout-connect", a->t_connect, "Bound on each connection attempt")
+      ->capture_default_str();
+  app->add_option("--timeout-case", a->t_case, "Bound on each phase of a case")
+      ->capture_default_str();
+  app->add_option("--deadline", a->deadline,
+                  "Abort the whole job after this long (default: from the timeouts)");
   return command{app, [a, argv] { return mesh_mpi(*a, argv); }};
 }
 

@@ -63,8 +63,8 @@ case_result bw(double Bps, case_status s = case_status::ok) {
 TEST(MeshOutliers, SlowAndFailedPairs) {
   std::vector<pair_result> pairs;
   for (int i = 0; i < 6; ++i) pairs.push_back(pair_result{{0, i + 1}, {bw(10e9)}, {}, "ok"});
-  pairs[2].results = {bw(3e9)};                              // below half the median
-  pairs[4].results = {bw(0, case_status::unreachable)};      // failed
+  pairs[2].results = {bw(3e9)};                          // below half the median
+  pairs[4].results = {bw(0, case_status::unreachable)};  // failed
   const auto out = find_outliers(pairs, {});
   EXPECT_EQ(out, (std::vector<std::size_t>{2, 4}));
   const nlohmann::json m = mesh_matrices(7, {"a", "b", "c", "d", "e", "f", "g"}, pairs);
@@ -76,8 +76,13 @@ TEST(MeshOutliers, SlowAndFailedPairs) {
 nlohmann::json host(std::vector<std::tuple<std::string, std::string, unsigned>> ifs) {
   nlohmann::json list = nlohmann::json::array();
   for (const auto& [name, addr, mtu] : ifs) {
-    list.push_back({{"name", name}, {"up", true}, {"running", true}, {"loopback", false}, {"mtu_bytes", mtu},
-                    {"speed_Mbps", nullptr}, {"mac", ""},
+    list.push_back({{"name", name},
+                    {"up", true},
+                    {"running", true},
+                    {"loopback", false},
+                    {"mtu_bytes", mtu},
+                    {"speed_Mbps", nullptr},
+                    {"mac", ""},
                     {"addresses", {{{"family", "ipv4"}, {"address", addr}, {"prefix_len", 24}}}}});
   }
   return {{"interfaces", list}};
@@ -85,18 +90,22 @@ nlohmann::json host(std::vector<std::tuple<std::string, std::string, unsigned>> 
 
 TEST(MeshNodes, TheSpareServerStandsOut) {
   const std::vector<std::string> names{"n1", "n2", "n3"};
-  const std::vector<nlohmann::json> hosts{host({{"eth0", "10.90.0.1", 1500}}), host({{"eth1", "10.90.0.2", 9000}}),
+  const std::vector<nlohmann::json> hosts{host({{"eth0", "10.90.0.1", 1500}}),
+                                          host({{"eth1", "10.90.0.2", 9000}}),
                                           host({{"eth0", "10.90.0.3", 1500}})};
-  const std::vector<nlohmann::json> envs{{{"NCCL_SOCKET_IFNAME", "eth0"}, {"GLOO_SOCKET_IFNAME", "eth0"}},
-                                         {{"NCCL_SOCKET_IFNAME", "eth0"}},
-                                         {{"NCCL_SOCKET_IFNAME", "eth0"}, {"GLOO_SOCKET_IFNAME", "eth0"}}};
+  const std::vector<nlohmann::json> envs{
+      {{"NCCL_SOCKET_IFNAME", "eth0"}, {"GLOO_SOCKET_IFNAME", "eth0"}},
+      {{"NCCL_SOCKET_IFNAME", "eth0"}},
+      {{"NCCL_SOCKET_IFNAME", "eth0"}, {"GLOO_SOCKET_IFNAME", "eth0"}}};
   const auto f = compare_nodes(names, hosts, envs);
-  const auto has = [&](const std::string& side, const std::string& subject, const std::string& text) {
+  const auto has = [&](const std::string& side, const std::string& subject,
+                       const std::string& text) {
     return std::any_of(f.begin(), f.end(), [&](const finding& x) {
       return x.side == side && x.subject == subject && x.problem.find(text) != std::string::npos;
     });
   };
-  EXPECT_TRUE(has("n2", "NCCL_SOCKET_IFNAME", "names no interface of n2")) << nlohmann::json(f).dump(1);
+  EXPECT_TRUE(has("n2", "NCCL_SOCKET_IFNAME", "names no interface of n2"))
+      << nlohmann::json(f).dump(1);
   EXPECT_TRUE(has("n2", "interfaces", "eth0 exists on n1,n3 but not on n2"));
   EXPECT_TRUE(has("pair", "GLOO_SOCKET_IFNAME", "(unset) on n2"));
   EXPECT_TRUE(has("pair", "MTU", "10.90.0.0/24"));

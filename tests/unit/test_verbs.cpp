@@ -39,12 +39,13 @@ TEST(VerbsAddressing, GidChoice) {
   EXPECT_EQ(choose_gid(table, "", -1, true).why, "RoCE v2, IPv4-mapped");
   EXPECT_EQ(choose_gid(table, "bond0.118", -1, true).index, 4);  // the interface asked for
   EXPECT_THROW(choose_gid(table, "eth9", -1, true), std::runtime_error);
-  EXPECT_EQ(choose_gid(table, "", 1, true).index, 1);  // --gid-index wins
+  EXPECT_EQ(choose_gid(table, "", 1, true).index, 1);                // --gid-index wins
   EXPECT_THROW(choose_gid(table, "", 5, true), std::runtime_error);  // an empty entry
   EXPECT_THROW(choose_gid(table, "", 42, true), std::runtime_error);
   EXPECT_EQ(choose_gid(table, "", -1, false).index, 0);  // InfiniBand: LIDs
-  const std::vector<gid_row> v6only{{0, "fe80:0000:0000:0000:a6a7:9dff:fed6:a2b7", "RoCE v1", "eth0"},
-                                    {1, "fe80:0000:0000:0000:a6a7:9dff:fed6:a2b7", "RoCE v2", "eth0"}};
+  const std::vector<gid_row> v6only{
+      {0, "fe80:0000:0000:0000:a6a7:9dff:fed6:a2b7", "RoCE v1", "eth0"},
+      {1, "fe80:0000:0000:0000:a6a7:9dff:fed6:a2b7", "RoCE v2", "eth0"}};
   EXPECT_EQ(choose_gid(v6only, "", -1, true).index, 1);
   EXPECT_EQ(choose_gid(v6only, "", -1, true).why, "RoCE v2");
 }
@@ -54,7 +55,7 @@ TEST(VerbsAddressing, Mtu) {
   EXPECT_EQ(mtu_bytes(IBV_MTU_4096), 4096U);
   EXPECT_EQ(mtu_enum(512), IBV_MTU_512);
   EXPECT_THROW(mtu_enum(1500), usage_error);
-  EXPECT_EQ(path_mtu(IBV_MTU_4096, IBV_MTU_1024, 0), IBV_MTU_1024);  // the smaller port
+  EXPECT_EQ(path_mtu(IBV_MTU_4096, IBV_MTU_1024, 0), IBV_MTU_1024);     // the smaller port
   EXPECT_EQ(path_mtu(IBV_MTU_4096, IBV_MTU_4096, 2048), IBV_MTU_2048);  // --mtu lowers it
   EXPECT_EQ(path_mtu(IBV_MTU_1024, IBV_MTU_1024, 4096), IBV_MTU_1024);  // never raises it
   EXPECT_EQ(speed_text(32), "25.78125 Gb/s (EDR)");

@@ -1,0 +1,98 @@
+"""pairperf mesh under Open MPI: four ranks on localhost (--oversubscribe), and a cluster of
+network namespaces with one misconfigured node (its data interface is eth1 where the others have
+eth0, and NCCL_SOCKET_IFNAME=eth0 reached it anyway): the mesh must isolate exactly that node's
+pairs, go on with the rest, and name the difference.
+
+The namespace cluster needs root; without it, or without mpirun or an MPI build, tests skip with
+the reason printed."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import unittest
+
+import netns_cluster
+import pairperf_testlib as pp
+
+TAG = str(os.getpid() % 10000)
+
+
+def has_mesh():
+    proc, _ = pp.run(["mesh", "--help"], timeout=30)
+    return proc.returncode == 0
+
+
+REASON = None
+if shutil.which("mpirun") is None:
+    REASON = "mpirun is not installed (scripts/setup installs openmpi-bin)"
+elif not has_mesh():
+    REASON = "this pairperf was built without MPI (no `mesh` command)"
+if REASON:
+    print(f"SKIP: {REASON}", flush=True)
+ROOT_REASON = REASON or (None if os.geteuid() == 0 else "the namespace cluster needs root")
+if ROOT_REASON and not REASON:
+    print(f"SKIP (cluster): {ROOT_REASON}", flush=True)
+
+
+@unittest.skipIf(REASON is not None, REASON or "")
+class LocalMesh(unittest.TestCase):
+    def test_four_ranks_on_localhost(self):
+        with pp.tmpdir() as d:
+            out = os.path.join(d, "mesh.json")
+            args = ["mpirun", "--oversubscribe", "-np", "4"]
+            if os.geteuid() == 0:
+                args.insert(1, "--allow-run-as-root")
+            proc = subprocess.run(args + [pp.BIN, "mesh", "--iface", "lo", "--duration", "0.05s", "--no-retest",
+                                          "--json", out], capture_output=True, text=True, timeout=300)
+            self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+            doc = pp.load(out)
+        self.assertEqual(doc["schema"], "pairperf.mesh")
+        m = doc["mesh"]
+        self.assertEqual(len(m["nodes"]), 4)
+        self.assertEqual(len(m["pairs"]), 6)  # every unordered pair once
+        for i in range(4):
+            for j in range(4):
+                if i < j:
+                    self.assertEqual(m["verdict"][i][j], "ok", m["pairs"])
+                    self.assertGreater(m["bandwidth_Bps"][i][j], 0)
+                    self.assertGreater(m["latency_p50_s"][i][j], 0)
+                else:
+                    self.assertIsNone(m["bandwidth_Bps"][i][j])
+        self.assertEqual(len(doc["timing_s"]["rounds"]), 3)  # n - 1 rounds of n / 2 pairs
+        self.assertIn("Bandwidth, GB/s", proc.stdout)
+
+
+@unittest.skipIf(ROOT_REASON is not None, ROOT_REASON or "")
+class NamespaceCluster(unittest.TestCase):
+    def test_the_misconfigured_node_is_isolated_and_named(self):
+        with netns_cluster.Cluster(TAG, 4, bad=3) as c, pp.tmpdir() as d:
+            out = os.path.join(d, "mesh.json")
+            proc = c.mpirun(pp.BIN, ["mesh", "--iface", "eth0", "--duration", "0.1s", "--timeout-connect", "2s",
+                                     "--json", out], os.path.join(d, "hosts"), env_vars=[("NCCL_SOCKET_IFNAME", "eth0")])
+            doc = pp.load(out) if os.path.exists(out) else None
+        self.assertIsNotNone(doc, proc.stdout + proc.stderr)
+        self.assertNotEqual(proc.returncode, 0)  # pairs failed: the job says so
+        m = doc["mesh"]
+        self.assertEqual(m["nodes"], ["node1", "node2", "node3", "node4"])
+        bad = 2  # node3
+        for p in m["pairs"]:
+            involved = bad in (p["client"], p["server"])
+            with self.subTest(pair=(p["client_name"], p["server_name"])):
+                self.assertEqual(p["verdict"], "unreachable" if involved else "ok", p["results"][0].get("message"))
+                if involved:
+                    self.assertIn("node3", p["results"][0]["message"])
+                    self.assertIn("eth0", p["results"][0]["message"])
+        findings = {(f["side"], f["subject"]): f for f in doc["findings"]}
+        self.assertIn(("node3", "NCCL_SOCKET_IFNAME"), findings, doc["findings"])
+        self.assertIn("names no interface of node3", findings[("node3", "NCCL_SOCKET_IFNAME")]["problem"])
+        self.assertIn(("node3", "interfaces"), findings)
+        self.assertIn("eth0 exists on node1,node2,node4 but not on node3", findings[("node3", "interfaces")]["problem"])
+        self.assertIn("UNREACH", proc.stdout)
+        self.assertLess(doc["timing_s"]["total"], 60)
+
+
+if __name__ == "__main__":
+    pp.main()
