@@ -32,4 +32,10 @@ struct run_summary {
 // failed); failures of single cases become their results.
 run_summary run_client(const client_options& options, reporter& out);
 
+// Asks the pairperf server at `driver` to run `options.cases` as a client of `target` (the
+// `drive` message; `pairperf mesh --hosts`) and returns its results. Bounded by `wait` for the
+// whole exchange; throws step_error when the driver cannot be reached or cannot reach the target.
+std::vector<case_result> drive_remote(const endpoint& driver, const std::string& target,
+                                      const client_options& options, std::chrono::nanoseconds wait);
+
 }  // namespace pairperf

@@ -8,7 +8,7 @@
 namespace pairperf {
 
 namespace {
-constexpr std::array<std::pair<msg_type, std::string_view>, 9> msg_names{{
+constexpr std::array<std::pair<msg_type, std::string_view>, 11> msg_names{{
     {msg_type::hello, "hello"},
     {msg_type::case_, "case"},
     {msg_type::ready, "ready"},
@@ -18,6 +18,8 @@ constexpr std::array<std::pair<msg_type, std::string_view>, 9> msg_names{{
     {msg_type::bye, "bye"},
     {msg_type::refused, "refused"},
     {msg_type::error, "error"},
+    {msg_type::drive, "drive"},
+    {msg_type::driven, "driven"},
 }};
 }  // namespace
 
@@ -99,6 +101,8 @@ nlohmann::json control_channel::expect(msg_type want, std::string_view step,
     case msg_type::running:
     case msg_type::results:
     case msg_type::bye:
+    case msg_type::drive:
+    case msg_type::driven:
       break;
   }
   const std::string reason =

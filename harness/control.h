@@ -17,6 +17,11 @@
 //   ... next case ...
 //   bye                            ->
 //
+// A mesh driven from outside (`pairperf mesh --hosts`) asks a server to measure towards another:
+//   drive {target, config, cases}  ->
+//                                  <- driven {results} | error {message}
+// (the server runs the cases as a client of `target`, bounded by the config's timeouts)
+//
 // Every call takes the step name and a timeout; failures throw step_error naming the step, the
 // peer address and the local interface. A malformed, truncated or oversized frame is answered
 // with an `error` message to the peer and then thrown as a protocol error. Not thread-safe.
@@ -36,7 +41,7 @@ namespace pairperf {
 inline constexpr int control_protocol_version = 1;
 inline constexpr std::uint16_t default_control_port = 18515;
 
-enum class msg_type { hello, case_, ready, run, running, results, bye, refused, error };
+enum class msg_type { hello, case_, ready, run, running, results, bye, refused, error, drive, driven };
 
 const char* to_string(msg_type type) noexcept;
 std::optional<msg_type> parse_msg_type(std::string_view text) noexcept;

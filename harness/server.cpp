@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "harness/case_session.h"
+#include "harness/client.h"
 #include "harness/context.h"
 #include "harness/control.h"
 #include "harness/hex.h"
@@ -42,6 +43,7 @@ class client_handler {
     server_log(m_options, fmt::format("{}: {}", m_channel.place().peer, text));
   }
   bool hello();
+  void on_drive(const nlohmann::json& body);
   void on_case(const nlohmann::json& body);
   void on_run(const nlohmann::json& body);
   void decline(case_status status, const std::string& why);
@@ -104,11 +106,15 @@ void client_handler::serve() {
       case msg_type::run:
         on_run(msg.body);
         break;
+      case msg_type::drive:
+        on_drive(msg.body);
+        break;
       case msg_type::hello:
       case msg_type::ready:
       case msg_type::running:
       case msg_type::results:
       case msg_type::refused:
+      case msg_type::driven:
       case msg_type::error: {
         const std::string why = fmt::format("unexpected message '{}'", to_string(msg.type));
         m_channel.send_error(why);
@@ -116,6 +122,41 @@ void client_handler::serve() {
       }
     }
   }
+}
+
+// A mesh driver asks this server to measure towards another server, as its client.
+void client_handler::on_drive(const nlohmann::json& body) {
+  class collect final : public reporter {
+   public:
+    void report_context(const nlohmann::json&) override {}
+    void report_result(const case_result& r) override { results.push_back(r); }
+    void finalize() override {}
+    std::vector<case_result> results;
+  };
+  client_options o;
+  collect got;
+  try {
+    o.server = parse_endpoint(body.at("target").get<std::string>(), default_control_port);
+    o.config = body.at("config").get<run_config>();
+    o.cases = body.at("cases").get<std::vector<test_case>>();
+    o.token = body.value("token", std::string());
+  } catch (const std::exception& e) {
+    m_channel.send(msg_type::error,
+                   {{"message", fmt::format("malformed drive message: {}", e.what())}}, "drive",
+                   m_options.timeouts.handshake);
+    return;
+  }
+  log(fmt::format("driving {} case(s) towards {}", o.cases.size(), o.server.to_string()));
+  nlohmann::json reply{{"target", o.server.to_string()}};
+  try {
+    run_client(o, got);
+    reply["results"] = got.results;
+  } catch (const step_error& e) {
+    reply["results"] = nlohmann::json::array();
+    reply["error"] = e.what();
+    if (e.sys_errno() != 0) reply["error_code"] = errno_name(e.sys_errno());
+  }
+  m_channel.send(msg_type::driven, std::move(reply), "drive", m_options.timeouts.handshake);
 }
 
 void client_handler::decline(case_status status, const std::string& why) {

@@ -21,8 +21,6 @@ command add_doctor(CLI::App& root, const std::vector<std::string>& argv);
 command add_compare(CLI::App& root);
 command add_export(CLI::App& root);
 command add_report(CLI::App& root);
-#if PAIRPERF_HAVE_MPI
 command add_mesh(CLI::App& root, const std::vector<std::string>& argv);
-#endif
 
 }  // namespace pairperf::cli

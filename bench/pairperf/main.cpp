@@ -22,9 +22,7 @@ int main(int argc, char** argv) {
                                                      pairperf::cli::add_compare(app),
                                                      pairperf::cli::add_export(app),
                                                      pairperf::cli::add_report(app)};
-#if PAIRPERF_HAVE_MPI
   commands.push_back(pairperf::cli::add_mesh(app, args));
-#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

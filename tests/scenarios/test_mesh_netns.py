@@ -65,6 +65,29 @@ class LocalMesh(unittest.TestCase):
         self.assertIn("Bandwidth, GB/s", proc.stdout)
 
 
+class HostsMesh(unittest.TestCase):
+    """--hosts: servers that something else started; this process drives the rounds."""
+
+    def test_three_servers_and_a_dead_one(self):
+        dead = pp.free_port()
+        with pp.Server() as s1, pp.Server() as s2, pp.Server() as s3, pp.tmpdir() as d:
+            out = os.path.join(d, "mesh.json")
+            hosts = ",".join([s1.address, s2.address, s3.address, f"127.0.0.1:{dead}"])
+            proc, took = pp.run(["mesh", "--hosts", hosts, "--iface", "lo", "--duration", "0.05s", "--no-retest",
+                                 "--timeout-connect", "1s", "--json", out], timeout=120)
+            doc = pp.load(out)
+        self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)  # the dead server's pairs
+        m = doc["mesh"]
+        self.assertEqual(len(m["pairs"]), 6)
+        for p in m["pairs"]:
+            involved = 3 in (p["client"], p["server"])
+            self.assertEqual(p["verdict"], "unreachable" if involved else "ok", p["results"][0].get("message"))
+            if involved:
+                self.assertIn("ECONNREFUSED", p["results"][0]["message"])
+        self.assertGreater(m["bandwidth_Bps"][0][1], 0)
+        self.assertLess(took, 60)
+
+
 @unittest.skipIf(ROOT_REASON is not None, ROOT_REASON or "")
 class NamespaceCluster(unittest.TestCase):
     def test_the_misconfigured_node_is_isolated_and_named(self):
