@@ -96,7 +96,14 @@ class NamespaceCluster(unittest.TestCase):
             proc = c.mpirun(pp.BIN, ["mesh", "--iface", "eth0", "--duration", "0.1s", "--timeout-connect", "2s",
                                      "--json", out], os.path.join(d, "hosts"), env_vars=[("NCCL_SOCKET_IFNAME", "eth0")])
             doc = pp.load(out) if os.path.exists(out) else None
-        self.assertIsNotNone(doc, proc.stdout + proc.stderr)
+            self.assertIsNotNone(doc, proc.stdout + proc.stderr)
+            v = subprocess.run([sys.executable, os.path.join(pp.SOURCE_DIR, "scripts", "validate-results"), out],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(v.returncode, 0, v.stderr)
+            pictures = os.path.join(d, "report")
+            r, _ = pp.run(["report", out, "--out", pictures], timeout=120)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertGreater(os.path.getsize(os.path.join(pictures, "mesh.png")), 10000)
         self.assertNotEqual(proc.returncode, 0)  # pairs failed: the job says so
         m = doc["mesh"]
         self.assertEqual(m["nodes"], ["node1", "node2", "node3", "node4"])
@@ -104,7 +111,12 @@ class NamespaceCluster(unittest.TestCase):
         for p in m["pairs"]:
             involved = bad in (p["client"], p["server"])
             with self.subTest(pair=(p["client_name"], p["server_name"])):
-                self.assertEqual(p["verdict"], "unreachable" if involved else "ok", p["results"][0].get("message"))
+                # A healthy pair slowed by its neighbours on this 2-core machine is retested alone:
+                # "contention" is a healthy verdict too.
+                if involved:
+                    self.assertEqual(p["verdict"], "unreachable", p)
+                else:
+                    self.assertIn(p["verdict"], ("ok", "contention"), p["results"][0].get("message"))
                 if involved:
                     self.assertIn("node3", p["results"][0]["message"])
                     self.assertIn("eth0", p["results"][0]["message"])
