@@ -72,10 +72,15 @@ class Cluster:
             for k in range(1, self.nodes + 1):
                 f.write(f"10.89.0.{k} slots=1\n")
         env = dict(os.environ, PAIRPERF_NETNS_PREFIX=self.prefix)
+        if "ASAN_OPTIONS" in env:  # LeakSanitizer cannot run inside Open MPI's ranks
+            env["ASAN_OPTIONS"] += ":detect_leaks=0"
         cmd = ["ip", "netns", "exec", self.switch, "mpirun", "--allow-run-as-root", "--hostfile", hostfile,
                "-np", str(self.nodes), "--map-by", "node", "--mca", "plm_rsh_agent", RSH,
                "--mca", "oob_tcp_if_include", "10.89.0.0/24", "--mca", "btl", "self,tcp",
                "--mca", "btl_tcp_if_include", "10.89.0.0/24", "-x", "PATH"]
+        for name in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+            if name in env:
+                cmd += ["-x", name]
         for name, value in env_vars:
             env[name] = value
             cmd += ["-x", name]
