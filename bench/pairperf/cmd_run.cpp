@@ -19,6 +19,7 @@
 #include "harness/matrix.h"
 #include "harness/patterns.h"
 #include "harness/units.h"
+#include "transports/memory/gpu_select.h"
 #include "transports/registry.h"
 
 namespace pairperf::cli {
@@ -45,6 +46,7 @@ struct run_args {
   std::string token;
   bool quiet = false;
   verbs_options verbs;
+  std::string gpu;
 };
 
 void register_options(CLI::App* app, run_args& a) {
@@ -89,6 +91,9 @@ void register_options(CLI::App* app, run_args& a) {
   app->add_option("--rcvbuf", a.rcvbuf, "Socket receive buffer size");
   app->add_option("--progress", a.progress, "busy (spin) or block (sleep in the kernel; 'event' is the same: completion events)")
       ->capture_default_str();
+  app->add_option("--gpu", a.gpu,
+                  "GPU for cuda buffers: CLIENT[,SERVER], each an index (CUDA_VISIBLE_DEVICES applies), a "
+                  "UUID (GPU-4650fca3-...) or a PCI bus id; SERVER applies to the local server");
   app->add_option("--ib-dev", a.verbs.device,
                   "verbs: RDMA device NAME[:PORT] (default: the one --iface maps to, else the "
                   "first active port)");
@@ -200,6 +205,11 @@ std::string default_results_path() {
 }
 
 int run_command(const run_args& a, const CLI::App& app, const std::vector<std::string>& argv) {
+  const auto comma = a.gpu.find(',');
+  const std::string client_gpu = a.gpu.substr(0, comma);
+  const std::string server_gpu = comma == std::string::npos ? client_gpu : a.gpu.substr(comma + 1);
+  set_gpu_selection(parse_gpu_selector(client_gpu));
+  (void)parse_gpu_selector(server_gpu);  // a bad value is a usage error before anything starts
   client_options o;
   o.config = make_config(a, app);
   const rate_unit unit = parse_rate_unit(a.units);
@@ -240,7 +250,8 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
 
   std::optional<local_server> local;
   if (a.peer.empty()) {
-    local.emplace(o.config.timeouts.connect + o.config.timeouts.handshake);
+    local.emplace(o.config.timeouts.connect + o.config.timeouts.handshake, true,
+                  server_gpu.empty() ? std::vector<std::string>{} : std::vector<std::string>{"--gpu", server_gpu});
     o.server = endpoint{"127.0.0.1", local->port()};
   } else {
     o.server = parse_endpoint(a.peer, default_control_port);

@@ -32,7 +32,15 @@ bool reap_within(pid_t pid, std::chrono::milliseconds limit) {
 
 }  // namespace
 
-local_server::local_server(std::chrono::nanoseconds timeout, bool once) : m_once(once) {
+local_server::local_server(std::chrono::nanoseconds timeout, bool once, std::vector<std::string> extra)
+    : m_once(once) {
+  std::vector<std::string> words{"pairperf", "server",     "--listen",       "127.0.0.1", "--port", "0",
+                                 "--ready-fd", "3",        "--quiet",        "--timeout-idle", "30s"};
+  if (once) words.emplace_back("--once");
+  words.insert(words.end(), extra.begin(), extra.end());
+  std::vector<char*> args;
+  for (auto& w : words) args.push_back(w.data());
+  args.push_back(nullptr);
   std::array<int, 2> pipe_fds{};
   if (::pipe2(pipe_fds.data(), O_CLOEXEC) != 0)
     throw std::runtime_error(fmt::format("pipe: {}", std::strerror(errno)));
@@ -44,11 +52,7 @@ local_server::local_server(std::chrono::nanoseconds timeout, bool once) : m_once
     // Child: fd 3 is the ready pipe (dup2 clears close-on-exec); run this same binary.
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlive the client that started us
     ::dup2(write_end.get(), 3);
-    const char* args[] = {
-        "pairperf",   "server", "--listen", "127.0.0.1",      "--port", "0",
-        "--ready-fd", "3",      "--quiet",  "--timeout-idle", "30s",    once ? "--once" : nullptr,
-        nullptr};
-    ::execv("/proc/self/exe", const_cast<char* const*>(args));
+    ::execv("/proc/self/exe", args.data());
     ::_exit(127);
   }
   write_end.reset();

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace pairperf::cli {
 
@@ -13,7 +14,9 @@ class local_server {
  public:
   // Starts the server and waits (at most `timeout`) for it to report its port.
   // `once`: it serves one client and exits; otherwise it serves clients until destroyed.
-  explicit local_server(std::chrono::nanoseconds timeout, bool once = true);
+  // `extra` are more server arguments (e.g. --gpu).
+  explicit local_server(std::chrono::nanoseconds timeout, bool once = true,
+                        std::vector<std::string> extra = {});
   local_server(const local_server&) = delete;
   local_server& operator=(const local_server&) = delete;
   // Waits up to 1.5 s for a --once server to exit after its client, then ends it by PID (at

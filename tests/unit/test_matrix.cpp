@@ -90,14 +90,14 @@ TEST(Matrix, TlsAxisCrossesOnlyTransportsThatHaveIt) {
                           nullptr,
                           false,
                           nullptr,
-                          nullptr});
+                          nullptr, nullptr});
   reg.add(transport_entry{"lib",
                           "",
                           {{"l_lat", pattern_kind::pingpong, op_kind::send, ""}},
                           nullptr,
                           true,
                           nullptr,
-                          nullptr});
+                          nullptr, nullptr});
   matrix_request req;
   req.sizes = {8};
   req.tls = {"tcp", "posix,sysv,cma", ""};
@@ -119,7 +119,7 @@ TEST(Matrix, ParsesMemoryPairs) {
 
 TEST(Registry, RefusesDuplicates) {
   transport_registry r;
-  transport_entry e{"x", "", {}, nullptr, false, {}, {}};
+  transport_entry e{"x", "", {}, nullptr, false, {}, {}, {}};
   r.add(e);
   EXPECT_THROW(r.add(e), std::logic_error);
   EXPECT_NE(transport_registry::instance().find_test("tcp", "tcp_bw"), nullptr);

@@ -1,6 +1,9 @@
 #include "transports/memory/allocator.h"
 
 #include "transports/memory/host_allocator.h"
+#if PAIRPERF_HAVE_CUDA
+#include "transports/memory/cuda_allocator.h"
+#endif
 
 namespace pairperf {
 
@@ -20,10 +23,21 @@ allocator* find_allocator(memory_type type, std::string& why_not) {
   switch (type) {
     case memory_type::host:
       return &host;
-    case memory_type::cuda:
+    case memory_type::cuda: {
+#if PAIRPERF_HAVE_CUDA
+      static cuda_allocator cuda;
+      static const std::string why = cuda_allocator::select_device();
+      if (!why.empty()) {
+        why_not = why;
+        return nullptr;
+      }
+      return &cuda;
+#else
       why_not =
           "this pairperf was built without CUDA support (configure with -DPAIRPERF_WITH_CUDA=ON)";
       return nullptr;
+#endif
+    }
   }
   why_not = "unknown memory type";
   return nullptr;

@@ -1,5 +1,6 @@
 #include "transports/ucx/ucx_options.h"
 
+#include "harness/netvars.h"
 #include "transports/ucx/ucx_provenance.h"
 
 #include <fmt/format.h>
@@ -70,6 +71,21 @@ std::set<std::string> parse_context_resources(std::string_view text) {
   std::set<std::string> out;
   for (const auto& r : context_resources(text)) out.insert(r.transport);
   return out;
+}
+
+std::string cuda_tls_problem(std::string_view tls) {
+  if (tls.empty() || tls.front() == '^') {
+    if (tls.find("cuda_copy") != std::string_view::npos)
+      return fmt::format("UCX_TLS={} excludes cuda_copy: UCX cannot move GPU memory without it", tls);
+    return {};
+  }
+  for (const auto& t : split_list(std::string(tls))) {
+    if (t == "cuda_copy" || t == "cuda" || t == "all") return {};
+  }
+  return fmt::format(
+      "UCX_TLS={} has no cuda_copy: UCX cannot move GPU memory without it (add cuda_copy, and "
+      "cuda_ipc for the fast path between GPUs of one host)",
+      tls);
 }
 
 std::vector<std::string> missing_transports(std::string_view tls,

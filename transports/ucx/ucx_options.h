@@ -23,6 +23,10 @@ std::set<std::string> parse_context_resources(std::string_view text);
 // The names in a UCX_TLS value that a host with `available` transports lacks (aliases such as
 // "shm", "ib", "rc", "cuda" count as present when any member is). "all" and negated lists
 // ("^tcp") lack nothing.
+// Why a UCX_TLS set cannot move GPU memory ("" when it can): it must include cuda_copy (or the
+// cuda alias, all, or be a ^exclusion that leaves it in).
+std::string cuda_tls_problem(std::string_view tls);
+
 std::vector<std::string> missing_transports(std::string_view tls,
                                             const std::set<std::string>& available);
 

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "harness/errors.h"
+#include "harness/netvars.h"
 #include "transports/ucx/ucx_describe.h"
 #include "transports/ucx/ucx_options.h"
 #include "transports/ucx/ucx_wire.h"
@@ -102,6 +103,9 @@ ucx_transport::ucx_transport(const transport_params& params) : m_params(params) 
     throw transport_unsupported(fmt::format(
         "this host's UCX cannot move cuda memory: it has no cuda_copy transport (available: {})",
         fmt::join(available, ", ")));
+  }
+  if (mine == memory_type::cuda) {
+    if (const std::string why = ucx::cuda_tls_problem(c.tls); !why.empty()) throw transport_unsupported(why);
   }
   if (m_use_am && mine != memory_type::host)
     throw transport_unsupported("active-message tests copy on the CPU: host memory only");
