@@ -8,6 +8,7 @@
 #include "harness/case_session.h"
 #include "harness/context.h"
 #include "harness/control.h"
+#include "harness/gpus.h"
 #include "harness/hex.h"
 #include "harness/interfaces.h"
 #include "harness/pair.h"
@@ -392,6 +393,10 @@ void client_run::compose(case_result& r, case_session& s, const pattern_outcome&
   provenance p = s.describe();
   p.server = theirs.body.value("provenance", nlohmann::json::object());
   r.provenance = std::move(p);
+  if (const gpu_path_verdict g = classify_gpu_path(r); !g.verdict.empty()) {
+    r.gpu_path = g.verdict;
+    r.gpu_path_why = g.why;
+  }
   if (auto v = s.validated()) {
     v->messages_checked += theirs.body.at("validation").at("messages_checked").get<std::uint64_t>();
     v->corrupt_bytes += theirs.body.at("validation").at("corrupt_bytes").get<std::uint64_t>();

@@ -9,6 +9,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 
 namespace pairperf {
 namespace {
@@ -190,6 +191,88 @@ gpu_pair judge_gpu_pair(bool same_host, const std::vector<gpu_info>& client,
         "get (\"no nvlinks detected\") and stage through host memory";
   }
   return p;
+}
+
+gpu_topology parse_topo_matrix(const std::string& text) {
+  gpu_topology t;
+  std::istringstream in(text);
+  std::string line;
+  bool header = false;
+  while (std::getline(in, line)) {
+    // ANSI colour codes (nvidia-smi on a terminal) and tabs out.
+    std::string clean;
+    for (std::size_t i = 0; i < line.size(); ++i) {
+      if (line[i] == '\x1b') {
+        while (i < line.size() && line[i] != 'm') ++i;
+        continue;
+      }
+      clean.push_back(line[i] == '\t' ? ' ' : line[i]);
+    }
+    std::istringstream words(clean);
+    std::vector<std::string> w;
+    for (std::string x; words >> x;) w.push_back(x);
+    if (w.empty()) continue;
+    if (!header && w.front() == "GPU0") {  // the column header
+      header = true;
+      for (const auto& x : w) {
+        if (x.rfind("GPU", 0) == 0 && x.size() > 3 && std::isdigit(static_cast<unsigned char>(x[3])) != 0)
+          t.gpus.push_back(x);
+        else if (x.rfind("NIC", 0) == 0 || x.rfind("mlx", 0) == 0)
+          t.nics.push_back(x);
+      }
+      continue;
+    }
+    if (header && w.front().rfind("GPU", 0) == 0 && t.links.size() < t.gpus.size() &&
+        w.size() > t.gpus.size() + t.nics.size()) {
+      const std::size_t cols = t.gpus.size() + t.nics.size();
+      t.links.emplace_back(w.begin() + 1, w.begin() + 1 + static_cast<long>(cols));
+      t.cpu_affinity.push_back(w.size() > cols + 1 ? w[cols + 1] : "");
+      continue;
+    }
+    if (w.front().size() > 4 && w.front().rfind("NIC", 0) == 0 && w.front().back() == ':' && w.size() >= 2)
+      t.nic_devices[w.front().substr(0, w.front().size() - 1)] = w[1];
+  }
+  if (t.gpus.empty() || t.links.size() != t.gpus.size())
+    throw std::runtime_error("no GPU matrix in this text (expected `nvidia-smi topo -m` output)");
+  return t;
+}
+
+unsigned nvlinks_between(const gpu_topology& t, std::size_t a, std::size_t b) {
+  if (a >= t.links.size() || b >= t.gpus.size()) return 0;
+  const std::string& l = t.links[a][b];
+  if (l.rfind("NV", 0) != 0) return 0;
+  unsigned n = 0;
+  for (std::size_t i = 2; i < l.size() && std::isdigit(static_cast<unsigned char>(l[i])) != 0; ++i)
+    n = n * 10 + static_cast<unsigned>(l[i] - '0');
+  return n;
+}
+
+gpu_path_verdict classify_gpu_path(const case_result& r) {
+  if (r.test.client_memory != memory_type::cuda && r.test.server_memory != memory_type::cuda) return {};
+  if (!r.provenance) return {"unknown", "no provenance (the case did not run)"};
+  const auto& p = *r.provenance;
+  std::string text = p.protocol;
+  for (const auto* side : {&p.client, &p.server}) {
+    if (side->is_object()) text += " " + side->value("request_info", std::string());
+  }
+  const auto has_lane = [&](const char* name) {
+    return std::any_of(p.lanes.begin(), p.lanes.end(), [&](const lane& l) { return l.transport == name; });
+  };
+  if (has_lane("cuda_ipc") || text.find("cuda_ipc") != std::string::npos)
+    return {"fast path", "cuda_ipc carried the GPU data (NVLink or PCIe peer-to-peer)"};
+  for (const char* phrase : {"software emulation", "rendezvous pipeline cuda_copy", "fragmented copy-in copy-out",
+                             "copy-in copy-out"}) {
+    if (text.find(phrase) != std::string::npos)
+      return {"fallback", fmt::format("UCX staged the GPU data through host memory (\"{}\")", phrase)};
+  }
+  for (const auto& l : p.lanes) {
+    if (l.transport == "tcp")
+      return {"fallback", fmt::format("GPU data went over tcp/{}: no cuda_ipc between these GPUs", l.device)};
+  }
+  for (const char* rdma : {"rc_mlx5", "rc_verbs", "dc_mlx5", "ud_mlx5", "ud_verbs", "rc"}) {
+    if (has_lane(rdma)) return {"network (RDMA)", "an RDMA lane carried the GPU data (GPUDirect RDMA if registered)"};
+  }
+  return {"unknown", "no lane names how the GPU data moved"};
 }
 
 }  // namespace pairperf

@@ -2,8 +2,11 @@
 // The GPUs this process sees, from NVML loaded with dlopen: the binary runs (and says why there
 // is nothing) where the driver or NVML is absent. NVML enumerates the GPUs the container was
 // given (NVIDIA_VISIBLE_DEVICES), not CUDA_VISIBLE_DEVICES' selection among them.
+#include <map>
 #include <string>
 #include <vector>
+
+#include "harness/result.h"
 
 #include "harness/netvars.h"
 
@@ -20,6 +23,29 @@ struct gpu_inventory {
 gpu_inventory read_gpus();
 
 void to_json(nlohmann::json& j, const gpu_inventory& inv);
+
+// `nvidia-smi topo -m`, the second source of GPU topology: the link between every two GPUs (X,
+// NV18, PIX, PXB, PHB, NODE, SYS) and from GPUs to NICs, the NIC legend, CPU affinity.
+struct gpu_topology {
+  std::vector<std::string> gpus;  // "GPU0", ...
+  std::vector<std::string> nics;  // "NIC0", ...
+  std::map<std::string, std::string> nic_devices;  // "NIC0" -> "mlx5_0"
+  std::vector<std::vector<std::string>> links;     // [gpu][gpu or nic column]
+  std::vector<std::string> cpu_affinity;           // per GPU
+};
+// Throws std::runtime_error when the text has no GPU matrix.
+gpu_topology parse_topo_matrix(const std::string& text);
+// The NVLink count between two GPUs of the matrix ("NV18" -> 18), 0 when the link is not NVLink.
+unsigned nvlinks_between(const gpu_topology& t, std::size_t a, std::size_t b);
+
+// How a GPU row's bytes really moved, from its provenance: cuda_ipc is the fast path between GPUs
+// of one host; tcp, UCX's software emulation, a cuda_copy pipeline or copy-in/copy-out through
+// host memory is a fallback. Empty verdict for rows without GPU memory.
+struct gpu_path_verdict {
+  std::string verdict;  // "fast path", "fallback", "network (RDMA)", "unknown", ""
+  std::string why;
+};
+gpu_path_verdict classify_gpu_path(const case_result& r);
 
 // What the two sides' GPUs allow between them (same host: cuda_ipc, over NVLink or PCIe;
 // different hosts: the network), and what stands in the way.

@@ -100,6 +100,7 @@ void to_json(nlohmann::json& j, const case_result& r) {
                        {"corrupt_bytes", r.validated->corrupt_bytes}};
   }
   if (!r.repetitions.empty()) j["repetitions"] = r.repetitions;
+  if (!r.gpu_path.empty()) j["gpu_path"] = {{"verdict", r.gpu_path}, {"why", r.gpu_path_why}};
   if (!r.verdict.is_null()) j["verdict"] = r.verdict;
   if (r.provenance) {
     j["provenance"] = {{"lanes", r.provenance->lanes},
@@ -134,6 +135,10 @@ void from_json(const nlohmann::json& j, case_result& r) {
                              j["validation"].at("corrupt_bytes").get<std::uint64_t>()};
   }
   if (j.contains("repetitions")) r.repetitions = j["repetitions"].get<std::vector<repetition>>();
+  if (j.contains("gpu_path")) {
+    r.gpu_path = j["gpu_path"].value("verdict", "");
+    r.gpu_path_why = j["gpu_path"].value("why", "");
+  }
   if (j.contains("verdict")) r.verdict = j["verdict"];
   if (j.contains("provenance")) {
     const auto& p = j["provenance"];

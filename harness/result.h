@@ -83,6 +83,8 @@ struct case_result {
   // --repeat N (N > 1): each measured phase. Then latency_s is over the samples of all of them,
   // bandwidth_Bps and message_rate_per_s are their medians.
   std::vector<repetition> repetitions;
+  // GPU rows: fast path (cuda_ipc) or fallback, and why (gpus.h classify_gpu_path).
+  std::string gpu_path, gpu_path_why;
   nlohmann::json verdict;  // --expect: {"pass", "checks": [{"expect", "seen", "pass", "why"}]};
                            // null if none applied
 };

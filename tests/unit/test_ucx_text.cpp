@@ -232,3 +232,19 @@ TEST(UcxOptions, ThisHostHasTheDebianTransports) {
 
 }  // namespace
 }  // namespace pairperf::ucx
+
+namespace pairperf::ucx {
+namespace {
+
+TEST(UcxCudaTls, SetsThatCannotMoveGpuMemory) {
+  EXPECT_EQ(cuda_tls_problem(""), "");  // UCX's default: whatever it has
+  EXPECT_EQ(cuda_tls_problem("cuda_copy,cuda_ipc,tcp"), "");
+  EXPECT_EQ(cuda_tls_problem("cuda,rc"), "");
+  EXPECT_EQ(cuda_tls_problem("all"), "");
+  EXPECT_NE(cuda_tls_problem("tcp,sm").find("has no cuda_copy"), std::string::npos);
+  EXPECT_NE(cuda_tls_problem("^cuda_copy").find("excludes cuda_copy"), std::string::npos);
+  EXPECT_EQ(cuda_tls_problem("^ud"), "");
+}
+
+}  // namespace
+}  // namespace pairperf::ucx

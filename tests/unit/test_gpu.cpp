@@ -1,0 +1,117 @@
+// The GPU pieces that need no GPU: --gpu selection, UUID text, the nvidia-smi topology parser,
+// the fast-path/fallback classification of GPU rows, and UCX_TLS sets that cannot move GPU memory.
+#include <gtest/gtest.h>
+
+#include "harness/errors.h"
+#include "harness/gpus.h"
+#include "transports/memory/gpu_select.h"
+
+namespace pairperf {
+namespace {
+
+TEST(GpuSelect, IndexUuidAndBusId) {
+  EXPECT_EQ(parse_gpu_selector("").how, gpu_selector::kind::index);
+  EXPECT_EQ(parse_gpu_selector("3").index, 3);
+  const auto u = parse_gpu_selector("GPU-4650FCA3");
+  EXPECT_EQ(u.how, gpu_selector::kind::uuid);
+  EXPECT_TRUE(gpu_matches(u, "GPU-4650fca3-1234-5678-9abc-def012345678", ""));
+  EXPECT_FALSE(gpu_matches(u, "GPU-77aa0000-1234-5678-9abc-def012345678", ""));
+  const auto b = parse_gpu_selector("00000000:18:00.0");
+  EXPECT_EQ(b.how, gpu_selector::kind::bus_id);
+  EXPECT_TRUE(gpu_matches(b, "", "0000:18:00.0"));  // CUDA's short form
+  EXPECT_TRUE(gpu_matches(parse_gpu_selector("0000:2A:00.0"), "", "00000000:2a:00.0"));
+  EXPECT_THROW(parse_gpu_selector("fast"), usage_error);
+  EXPECT_THROW(parse_gpu_selector("-1"), usage_error);
+}
+
+TEST(GpuSelect, UuidLikeNvidiaSmi) {
+  const std::array<unsigned char, 16> b{0x46, 0x50, 0xfc, 0xa3, 0x12, 0x34, 0x56, 0x78,
+                                        0x9a, 0xbc, 0xde, 0xf0, 0x12, 0x34, 0x56, 0x78};
+  EXPECT_EQ(format_gpu_uuid(b), "GPU-4650fca3-1234-5678-9abc-def012345678");
+}
+
+// `nvidia-smi topo -m` on 8 H20s with NV18 between all GPUs (the issue's machine).
+const char* const h20 = R"(	GPU0	GPU1	GPU2	GPU3	GPU4	GPU5	GPU6	GPU7	NIC0	NIC1	NIC2	NIC3	NIC4	CPU Affinity	NUMA Affinity	GPU NUMA ID
+GPU0	 X 	NV18	NV18	NV18	NV18	NV18	NV18	NV18	PIX	NODE	SYS	SYS	NODE	0-47,96-143	0		N/A
+GPU1	NV18	 X 	NV18	NV18	NV18	NV18	NV18	NV18	NODE	PIX	SYS	SYS	NODE	0-47,96-143	0		N/A
+GPU2	NV18	NV18	 X 	NV18	NV18	NV18	NV18	NV18	NODE	NODE	SYS	SYS	PIX	0-47,96-143	0		N/A
+GPU3	NV18	NV18	NV18	 X 	NV18	NV18	NV18	NV18	NODE	NODE	SYS	SYS	NODE	0-47,96-143	0		N/A
+GPU4	NV18	NV18	NV18	NV18	 X 	NV18	NV18	NV18	SYS	SYS	PIX	NODE	SYS	48-95,144-191	1		N/A
+GPU5	NV18	NV18	NV18	NV18	NV18	 X 	NV18	NV18	SYS	SYS	NODE	PIX	SYS	48-95,144-191	1		N/A
+GPU6	NV18	NV18	NV18	NV18	NV18	NV18	 X 	NV18	SYS	SYS	NODE	NODE	SYS	48-95,144-191	1		N/A
+GPU7	NV18	NV18	NV18	NV18	NV18	NV18	NV18	 X 	SYS	SYS	NODE	NODE	SYS	48-95,144-191	1		N/A
+NIC0	PIX	NODE	NODE	NODE	SYS	SYS	SYS	SYS	 X 	NODE	SYS	SYS	NODE
+NIC1	NODE	PIX	NODE	NODE	SYS	SYS	SYS	SYS	NODE	 X 	SYS	SYS	NODE
+
+Legend:
+
+  X    = Self
+  NV#  = Connection traversing a bonded set of # NVLinks
+
+NIC Legend:
+
+  NIC0: ibp14s0
+  NIC1: ibp71s0
+  NIC2: ibp134s0
+  NIC3: ibp192s0
+  NIC4: rocep32s0f0
+)";
+
+TEST(GpuTopology, ParsesTheH20Matrix) {
+  const gpu_topology t = parse_topo_matrix(h20);
+  ASSERT_EQ(t.gpus.size(), 8U);
+  ASSERT_EQ(t.nics.size(), 5U);
+  EXPECT_EQ(t.links[0][0], "X");
+  EXPECT_EQ(nvlinks_between(t, 0, 7), 18U);
+  EXPECT_EQ(nvlinks_between(t, 3, 3), 0U);
+  EXPECT_EQ(t.links[0][8], "PIX");   // GPU0 - NIC0
+  EXPECT_EQ(t.links[4][10], "PIX");  // GPU4 - NIC2
+  EXPECT_EQ(t.nic_devices.at("NIC4"), "rocep32s0f0");
+  EXPECT_EQ(t.cpu_affinity[5], "48-95,144-191");
+  EXPECT_THROW(parse_topo_matrix("No devices were found"), std::runtime_error);
+}
+
+TEST(GpuTopology, TerminalColourCodesAreIgnored) {
+  const gpu_topology t = parse_topo_matrix(
+      "\t\x1b[4mGPU0\tGPU1\tCPU Affinity\x1b[0m\n\x1b[4mGPU0\x1b[0m\t X \tNV4\t0-7\n"
+      "\x1b[4mGPU1\x1b[0m\tNV4\t X \t0-7\n");
+  EXPECT_EQ(nvlinks_between(t, 1, 0), 4U);
+}
+
+TEST(GpuTopology, PcieOnlyPair) {
+  const gpu_topology t = parse_topo_matrix(
+      "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+      "GPU0\t X \tSYS\t0-15\t0\t\tN/A\nGPU1\tSYS\t X \t16-31\t1\t\tN/A\n");
+  EXPECT_EQ(nvlinks_between(t, 0, 1), 0U);
+  EXPECT_EQ(t.links[0][1], "SYS");
+}
+
+case_result gpu_row(std::vector<lane> lanes, std::string protocol, nlohmann::json client = nlohmann::json::object()) {
+  case_result r;
+  r.test.transport = "ucx";
+  r.test.test = "tag_bw";
+  r.test.client_memory = r.test.server_memory = memory_type::cuda;
+  r.provenance = provenance{std::move(lanes), std::move(protocol), std::move(client), {}};
+  return r;
+}
+
+TEST(GpuPath, FastPathAndFallbacks) {
+  EXPECT_EQ(classify_gpu_path(gpu_row({{"cuda_ipc", "cuda"}}, "tag rndv rts")).verdict, "fast path");
+  const auto tcp = classify_gpu_path(gpu_row({{"tcp", "eth0"}, {"cuda_copy", "cuda"}}, "tag rndv rts"));
+  EXPECT_EQ(tcp.verdict, "fallback");
+  EXPECT_NE(tcp.why.find("tcp/eth0"), std::string::npos);
+  // UCX's FAQ row: "(?) rendezvous pipeline cuda_copy, fenced write to remote, cuda | rc_mlx5/mlx5_0:1"
+  const auto pipeline = classify_gpu_path(
+      gpu_row({{"rc_mlx5", "mlx5_0:1"}}, "rendezvous pipeline cuda_copy, fenced write to remote, cuda"));
+  EXPECT_EQ(pipeline.verdict, "fallback");
+  EXPECT_NE(pipeline.why.find("rendezvous pipeline cuda_copy"), std::string::npos);
+  EXPECT_EQ(classify_gpu_path(gpu_row({{"rc_mlx5", "mlx5_0:1"}}, "rendezvous zero-copy read from remote")).verdict,
+            "network (RDMA)");
+  EXPECT_EQ(classify_gpu_path(gpu_row({}, "", {{"request_info", "software emulation"}})).verdict, "fallback");
+  case_result host = gpu_row({{"tcp", "eth0"}}, "");
+  host.test.client_memory = host.test.server_memory = memory_type::host;
+  EXPECT_EQ(classify_gpu_path(host).verdict, "");  // not a GPU row
+}
+
+}  // namespace
+}  // namespace pairperf
