@@ -271,6 +271,20 @@ void analyze(doctor_report& r) {
     if (!r.gpus->problem.empty())
       r.findings.push_back(finding{"pair", "GPUs", r.gpus->problem, r.gpus->fix});
   }
+  for (const auto& c : r.path) {
+    // Both sides have GPUs (else there is no such row): a fallback, or GPU buffers UCX cannot move
+    // at all (skipped: a UCX without cuda_copy; failed), is a finding.
+    if (c.test.client_memory != memory_type::cuda) continue;
+    if (c.gpu_path != "fallback" && c.status == case_status::ok) continue;
+    const std::string cause = r.gpus && !r.gpus->problem.empty() ? r.gpus->problem : c.gpu_path_why;
+    r.findings.push_back(finding{
+        "pair", "GPU path",
+        fmt::format("GPU buffers: {} ({})", c.gpu_path.empty() ? to_string(c.status) : c.gpu_path,
+                    c.gpu_path_why.empty() ? c.message : cause),
+        r.gpus && !r.gpus->fix.empty() ? r.gpus->fix
+                                       : "make cuda_ipc possible: both processes must see both GPUs, and "
+                                         "UCX_TLS must include cuda_copy and cuda_ipc"});
+  }
   r.verdict.reset();
   if (!r.path.empty()) {
     r.verdict = judge_host_path(r.pair, r.path.front());
@@ -346,7 +360,15 @@ doctor_report run_doctor(const doctor_options& o, std::FILE* progress) {
     test_case bw = make_case("ucx", ucx_probe_test, o.size_bytes);
     test_case lat = make_case("ucx", ucx_latency_test, 8);
     bw.iface = lat.iface = r.path_iface;
-    r.path = run_cases(o, {bw, lat}, progress, nullptr);
+    std::vector<test_case> cases{bw, lat};
+    // Both sides see GPUs: the GPU path too (cuda buffers on both sides, UCX's default transports).
+    const bool gpus = r.client.gpus && !r.client.gpus->empty() && r.server.gpus && !r.server.gpus->empty();
+    if (gpus) {
+      test_case g = bw;
+      g.client_memory = g.server_memory = memory_type::cuda;
+      cases.push_back(g);
+    }
+    r.path = run_cases(o, cases, progress, nullptr);
     analyze(r);
   }
   r.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -491,7 +513,13 @@ void print_report(std::FILE* out, const doctor_report& r, rate_unit unit) {
                list.empty() ? std::string("none") : fmt::format("{}", fmt::join(list, "; ")));
   }
   if (r.gpus && !r.gpus->expected.empty())
-    fmt::print(out, "GPU path: {} ({})\n", r.gpus->expected, r.gpus->why);
+    fmt::print(out, "GPU path: expected {} ({})\n", r.gpus->expected, r.gpus->why);
+  for (const auto& c : r.path) {
+    if (c.test.client_memory != memory_type::cuda) continue;
+    fmt::print(out, "GPU buffers (UCX's default transports): {}{}\n",
+               c.gpu_path.empty() ? to_string(c.status) : "seen " + c.gpu_path,
+               c.gpu_path_why.empty() ? (c.message.empty() ? "" : ": " + c.message) : ": " + c.gpu_path_why);
+  }
 
   if (r.findings.empty()) {
     fmt::print(out, "\nNo findings.\n");
