@@ -159,3 +159,42 @@ TEST(DoctorAnalyze, RanksByMeasuredBandwidth) {
 
 }  // namespace
 }  // namespace pairperf
+
+namespace pairperf {
+namespace {
+
+TEST(DoctorAnalyze, GpuFallbackBetweenContainersIsAFinding) {
+  doctor_report r;
+  nlohmann::json ctx = context_for(nlohmann::json::object(), nlohmann::json::object());
+  // One host, two containers, each seeing only its own GPU.
+  for (const char* side : {"client", "server"}) ctx[side]["process"]["boot_id"] = "same-boot";
+  const auto one_gpu = [](const char* uuid, const char* bus) {
+    nlohmann::json g{{"index", 0}, {"uuid", uuid}, {"bus_id", bus}};
+    return nlohmann::json{{"available", true}, {"gpus", nlohmann::json::array({g})}};
+  };
+  ctx["client"]["gpus"] = one_gpu("GPU-aaaa", "0000:18:00.0");
+  ctx["server"]["gpus"] = one_gpu("GPU-bbbb", "0000:2a:00.0");
+  r.context = ctx;
+  const auto plan = plan_matrix(client_ifaces, server_ifaces, "10.118.0.2", "", {});
+  r.tcp = {{plan[0], tcp_ok(9e9)}};
+  case_result gpu = tcp_ok(0.365e9);
+  gpu.test.transport = "ucx";
+  gpu.test.client_memory = gpu.test.server_memory = memory_type::cuda;
+  gpu.gpu_path = "fallback";
+  gpu.gpu_path_why = "GPU data went over tcp/eth0: no cuda_ipc between these GPUs";
+  r.path = {tcp_ok(9e9), gpu};
+  analyze(r);
+  ASSERT_TRUE(r.gpus.has_value());
+  EXPECT_EQ(r.gpus->expected, "cuda_ipc impossible");
+  bool found = false;
+  for (const auto& f : r.findings) {
+    if (f.subject != "GPU path") continue;
+    found = true;
+    EXPECT_NE(f.problem.find("each side sees only its own GPUs"), std::string::npos) << f.problem;
+    EXPECT_NE(f.fix.find("NVIDIA_VISIBLE_DEVICES=all"), std::string::npos) << f.fix;
+  }
+  EXPECT_TRUE(found) << nlohmann::json(r.findings).dump(1);
+}
+
+}  // namespace
+}  // namespace pairperf
