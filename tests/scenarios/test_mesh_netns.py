@@ -121,12 +121,13 @@ class NamespaceCluster(unittest.TestCase):
         for p in m["pairs"]:
             involved = bad in (p["client"], p["server"])
             with self.subTest(pair=(p["client_name"], p["server_name"])):
-                # A healthy pair slowed by its neighbours on this 2-core machine is retested alone:
-                # "contention" is a healthy verdict too.
+                # Healthy pairs on this 2-core machine (4 ranks, sanitizers) can be slow enough to be
+                # retested: "contention" or "slow link" are measurements, not failures. What must hold
+                # is that every pair of node3, and only those, failed.
                 if involved:
                     self.assertEqual(p["verdict"], "unreachable", p)
                 else:
-                    self.assertIn(p["verdict"], ("ok", "contention"), p["results"][0].get("message"))
+                    self.assertIn(p["verdict"], ("ok", "contention", "slow link"), p["results"][0].get("message"))
                 if involved:
                     self.assertIn("node3", p["results"][0]["message"])
                     self.assertIn("eth0", p["results"][0]["message"])
