@@ -42,13 +42,13 @@ struct timeouts {
 
 // Raw verbs (RC queue pairs): device, addressing and work-request shaping.
 struct verbs_options {
-  std::string device;           // --ib-dev NAME[:PORT]; "" = from --iface, else the first active port
-  int gid_index = -1;           // --gid-index; -1 = automatic (RoCE v2 IPv4-mapped first)
-  unsigned mtu = 0;             // --mtu in bytes (256..4096); 0 = the port's active MTU
-  unsigned qps = 1;             // --qps: data queue pairs (a separate one carries sync messages)
-  bool rdma_cm = false;         // --rdma-cm: connect through librdmacm, not the control channel
-  unsigned inline_bytes = 64;   // --inline: messages up to this size are posted inline (0 = never)
-  unsigned signal_every = 16;   // --signal-every: stream tests request a completion every Nth post
+  std::string device;    // --ib-dev NAME[:PORT]; "" = from --iface, else the first active port
+  int gid_index = -1;    // --gid-index; -1 = automatic (RoCE v2 IPv4-mapped first)
+  unsigned mtu = 0;      // --mtu in bytes (256..4096); 0 = the port's active MTU
+  unsigned qps = 1;      // --qps: data queue pairs (a separate one carries sync messages)
+  bool rdma_cm = false;  // --rdma-cm: connect through librdmacm, not the control channel
+  unsigned inline_bytes = 64;  // --inline: messages up to this size are posted inline (0 = never)
+  unsigned signal_every = 16;  // --signal-every: stream tests request a completion every Nth post
 };
 
 // Options that shape how transports move bytes, the same for every case of a run.

@@ -41,7 +41,19 @@ namespace pairperf {
 inline constexpr int control_protocol_version = 1;
 inline constexpr std::uint16_t default_control_port = 18515;
 
-enum class msg_type { hello, case_, ready, run, running, results, bye, refused, error, drive, driven };
+enum class msg_type {
+  hello,
+  case_,
+  ready,
+  run,
+  running,
+  results,
+  bye,
+  refused,
+  error,
+  drive,
+  driven
+};
 
 const char* to_string(msg_type type) noexcept;
 std::optional<msg_type> parse_msg_type(std::string_view text) noexcept;

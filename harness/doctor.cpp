@@ -281,9 +281,10 @@ void analyze(doctor_report& r) {
         "pair", "GPU path",
         fmt::format("GPU buffers: {} ({})", c.gpu_path.empty() ? to_string(c.status) : c.gpu_path,
                     c.gpu_path_why.empty() ? c.message : cause),
-        r.gpus && !r.gpus->fix.empty() ? r.gpus->fix
-                                       : "make cuda_ipc possible: both processes must see both GPUs, and "
-                                         "UCX_TLS must include cuda_copy and cuda_ipc"});
+        r.gpus && !r.gpus->fix.empty()
+            ? r.gpus->fix
+            : "make cuda_ipc possible: both processes must see both GPUs, and "
+              "UCX_TLS must include cuda_copy and cuda_ipc"});
   }
   r.verdict.reset();
   if (!r.path.empty()) {
@@ -362,7 +363,8 @@ doctor_report run_doctor(const doctor_options& o, std::FILE* progress) {
     bw.iface = lat.iface = r.path_iface;
     std::vector<test_case> cases{bw, lat};
     // Both sides see GPUs: the GPU path too (cuda buffers on both sides, UCX's default transports).
-    const bool gpus = r.client.gpus && !r.client.gpus->empty() && r.server.gpus && !r.server.gpus->empty();
+    const bool gpus =
+        r.client.gpus && !r.client.gpus->empty() && r.server.gpus && !r.server.gpus->empty();
     if (gpus) {
       test_case g = bw;
       g.client_memory = g.server_memory = memory_type::cuda;
@@ -518,7 +520,8 @@ void print_report(std::FILE* out, const doctor_report& r, rate_unit unit) {
     if (c.test.client_memory != memory_type::cuda) continue;
     fmt::print(out, "GPU buffers (UCX's default transports): {}{}\n",
                c.gpu_path.empty() ? to_string(c.status) : "seen " + c.gpu_path,
-               c.gpu_path_why.empty() ? (c.message.empty() ? "" : ": " + c.message) : ": " + c.gpu_path_why);
+               c.gpu_path_why.empty() ? (c.message.empty() ? "" : ": " + c.message)
+                                      : ": " + c.gpu_path_why);
   }
 
   if (r.findings.empty()) {

@@ -215,7 +215,8 @@ gpu_topology parse_topo_matrix(const std::string& text) {
     if (!header && w.front() == "GPU0") {  // the column header
       header = true;
       for (const auto& x : w) {
-        if (x.rfind("GPU", 0) == 0 && x.size() > 3 && std::isdigit(static_cast<unsigned char>(x[3])) != 0)
+        if (x.rfind("GPU", 0) == 0 && x.size() > 3 &&
+            std::isdigit(static_cast<unsigned char>(x[3])) != 0)
           t.gpus.push_back(x);
         else if (x.rfind("NIC", 0) == 0 || x.rfind("mlx", 0) == 0)
           t.nics.push_back(x);
@@ -229,7 +230,8 @@ gpu_topology parse_topo_matrix(const std::string& text) {
       t.cpu_affinity.push_back(w.size() > cols + 1 ? w[cols + 1] : "");
       continue;
     }
-    if (w.front().size() > 4 && w.front().rfind("NIC", 0) == 0 && w.front().back() == ':' && w.size() >= 2)
+    if (w.front().size() > 4 && w.front().rfind("NIC", 0) == 0 && w.front().back() == ':' &&
+        w.size() >= 2)
       t.nic_devices[w.front().substr(0, w.front().size() - 1)] = w[1];
   }
   if (t.gpus.empty() || t.links.size() != t.gpus.size())
@@ -248,7 +250,8 @@ unsigned nvlinks_between(const gpu_topology& t, std::size_t a, std::size_t b) {
 }
 
 gpu_path_verdict classify_gpu_path(const case_result& r) {
-  if (r.test.client_memory != memory_type::cuda && r.test.server_memory != memory_type::cuda) return {};
+  if (r.test.client_memory != memory_type::cuda && r.test.server_memory != memory_type::cuda)
+    return {};
   if (!r.provenance) return {"unknown", "no provenance (the case did not run)"};
   const auto& p = *r.provenance;
   std::string text = p.protocol;
@@ -256,21 +259,25 @@ gpu_path_verdict classify_gpu_path(const case_result& r) {
     if (side->is_object()) text += " " + side->value("request_info", std::string());
   }
   const auto has_lane = [&](const char* name) {
-    return std::any_of(p.lanes.begin(), p.lanes.end(), [&](const lane& l) { return l.transport == name; });
+    return std::any_of(p.lanes.begin(), p.lanes.end(),
+                       [&](const lane& l) { return l.transport == name; });
   };
   if (has_lane("cuda_ipc") || text.find("cuda_ipc") != std::string::npos)
     return {"fast path", "cuda_ipc carried the GPU data (NVLink or PCIe peer-to-peer)"};
-  for (const char* phrase : {"software emulation", "rendezvous pipeline cuda_copy", "fragmented copy-in copy-out",
-                             "copy-in copy-out"}) {
+  for (const char* phrase : {"software emulation", "rendezvous pipeline cuda_copy",
+                             "fragmented copy-in copy-out", "copy-in copy-out"}) {
     if (text.find(phrase) != std::string::npos)
-      return {"fallback", fmt::format("UCX staged the GPU data through host memory (\"{}\")", phrase)};
+      return {"fallback",
+              fmt::format("UCX staged the GPU data through host memory (\"{}\")", phrase)};
   }
   for (const auto& l : p.lanes) {
     if (l.transport == "tcp")
-      return {"fallback", fmt::format("GPU data went over tcp/{}: no cuda_ipc between these GPUs", l.device)};
+      return {"fallback",
+              fmt::format("GPU data went over tcp/{}: no cuda_ipc between these GPUs", l.device)};
   }
   for (const char* rdma : {"rc_mlx5", "rc_verbs", "dc_mlx5", "ud_mlx5", "ud_verbs", "rc"}) {
-    if (has_lane(rdma)) return {"network (RDMA)", "an RDMA lane carried the GPU data (GPUDirect RDMA if registered)"};
+    if (has_lane(rdma))
+      return {"network (RDMA)", "an RDMA lane carried the GPU data (GPUDirect RDMA if registered)"};
   }
   return {"unknown", "no lane names how the GPU data moved"};
 }

@@ -6,9 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "harness/result.h"
-
 #include "harness/netvars.h"
+#include "harness/result.h"
 
 namespace pairperf {
 
@@ -27,8 +26,8 @@ void to_json(nlohmann::json& j, const gpu_inventory& inv);
 // `nvidia-smi topo -m`, the second source of GPU topology: the link between every two GPUs (X,
 // NV18, PIX, PXB, PHB, NODE, SYS) and from GPUs to NICs, the NIC legend, CPU affinity.
 struct gpu_topology {
-  std::vector<std::string> gpus;  // "GPU0", ...
-  std::vector<std::string> nics;  // "NIC0", ...
+  std::vector<std::string> gpus;                   // "GPU0", ...
+  std::vector<std::string> nics;                   // "NIC0", ...
   std::map<std::string, std::string> nic_devices;  // "NIC0" -> "mlx5_0"
   std::vector<std::vector<std::string>> links;     // [gpu][gpu or nic column]
   std::vector<std::string> cpu_affinity;           // per GPU

@@ -47,7 +47,8 @@ int report_command(const report_args& a) {
   }
   // Debian's interpreter has python3-matplotlib (scripts/setup installs it); another python3 on
   // PATH may not.
-  const std::string python = ::access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+  const std::string python =
+      ::access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
   std::vector<std::string> args{python, script};
   args.insert(args.end(), a.inputs.begin(), a.inputs.end());
   args.emplace_back("--out");

@@ -89,11 +89,14 @@ void register_options(CLI::App* app, run_args& a) {
   app->add_option("--streams", a.streams, "Parallel connections (TCP)")->capture_default_str();
   app->add_option("--sndbuf", a.sndbuf, "Socket send buffer size, e.g. 4M (default: the kernel's)");
   app->add_option("--rcvbuf", a.rcvbuf, "Socket receive buffer size");
-  app->add_option("--progress", a.progress, "busy (spin) or block (sleep in the kernel; 'event' is the same: completion events)")
+  app->add_option(
+         "--progress", a.progress,
+         "busy (spin) or block (sleep in the kernel; 'event' is the same: completion events)")
       ->capture_default_str();
-  app->add_option("--gpu", a.gpu,
-                  "GPU for cuda buffers: CLIENT[,SERVER], each an index (CUDA_VISIBLE_DEVICES applies), a "
-                  "UUID (GPU-4650fca3-...) or a PCI bus id; SERVER applies to the local server");
+  app->add_option(
+      "--gpu", a.gpu,
+      "GPU for cuda buffers: CLIENT[,SERVER], each an index (CUDA_VISIBLE_DEVICES applies), a "
+      "UUID (GPU-4650fca3-...) or a PCI bus id; SERVER applies to the local server");
   app->add_option("--ib-dev", a.verbs.device,
                   "verbs: RDMA device NAME[:PORT] (default: the one --iface maps to, else the "
                   "first active port)");
@@ -251,7 +254,8 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   std::optional<local_server> local;
   if (a.peer.empty()) {
     local.emplace(o.config.timeouts.connect + o.config.timeouts.handshake, true,
-                  server_gpu.empty() ? std::vector<std::string>{} : std::vector<std::string>{"--gpu", server_gpu});
+                  server_gpu.empty() ? std::vector<std::string>{}
+                                     : std::vector<std::string>{"--gpu", server_gpu});
     o.server = endpoint{"127.0.0.1", local->port()};
   } else {
     o.server = parse_endpoint(a.peer, default_control_port);

@@ -6,8 +6,8 @@
 #include "bench/pairperf/commands.h"
 #include "harness/control.h"
 #include "harness/server.h"
-#include "transports/memory/gpu_select.h"
 #include "harness/units.h"
+#include "transports/memory/gpu_select.h"
 
 namespace pairperf::cli {
 namespace {
@@ -46,8 +46,9 @@ command add_server(CLI::App& root) {
   app->add_option("--timeout-idle", args->idle, "Bound on a client's silence between cases")
       ->capture_default_str();
   app->add_flag("-q,--quiet", args->quiet, "Do not log clients and cases to stderr");
-  app->add_option("--gpu", args->gpu,
-                  "GPU for cuda buffers: an index (CUDA_VISIBLE_DEVICES applies), a UUID or a PCI bus id");
+  app->add_option(
+      "--gpu", args->gpu,
+      "GPU for cuda buffers: an index (CUDA_VISIBLE_DEVICES applies), a UUID or a PCI bus id");
   return command{app, [args] {
                    set_gpu_selection(parse_gpu_selector(args->gpu));
                    server_options o;

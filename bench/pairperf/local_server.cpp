@@ -32,10 +32,12 @@ bool reap_within(pid_t pid, std::chrono::milliseconds limit) {
 
 }  // namespace
 
-local_server::local_server(std::chrono::nanoseconds timeout, bool once, std::vector<std::string> extra)
+local_server::local_server(std::chrono::nanoseconds timeout, bool once,
+                           std::vector<std::string> extra)
     : m_once(once) {
-  std::vector<std::string> words{"pairperf", "server",     "--listen",       "127.0.0.1", "--port", "0",
-                                 "--ready-fd", "3",        "--quiet",        "--timeout-idle", "30s"};
+  std::vector<std::string> words{
+      "pairperf",   "server", "--listen", "127.0.0.1",      "--port", "0",
+      "--ready-fd", "3",      "--quiet",  "--timeout-idle", "30s"};
   if (once) words.emplace_back("--once");
   words.insert(words.end(), extra.begin(), extra.end());
   std::vector<char*> args;

@@ -15,13 +15,11 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("pairperf ") + PAIRPERF_VERSION);
   app.require_subcommand(1);
   const std::vector<std::string> args(argv, argv + argc);
-  std::vector<pairperf::cli::command> commands{pairperf::cli::add_run(app, args),
-                                                     pairperf::cli::add_server(app),
-                                                     pairperf::cli::add_info(app),
-                                                     pairperf::cli::add_doctor(app, args),
-                                                     pairperf::cli::add_compare(app),
-                                                     pairperf::cli::add_export(app),
-                                                     pairperf::cli::add_report(app)};
+  std::vector<pairperf::cli::command> commands{
+      pairperf::cli::add_run(app, args), pairperf::cli::add_server(app),
+      pairperf::cli::add_info(app),      pairperf::cli::add_doctor(app, args),
+      pairperf::cli::add_compare(app),   pairperf::cli::add_export(app),
+      pairperf::cli::add_report(app)};
   commands.push_back(pairperf::cli::add_mesh(app, args));
   try {
     app.parse(argc, argv);

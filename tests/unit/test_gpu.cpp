@@ -31,7 +31,8 @@ TEST(GpuSelect, UuidLikeNvidiaSmi) {
 }
 
 // `nvidia-smi topo -m` on 8 H20s with NV18 between all GPUs (the issue's machine).
-const char* const h20 = R"(	GPU0	GPU1	GPU2	GPU3	GPU4	GPU5	GPU6	GPU7	NIC0	NIC1	NIC2	NIC3	NIC4	CPU Affinity	NUMA Affinity	GPU NUMA ID
+const char* const h20 =
+    R"(	GPU0	GPU1	GPU2	GPU3	GPU4	GPU5	GPU6	GPU7	NIC0	NIC1	NIC2	NIC3	NIC4	CPU Affinity	NUMA Affinity	GPU NUMA ID
 GPU0	 X 	NV18	NV18	NV18	NV18	NV18	NV18	NV18	PIX	NODE	SYS	SYS	NODE	0-47,96-143	0		N/A
 GPU1	NV18	 X 	NV18	NV18	NV18	NV18	NV18	NV18	NODE	PIX	SYS	SYS	NODE	0-47,96-143	0		N/A
 GPU2	NV18	NV18	 X 	NV18	NV18	NV18	NV18	NV18	NODE	NODE	SYS	SYS	PIX	0-47,96-143	0		N/A
@@ -86,7 +87,8 @@ TEST(GpuTopology, PcieOnlyPair) {
   EXPECT_EQ(t.links[0][1], "SYS");
 }
 
-case_result gpu_row(std::vector<lane> lanes, std::string protocol, nlohmann::json client = nlohmann::json::object()) {
+case_result gpu_row(std::vector<lane> lanes, std::string protocol,
+                    nlohmann::json client = nlohmann::json::object()) {
   case_result r;
   r.test.transport = "ucx";
   r.test.test = "tag_bw";
@@ -96,18 +98,24 @@ case_result gpu_row(std::vector<lane> lanes, std::string protocol, nlohmann::jso
 }
 
 TEST(GpuPath, FastPathAndFallbacks) {
-  EXPECT_EQ(classify_gpu_path(gpu_row({{"cuda_ipc", "cuda"}}, "tag rndv rts")).verdict, "fast path");
-  const auto tcp = classify_gpu_path(gpu_row({{"tcp", "eth0"}, {"cuda_copy", "cuda"}}, "tag rndv rts"));
+  EXPECT_EQ(classify_gpu_path(gpu_row({{"cuda_ipc", "cuda"}}, "tag rndv rts")).verdict,
+            "fast path");
+  const auto tcp =
+      classify_gpu_path(gpu_row({{"tcp", "eth0"}, {"cuda_copy", "cuda"}}, "tag rndv rts"));
   EXPECT_EQ(tcp.verdict, "fallback");
   EXPECT_NE(tcp.why.find("tcp/eth0"), std::string::npos);
-  // UCX's FAQ row: "(?) rendezvous pipeline cuda_copy, fenced write to remote, cuda | rc_mlx5/mlx5_0:1"
-  const auto pipeline = classify_gpu_path(
-      gpu_row({{"rc_mlx5", "mlx5_0:1"}}, "rendezvous pipeline cuda_copy, fenced write to remote, cuda"));
+  // UCX's FAQ row: "(?) rendezvous pipeline cuda_copy, fenced write to remote, cuda |
+  // rc_mlx5/mlx5_0:1"
+  const auto pipeline = classify_gpu_path(gpu_row(
+      {{"rc_mlx5", "mlx5_0:1"}}, "rendezvous pipeline cuda_copy, fenced write to remote, cuda"));
   EXPECT_EQ(pipeline.verdict, "fallback");
   EXPECT_NE(pipeline.why.find("rendezvous pipeline cuda_copy"), std::string::npos);
-  EXPECT_EQ(classify_gpu_path(gpu_row({{"rc_mlx5", "mlx5_0:1"}}, "rendezvous zero-copy read from remote")).verdict,
-            "network (RDMA)");
-  EXPECT_EQ(classify_gpu_path(gpu_row({}, "", {{"request_info", "software emulation"}})).verdict, "fallback");
+  EXPECT_EQ(
+      classify_gpu_path(gpu_row({{"rc_mlx5", "mlx5_0:1"}}, "rendezvous zero-copy read from remote"))
+          .verdict,
+      "network (RDMA)");
+  EXPECT_EQ(classify_gpu_path(gpu_row({}, "", {{"request_info", "software emulation"}})).verdict,
+            "fallback");
   case_result host = gpu_row({{"tcp", "eth0"}}, "");
   host.test.client_memory = host.test.server_memory = memory_type::host;
   EXPECT_EQ(classify_gpu_path(host).verdict, "");  // not a GPU row

@@ -90,14 +90,16 @@ TEST(Matrix, TlsAxisCrossesOnlyTransportsThatHaveIt) {
                           nullptr,
                           false,
                           nullptr,
-                          nullptr, nullptr});
+                          nullptr,
+                          nullptr});
   reg.add(transport_entry{"lib",
                           "",
                           {{"l_lat", pattern_kind::pingpong, op_kind::send, ""}},
                           nullptr,
                           true,
                           nullptr,
-                          nullptr, nullptr});
+                          nullptr,
+                          nullptr});
   matrix_request req;
   req.sizes = {8};
   req.tls = {"tcp", "posix,sysv,cma", ""};

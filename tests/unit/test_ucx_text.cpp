@@ -91,7 +91,8 @@ TEST(UcxRequestInfo, Ucx113Rendezvous) {
 
 TEST(UcxRequestInfo, Ucx113EagerHasNoNamedProtocol) {
   const auto r = parse_request_info(
-      "flags:0x4001 send length 8 ??" "?() lane[0]: 2:sysv/memory.0 md[2] -> md[2]/sysv/sysdev[255] "
+      "flags:0x4001 send length 8 ??"
+      "?() lane[0]: 2:sysv/memory.0 md[2] -> md[2]/sysv/sysdev[255] "
       "am am_bw#0host memory");
   EXPECT_NE(r.protocol.find("???"), std::string::npos);  // the caller falls back to the thresholds
   ASSERT_EQ(r.lanes.size(), 1U);

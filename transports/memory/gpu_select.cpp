@@ -14,14 +14,16 @@ namespace {
 gpu_selector g_selection;
 
 std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return s;
 }
 
 // "00000000:18:00.0" and "0000:18:00.0" are the same device.
 std::string short_bus_id(const std::string& id) {
   const auto colon = id.find(':');
-  if (colon != std::string::npos && colon > 4 && id.substr(0, colon - 4).find_first_not_of('0') == std::string::npos)
+  if (colon != std::string::npos && colon > 4 &&
+      id.substr(0, colon - 4).find_first_not_of('0') == std::string::npos)
     return id.substr(colon - 4);
   return id;
 }
@@ -52,14 +54,15 @@ gpu_selector parse_gpu_selector(const std::string& text) {
     return s;
   }
   throw usage_error(fmt::format(
-      "--gpu '{}': give an index (0), a UUID (GPU-4650fca3-...) or a PCI bus id (0000:18:00.0)", text));
+      "--gpu '{}': give an index (0), a UUID (GPU-4650fca3-...) or a PCI bus id (0000:18:00.0)",
+      text));
 }
 
 std::string format_gpu_uuid(const std::array<unsigned char, 16>& b) {
   std::string hex;
   for (unsigned char c : b) hex += fmt::format("{:02x}", c);
-  return fmt::format("GPU-{}-{}-{}-{}-{}", hex.substr(0, 8), hex.substr(8, 4), hex.substr(12, 4), hex.substr(16, 4),
-                     hex.substr(20, 12));
+  return fmt::format("GPU-{}-{}-{}-{}-{}", hex.substr(0, 8), hex.substr(8, 4), hex.substr(12, 4),
+                     hex.substr(16, 4), hex.substr(20, 12));
 }
 
 bool gpu_matches(const gpu_selector& s, const std::string& uuid, const std::string& bus_id) {

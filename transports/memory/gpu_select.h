@@ -18,7 +18,8 @@ struct gpu_selector {
 // "" = device 0. Throws usage_error on what is none of the three.
 gpu_selector parse_gpu_selector(const std::string& text);
 
-// cudaDeviceProp::uuid's 16 bytes as nvidia-smi writes them: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx.
+// cudaDeviceProp::uuid's 16 bytes as nvidia-smi writes them:
+// GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx.
 std::string format_gpu_uuid(const std::array<unsigned char, 16>& bytes);
 
 // Whether a device with this UUID and bus id is the one selected.

@@ -1,8 +1,5 @@
 #include "transports/ucx/ucx_options.h"
 
-#include "harness/netvars.h"
-#include "transports/ucx/ucx_provenance.h"
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <ucp/api/ucp.h>
@@ -13,7 +10,9 @@
 #include <sstream>
 
 #include "harness/errors.h"
+#include "harness/netvars.h"
 #include "transports/ucx/ucx_handles.h"
+#include "transports/ucx/ucx_provenance.h"
 
 namespace pairperf::ucx {
 namespace {
@@ -76,7 +75,8 @@ std::set<std::string> parse_context_resources(std::string_view text) {
 std::string cuda_tls_problem(std::string_view tls) {
   if (tls.empty() || tls.front() == '^') {
     if (tls.find("cuda_copy") != std::string_view::npos)
-      return fmt::format("UCX_TLS={} excludes cuda_copy: UCX cannot move GPU memory without it", tls);
+      return fmt::format("UCX_TLS={} excludes cuda_copy: UCX cannot move GPU memory without it",
+                         tls);
     return {};
   }
   for (const auto& t : split_list(std::string(tls))) {

@@ -105,7 +105,8 @@ ucx_transport::ucx_transport(const transport_params& params) : m_params(params) 
         fmt::join(available, ", ")));
   }
   if (mine == memory_type::cuda) {
-    if (const std::string why = ucx::cuda_tls_problem(c.tls); !why.empty()) throw transport_unsupported(why);
+    if (const std::string why = ucx::cuda_tls_problem(c.tls); !why.empty())
+      throw transport_unsupported(why);
   }
   if (m_use_am && mine != memory_type::host)
     throw transport_unsupported("active-message tests copy on the CPU: host memory only");

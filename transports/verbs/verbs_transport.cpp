@@ -2,11 +2,11 @@
 
 #include <arpa/inet.h>
 #include <dlfcn.h>
-#include <unistd.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <net/if.h>
 #include <poll.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -337,8 +337,7 @@ capabilities verbs_transport::caps() const {
 
 mem_region verbs_transport::register_memory(std::byte* address, std::size_t length,
                                             memory_type type) {
-  constexpr int access =
-      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  constexpr int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
   ibv_mr* mr = type == memory_type::cuda ? register_gpu_memory(address, length, access)
                                          : ibv_reg_mr(m_pd.get(), address, length, access);
   if (mr == nullptr)
@@ -361,7 +360,8 @@ ibv_mr* verbs_transport::register_gpu_memory(std::byte* address, std::size_t len
   constexpr int dma_buf_fd = 1;  // CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD
   std::string dmabuf_why = "no CUDA driver (libcuda.so.1)";
   if (void* cuda = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL); cuda != nullptr) {
-    auto get_handle = reinterpret_cast<get_handle_fn>(::dlsym(cuda, "cuMemGetHandleForAddressRange"));
+    auto get_handle =
+        reinterpret_cast<get_handle_fn>(::dlsym(cuda, "cuMemGetHandleForAddressRange"));
     int fd = -1;
     const auto base = reinterpret_cast<unsigned long long>(address);
     if (get_handle == nullptr) {
@@ -815,28 +815,30 @@ provenance verbs_transport::describe() const {
                                          : "",
                            m_connection);
   const bool ethernet = m_port_attr.link_layer == IBV_LINK_LAYER_ETHERNET;
-  nlohmann::json d{{"device", m_device_name},
-                   {"port", m_port},
-                   {"firmware", m_dev_attr.fw_ver},
-                   {"link_layer", ethernet ? "Ethernet" : "InfiniBand"},
-                   {"gid", gid_text(m_gid)},
-                   {"gid_index", m_gid_index},
-                   {"gid_type", m_gid_type},
-                   {"gid_netdev", m_gid_ndev},
-                   {"gid_chosen_by", m_gid_why},
-                   {"lid", m_port_attr.lid},
-                   {"active_mtu_bytes", verbs::mtu_bytes(m_port_attr.active_mtu)},
-                   {"path_mtu_bytes", verbs::mtu_bytes(m_path_mtu)},
-                   {"active_speed", verbs::speed_text(m_port_attr.active_speed)},
-                   {"active_width", verbs::width_text(m_port_attr.active_width)},
-                   {"data_qps", m_qps.size() - 1},
-                   {"max_inline_bytes", m_max_inline},
-                   {"max_rd_atomic", m_rd_atomic},
-                   {"queue_depth", m_depth},
-                   {"signal_every", m_stream_test ? m_params.options.verbs.signal_every : 1},
-                   {"connection", m_connection},
-                   {"gpu_registration", m_gpu_registration.empty() ? nlohmann::json() : nlohmann::json(m_gpu_registration)},
-                   {"progress", m_channel ? "event" : "busy"}};
+  nlohmann::json d{
+      {"device", m_device_name},
+      {"port", m_port},
+      {"firmware", m_dev_attr.fw_ver},
+      {"link_layer", ethernet ? "Ethernet" : "InfiniBand"},
+      {"gid", gid_text(m_gid)},
+      {"gid_index", m_gid_index},
+      {"gid_type", m_gid_type},
+      {"gid_netdev", m_gid_ndev},
+      {"gid_chosen_by", m_gid_why},
+      {"lid", m_port_attr.lid},
+      {"active_mtu_bytes", verbs::mtu_bytes(m_port_attr.active_mtu)},
+      {"path_mtu_bytes", verbs::mtu_bytes(m_path_mtu)},
+      {"active_speed", verbs::speed_text(m_port_attr.active_speed)},
+      {"active_width", verbs::width_text(m_port_attr.active_width)},
+      {"data_qps", m_qps.size() - 1},
+      {"max_inline_bytes", m_max_inline},
+      {"max_rd_atomic", m_rd_atomic},
+      {"queue_depth", m_depth},
+      {"signal_every", m_stream_test ? m_params.options.verbs.signal_every : 1},
+      {"connection", m_connection},
+      {"gpu_registration",
+       m_gpu_registration.empty() ? nlohmann::json() : nlohmann::json(m_gpu_registration)},
+      {"progress", m_channel ? "event" : "busy"}};
   (m_params.side == side::client ? p.client : p.server) = std::move(d);
   return p;
 }
