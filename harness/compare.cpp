@@ -133,29 +133,9 @@ void load_file(const std::filesystem::path& path, result_set& out) {
   }
 }
 
-// The per-repetition values of one metric of one result (the headline when not repeated).
-std::vector<double> values_of(const case_result& r, const std::string& metric) {
-  std::vector<double> out;
-  const auto bw = [](const std::optional<bandwidth>& b) -> std::optional<double> {
-    if (!b) return std::nullopt;
-    return b->receiver_Bps ? b->receiver_Bps : b->sender_Bps;
-  };
-  const auto lat = [&](const std::optional<sample_stats>& s) -> std::optional<double> {
-    if (!s) return std::nullopt;
-    return metric == "latency p50" ? s->p50 : s->p99;
-  };
-  const auto pick = [&](const std::optional<bandwidth>& b, const std::optional<sample_stats>& s) {
-    return metric == "bandwidth" ? bw(b) : lat(s);
-  };
-  if (r.status != case_status::ok && r.status != case_status::fail) return out;
-  if (!r.repetitions.empty()) {
-    for (const auto& rep : r.repetitions) {
-      if (auto v = pick(rep.bandwidth_Bps, rep.latency_s)) out.push_back(*v);
-    }
-  } else if (auto v = pick(r.bandwidth_Bps, r.latency_s)) {
-    out.push_back(*v);
-  }
-  return out;
+headline headline_for(const std::string& metric) {
+  if (metric == "bandwidth") return headline::bandwidth;
+  return metric == "latency p50" ? headline::latency_p50 : headline::latency_p99;
 }
 
 struct side_cases {
@@ -194,11 +174,11 @@ metric_change compare_metric(const std::string& metric, const side_cases& base,
   m.metric = metric;
   m.higher_is_better = metric == "bandwidth";
   for (const auto* r : base.results) {
-    const auto v = values_of(*r, metric);
+    const auto v = repetition_values(*r, headline_for(metric));
     m.base.insert(m.base.end(), v.begin(), v.end());
   }
   for (const auto* r : next.results) {
-    const auto v = values_of(*r, metric);
+    const auto v = repetition_values(*r, headline_for(metric));
     m.next.insert(m.next.end(), v.begin(), v.end());
   }
   if (m.base.empty() || m.next.empty()) {

@@ -93,8 +93,7 @@ std::vector<std::string> names_of(const std::vector<interface_info>& list) {
 }
 
 double best_rate(const case_result& r) {
-  if (r.status != case_status::ok || !r.bandwidth_Bps) return 0;
-  return r.bandwidth_Bps->receiver_Bps.value_or(r.bandwidth_Bps->sender_Bps.value_or(0));
+  return r.status == case_status::ok ? headline_of(r, headline::bandwidth).value_or(0) : 0;
 }
 
 // The side's view of the matrix: which of its interfaces were tried, which reached, fastest first.

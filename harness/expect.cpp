@@ -130,7 +130,7 @@ nlohmann::json check(const expectation& e, const case_result& r,
     }
     case expectation::metric::bandwidth: {
       const auto& b = *r.bandwidth_Bps;
-      const double seen = b.receiver_Bps ? *b.receiver_Bps : *b.sender_Bps;
+      const double seen = preferred_Bps(r.bandwidth_Bps).value_or(0);
       const bool pass = compare(seen, e.how, e.value);
       out["seen"] = format_rate(seen, rate_unit::gb);
       out["seen_Bps"] = seen;

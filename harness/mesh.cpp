@@ -113,10 +113,7 @@ std::vector<mesh_round> mesh_schedule(int nodes, mesh_pattern pattern) {
 std::optional<double> pair_bandwidth(const std::vector<case_result>& results) {
   std::optional<double> best;
   for (const auto& r : results) {
-    if (r.status != case_status::ok && r.status != case_status::fail) continue;
-    if (!r.bandwidth_Bps) continue;
-    const auto v =
-        r.bandwidth_Bps->receiver_Bps ? r.bandwidth_Bps->receiver_Bps : r.bandwidth_Bps->sender_Bps;
+    const auto v = headline_of(r, headline::bandwidth);
     if (v && (!best || *v > *best)) best = v;
   }
   return best;
@@ -124,8 +121,7 @@ std::optional<double> pair_bandwidth(const std::vector<case_result>& results) {
 
 std::optional<double> pair_latency(const std::vector<case_result>& results) {
   for (const auto& r : results) {
-    if ((r.status == case_status::ok || r.status == case_status::fail) && r.latency_s)
-      return r.latency_s->p50;
+    if (const auto v = headline_of(r, headline::latency_p50)) return v;
   }
   return std::nullopt;
 }

@@ -148,4 +148,40 @@ void from_json(const nlohmann::json& j, case_result& r) {
   }
 }
 
+std::optional<double> preferred_Bps(const std::optional<bandwidth>& b) {
+  if (!b) return std::nullopt;
+  return b->receiver_Bps ? b->receiver_Bps : b->sender_Bps;
+}
+
+std::optional<double> headline_of(const std::optional<bandwidth>& b,
+                                  const std::optional<sample_stats>& latency, headline which) {
+  switch (which) {
+    case headline::bandwidth:
+      return preferred_Bps(b);
+    case headline::latency_p50:
+      return latency ? std::optional<double>(latency->p50) : std::nullopt;
+    case headline::latency_p99:
+      return latency ? std::optional<double>(latency->p99) : std::nullopt;
+  }
+  return std::nullopt;
+}
+
+std::optional<double> headline_of(const case_result& r, headline which) {
+  if (r.status != case_status::ok && r.status != case_status::fail) return std::nullopt;
+  return headline_of(r.bandwidth_Bps, r.latency_s, which);
+}
+
+std::vector<double> repetition_values(const case_result& r, headline which) {
+  std::vector<double> out;
+  if (r.status != case_status::ok && r.status != case_status::fail) return out;
+  if (r.repetitions.empty()) {
+    if (auto v = headline_of(r, which)) out.push_back(*v);
+    return out;
+  }
+  for (const auto& rep : r.repetitions) {
+    if (auto v = headline_of(rep.bandwidth_Bps, rep.latency_s, which)) out.push_back(*v);
+  }
+  return out;
+}
+
 }  // namespace pairperf

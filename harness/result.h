@@ -89,6 +89,17 @@ struct case_result {
                            // null if none applied
 };
 
+// The figure a result stands for, shared by --expect, compare, export, mesh and doctor:
+// bandwidth is the receiver's where it saw arrivals, else the sender's (a put's target sees none).
+enum class headline { bandwidth, latency_p50, latency_p99 };
+std::optional<double> preferred_Bps(const std::optional<bandwidth>& b);
+std::optional<double> headline_of(const std::optional<bandwidth>& b,
+                                  const std::optional<sample_stats>& latency, headline which);
+// The case's figure (nullopt unless it ran: ok or fail), and one per repetition (the case's own
+// when it was not repeated).
+std::optional<double> headline_of(const case_result& r, headline which);
+std::vector<double> repetition_values(const case_result& r, headline which);
+
 void to_json(nlohmann::json& j, const lane& l);
 void from_json(const nlohmann::json& j, lane& l);
 void to_json(nlohmann::json& j, const bandwidth& b);
