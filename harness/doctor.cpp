@@ -18,28 +18,6 @@ constexpr const char* tcp_probe_test = "tcp_bw";
 constexpr const char* ucx_probe_test = "tag_bw";
 constexpr const char* ucx_latency_test = "tag_lat";
 
-// Collects what run_client reports; prints one line per probe as it starts.
-class collector final : public reporter {
- public:
-  explicit collector(std::FILE* progress) : m_progress(progress) {}
-  void report_context(const nlohmann::json& c) override {
-    if (context.is_null()) context = c;
-  }
-  void case_started(const test_case& t, std::size_t total) override {
-    if (m_progress == nullptr) return;
-    fmt::print(m_progress, "  [{}/{}] {} {} on {}{}\n", t.index + 1, total, t.transport, t.test,
-               t.iface.empty() ? "routed" : t.iface, t.target.empty() ? "" : " -> " + t.target);
-    std::fflush(m_progress);
-  }
-  void report_result(const case_result& r) override { results.push_back(r); }
-  void finalize() override {}
-
-  nlohmann::json context;
-  std::vector<case_result> results;
-
- private:
-  std::FILE* m_progress;
-};
 
 test_case make_case(const std::string& transport, const std::string& test, std::uint64_t size) {
   const test_spec* spec = transport_registry::instance().find_test(transport, test);
@@ -70,7 +48,7 @@ std::vector<case_result> run_cases(const doctor_options& o, std::vector<test_cas
   client_options c = base_options(o);
   for (std::size_t i = 0; i < cases.size(); ++i) cases[i].index = i;
   c.cases = std::move(cases);
-  collector out(progress);
+  collecting_reporter out(progress);
   run_client(c, out);
   if (context != nullptr) *context = out.context;
   return std::move(out.results);

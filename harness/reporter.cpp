@@ -1,5 +1,7 @@
 #include "harness/reporter.h"
 
+#include <fmt/format.h>
+
 namespace pairperf {
 
 void multi_reporter::report_context(const nlohmann::json& context) {
@@ -12,6 +14,13 @@ void multi_reporter::case_started(const test_case& test, std::size_t total) {
 
 void multi_reporter::report_result(const case_result& result) {
   for (auto& r : m_reporters) r->report_result(result);
+}
+
+void collecting_reporter::case_started(const test_case& t, std::size_t total) {
+  if (m_progress == nullptr) return;
+  fmt::print(m_progress, "  [{}/{}] {} {} on {}{}\n", t.index + 1, total, t.transport, t.test,
+             t.iface.empty() ? "routed" : t.iface, t.target.empty() ? "" : " -> " + t.target);
+  std::fflush(m_progress);
 }
 
 void multi_reporter::finalize() {

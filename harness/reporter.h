@@ -3,6 +3,7 @@
 // runner calls report_context once, case_started/report_result per case, finalize at the end,
 // all from one thread.
 #include <cstddef>
+#include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -32,6 +33,25 @@ class multi_reporter final : public reporter {
 
  private:
   std::vector<std::unique_ptr<reporter>> m_reporters;
+};
+
+// Keeps the context and every result in memory, for commands that run cases and then read them
+// back (doctor, mesh, a server driven by a mesh). With `progress`, one line per case as it starts.
+class collecting_reporter final : public reporter {
+ public:
+  explicit collecting_reporter(std::FILE* progress = nullptr) : m_progress(progress) {}
+  void report_context(const nlohmann::json& c) override {
+    if (context.is_null()) context = c;
+  }
+  void case_started(const test_case& test, std::size_t total) override;
+  void report_result(const case_result& r) override { results.push_back(r); }
+  void finalize() override {}
+
+  nlohmann::json context;
+  std::vector<case_result> results;
+
+ private:
+  std::FILE* m_progress;
 };
 
 }  // namespace pairperf

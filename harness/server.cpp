@@ -126,15 +126,8 @@ void client_handler::serve() {
 
 // A mesh driver asks this server to measure towards another server, as its client.
 void client_handler::on_drive(const nlohmann::json& body) {
-  class collect final : public reporter {
-   public:
-    void report_context(const nlohmann::json&) override {}
-    void report_result(const case_result& r) override { results.push_back(r); }
-    void finalize() override {}
-    std::vector<case_result> results;
-  };
   client_options o;
-  collect got;
+  collecting_reporter got;
   try {
     o.server = parse_endpoint(body.at("target").get<std::string>(), default_control_port);
     o.config = body.at("config").get<run_config>();

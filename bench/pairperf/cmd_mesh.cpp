@@ -16,18 +16,6 @@
 #include "harness/errors.h"
 
 namespace pairperf::cli {
-namespace {
-
-class context_only final : public reporter {
- public:
-  void report_context(const nlohmann::json& c) override { context = c; }
-  void report_result(const case_result&) override {}
-  void finalize() override {}
-  nlohmann::json context;
-};
-
-}  // namespace
-
 int mesh_hosts(const mesh_args& a, const std::vector<std::string>& argv) {
   const auto start = std::chrono::steady_clock::now();
   const int n = static_cast<int>(a.hosts.size());
@@ -44,7 +32,7 @@ int mesh_hosts(const mesh_args& a, const std::vector<std::string>& argv) {
     o.server = servers[static_cast<std::size_t>(i)];
     o.config = plan.config;
     o.token = a.token;
-    context_only ctx;
+    collecting_reporter ctx;
     try {
       run_client(o, ctx);
       node.host = ctx.context.value("server", nlohmann::json::object());

@@ -34,14 +34,6 @@
 namespace pairperf::cli {
 namespace {
 
-class collector final : public reporter {
- public:
-  void report_context(const nlohmann::json&) override {}
-  void report_result(const case_result& r) override { results.push_back(r); }
-  void finalize() override {}
-  std::vector<case_result> results;
-};
-
 std::string first_ipv4(const std::string& iface, std::string& note) {
   for (const auto& info : usable_interfaces()) {
     if (!iface.empty() && info.name != iface) continue;
@@ -85,7 +77,7 @@ pair_result measure(const node_pair& pair, const std::vector<mesh_node>& nodes,
   o.server = endpoint{peer.address, peer.port};
   o.config = plan.config;
   o.cases = plan.cases;
-  collector got;
+  collecting_reporter got;
   try {
     run_client(o, got);
   } catch (const step_error& e) {
