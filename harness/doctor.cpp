@@ -9,25 +9,12 @@
 #include "harness/client.h"
 #include "harness/context.h"
 #include "harness/reporter.h"
-#include "transports/registry.h"
 
 namespace pairperf {
 namespace {
 
-constexpr const char* tcp_probe_test = "tcp_bw";
-constexpr const char* ucx_probe_test = "tag_bw";
-constexpr const char* ucx_latency_test = "tag_lat";
 
 
-test_case make_case(const std::string& transport, const std::string& test, std::uint64_t size) {
-  const test_spec* spec = transport_registry::instance().find_test(transport, test);
-  test_case c;
-  c.transport = transport;
-  c.test = test;
-  c.pattern = spec != nullptr ? spec->pattern : pattern_kind::stream_uni;
-  c.size_bytes = size;
-  return c;
-}
 
 client_options base_options(const doctor_options& o) {
   client_options c;
@@ -282,14 +269,15 @@ doctor_report run_doctor(const doctor_options& o, std::FILE* progress) {
   r.probe_timeout = o.probe_timeout;
   run_cases(o, {}, nullptr, &r.context);  // hello only: the server's interfaces and variables
 
-  const bool with_ucx = o.ucx && transport_registry::instance().find("ucx") != nullptr;
+  const bool with_library = o.probes.library.has_value();
   const auto targets =
       plan_matrix(usable_interfaces(), interfaces_of(r.context.value("server", nlohmann::json())),
                   r.context.value("server_ip", std::string()),
                   r.context.value("server_listen", std::string()), o.ifaces);
   std::vector<test_case> cases;
   for (const auto& t : targets) {
-    test_case c = make_case("tcp", tcp_probe_test, o.size_bytes);
+    test_case c = o.probes.reach;
+    c.size_bytes = o.size_bytes;
     c.iface = t.local_iface;
     c.target = t.peer_address;
     cases.push_back(c);
@@ -299,22 +287,22 @@ doctor_report run_doctor(const doctor_options& o, std::FILE* progress) {
     if (std::find(ucx_ifaces.begin(), ucx_ifaces.end(), t.local_iface) == ucx_ifaces.end())
       ucx_ifaces.push_back(t.local_iface);
   }
-  if (with_ucx) {
+  if (with_library) {
     for (const auto& name : ucx_ifaces) {
-      test_case c = make_case("ucx", ucx_probe_test, o.size_bytes);
-      c.tls = "tcp";
+      test_case c = *o.probes.library;
+      c.size_bytes = o.size_bytes;
       c.iface = name;
       cases.push_back(c);
     }
   }
-  const std::size_t path_cases = with_ucx ? 2 : 0;
-  r.bound = doctor_bound(o, targets.size(), with_ucx ? ucx_ifaces.size() : 0, path_cases);
+  const std::size_t path_cases = o.probes.path_bw ? 2 : 0;
+  r.bound = doctor_bound(o, targets.size(), with_library ? ucx_ifaces.size() : 0, path_cases);
   if (progress != nullptr) {
     fmt::print(progress,
                "pairperf doctor: {} interface pair(s){}; connection attempts time out after {}, "
                "the whole probe at worst {}\n",
                targets.size(),
-               with_ucx ? fmt::format(", {} UCX interface(s), the UCX path", ucx_ifaces.size())
+               with_library ? fmt::format(", {} UCX interface(s), the UCX path", ucx_ifaces.size())
                         : std::string(),
                format_seconds(static_cast<double>(o.probe_timeout.count()) * 1e-9),
                format_seconds(static_cast<double>(r.bound.count()) * 1e-9));
@@ -330,13 +318,14 @@ doctor_report run_doctor(const doctor_options& o, std::FILE* progress) {
   }
   analyze(r);  // ranks the interfaces for the path cases
 
-  if (with_ucx && !r.client.ranked.empty()) {
+  if (o.probes.path_bw && o.probes.path_lat && !r.client.ranked.empty()) {
     // UCX's own choice of transports, as an application with this environment gets it; pinned
     // to the best interface unless the environment already names devices.
     const bool env_devices = r.client.env.contains("UCX_NET_DEVICES");
     r.path_iface = env_devices ? std::string() : r.client.ranked.front();
-    test_case bw = make_case("ucx", ucx_probe_test, o.size_bytes);
-    test_case lat = make_case("ucx", ucx_latency_test, 8);
+    test_case bw = *o.probes.path_bw;
+    test_case lat = *o.probes.path_lat;
+    bw.size_bytes = o.size_bytes;
     bw.iface = lat.iface = r.path_iface;
     std::vector<test_case> cases{bw, lat};
     // Both sides see GPUs: the GPU path too (cuda buffers on both sides, UCX's default transports).

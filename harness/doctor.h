@@ -20,7 +20,17 @@
 
 namespace pairperf {
 
+// The cases doctor runs, chosen by the command that calls it (the harness names no transport);
+// sizes, interfaces and targets are filled in per probe.
+struct doctor_probes {
+  test_case reach;                    // per interface pair, bound to the interface, aimed at the address
+  std::optional<test_case> library;   // per local interface, restricted to it (e.g. UCX over tcp)
+  std::optional<test_case> path_bw;   // the library's own choice of transports, at the probe size
+  std::optional<test_case> path_lat;  // ... and at its own (small) size
+};
+
 struct doctor_options {
+  doctor_probes probes;
   endpoint server;
   std::string token;
   std::vector<std::string> ifaces;  // local interfaces to probe; empty = every usable one
@@ -29,7 +39,6 @@ struct doctor_options {
   // on the link shows as EHOSTUNREACH rather than a timeout.
   std::chrono::nanoseconds probe_timeout = std::chrono::seconds(4);
   std::chrono::nanoseconds duration = std::chrono::milliseconds(200);  // each bandwidth probe
-  bool ucx = true;  // also probe with UCX (when built with it)
   std::vector<std::string> argv;
 };
 

@@ -12,6 +12,7 @@
 #include "harness/doctor.h"
 #include "harness/errors.h"
 #include "harness/units.h"
+#include "transports/registry.h"
 
 namespace pairperf::cli {
 namespace {
@@ -49,6 +50,30 @@ struct doctor_args {
   bool quiet = false;
 };
 
+test_case probe(const std::string& transport, const std::string& test, std::uint64_t size = 0) {
+  const test_spec* spec = transport_registry::instance().find_test(transport, test);
+  if (spec == nullptr) throw std::logic_error(fmt::format("no {} test {}", transport, test));
+  test_case c;
+  c.transport = transport;
+  c.test = test;
+  c.pattern = spec->pattern;
+  c.size_bytes = size;
+  return c;
+}
+
+// TCP for reachability and bandwidth per interface pair; UCX (where built) over tcp per interface,
+// and with its default transports for the path verdict.
+doctor_probes probes(bool no_ucx) {
+  doctor_probes p;
+  p.reach = probe("tcp", "tcp_bw");
+  if (no_ucx || transport_registry::instance().find("ucx") == nullptr) return p;
+  p.library = probe("ucx", "tag_bw");
+  p.library->tls = "tcp";
+  p.path_bw = probe("ucx", "tag_bw");
+  p.path_lat = probe("ucx", "tag_lat", 8);
+  return p;
+}
+
 int doctor_command(const doctor_args& a, const std::vector<std::string>& argv) {
   doctor_options o;
   o.ifaces = a.ifaces;
@@ -58,7 +83,7 @@ int doctor_command(const doctor_args& a, const std::vector<std::string>& argv) {
   o.duration = parse_duration(a.duration);
   if (o.probe_timeout <= std::chrono::nanoseconds(0) || o.duration <= std::chrono::nanoseconds(0))
     throw usage_error("--probe-timeout and --duration must be positive");
-  o.ucx = !a.no_ucx;
+  o.probes = probes(a.no_ucx);
   o.token = a.token;
   o.argv = argv;
   const rate_unit unit = parse_rate_unit(a.units);
