@@ -103,6 +103,33 @@ class Server:
         return self.proc.poll() is None
 
 
+def clean_env(**extra):
+    """This environment without the variables pairperf judges (UCX_*, NCCL_*, GLOO_*, the CUDA and
+    NVIDIA device lists), plus `extra`: tests then see only what they set."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("UCX_", "NCCL_", "GLOO_")) and k not in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")}
+    env.update(extra)
+    return env
+
+
+def has_transport(name):
+    """Whether this pairperf was built with the transport."""
+    proc, _ = run(["info", "--json"], timeout=30)
+    return name in json.loads(proc.stdout)["tool"]["transports"]
+
+
+def netns_unavailable(tag):
+    """Why network namespaces cannot be used here (not root, no support), or None."""
+    if os.geteuid() != 0:
+        return "needs root to create network namespaces"
+    probe = f"pprobe{tag}"
+    r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True, timeout=20)
+    if r.returncode != 0:
+        return f"cannot create network namespaces here: {r.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=20)
+    return None
+
+
 def frame(obj):
     body = json.dumps(obj).encode() if not isinstance(obj, (bytes, bytearray)) else bytes(obj)
     return struct.pack(">I", len(body)) + body

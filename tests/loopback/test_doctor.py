@@ -12,25 +12,12 @@ import unittest
 import pairperf_testlib as pp
 
 
-def clean_env(**extra):
-    """This environment without the variables doctor judges, plus `extra`."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("UCX_", "NCCL_", "GLOO_")) and k not in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")}
-    env.update(extra)
-    return env
-
-
-def has_ucx():
-    proc, _ = pp.run(["info", "--json"], timeout=30)
-    return "ucx" in json.loads(proc.stdout)["tool"]["transports"]
-
-
 class Doctor(unittest.TestCase):
     def doctor(self, server, *args, env=None):
         with pp.tmpdir() as d:
             out = os.path.join(d, "doctor.json")
             proc, took = pp.run(["doctor", server.address, "--json", out, "--duration", "0.1s"] + list(args),
-                                timeout=120, env=env or clean_env())
+                                timeout=120, env=env or pp.clean_env())
             doc = pp.load(out) if os.path.exists(out) else None
             if doc is not None:
                 v = subprocess.run([sys.executable, os.path.join(pp.SOURCE_DIR, "scripts", "validate-results"), out],
@@ -39,7 +26,7 @@ class Doctor(unittest.TestCase):
         return proc, doc, took
 
     def test_a_healthy_local_pair_reaches_over_loopback_with_the_fast_path(self):
-        with pp.Server(env=clean_env()) as s:
+        with pp.Server(env=pp.clean_env()) as s:
             proc, doc, took = self.doctor(s)
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
         self.assertEqual(doc["schema"], "pairperf.doctor")
@@ -55,7 +42,7 @@ class Doctor(unittest.TestCase):
         self.assertTrue(doc["pair"]["same_host"] and doc["pair"]["same_ipc_namespace"])
         self.assertIn("Interface matrix", proc.stdout)
         self.assertIn("No findings.", proc.stdout)
-        if has_ucx():
+        if pp.has_transport("ucx"):
             self.assertEqual(doc["ucx"][0]["result"]["status"], "ok", doc["ucx"])
             self.assertEqual(doc["verdict"]["verdict"], "fast path", doc["verdict"])
             self.assertEqual(doc["verdict"]["expected"], "shared memory")
@@ -63,8 +50,8 @@ class Doctor(unittest.TestCase):
         self.assertLess(took, 60)
 
     def test_a_variable_naming_an_interface_the_server_lacks_is_a_finding(self):
-        with pp.Server(env=clean_env(GLOO_SOCKET_IFNAME="ppnosuch0", NCCL_SOCKET_IFNAME="lo")) as s:
-            proc, doc, _ = self.doctor(s, "--no-ucx", env=clean_env(GLOO_SOCKET_IFNAME="lo", NCCL_SOCKET_IFNAME="lo"))
+        with pp.Server(env=pp.clean_env(GLOO_SOCKET_IFNAME="ppnosuch0", NCCL_SOCKET_IFNAME="lo")) as s:
+            proc, doc, _ = self.doctor(s, "--no-ucx", env=pp.clean_env(GLOO_SOCKET_IFNAME="lo", NCCL_SOCKET_IFNAME="lo"))
         self.assertEqual(proc.returncode, 3, proc.stdout + proc.stderr)
         gloo = [f for f in doc["findings"] if f["subject"] == "GLOO_SOCKET_IFNAME"]
         self.assertEqual(len(gloo), 1, doc["findings"])
@@ -75,16 +62,16 @@ class Doctor(unittest.TestCase):
         self.assertIn("Findings (1)", proc.stdout)
 
     def test_a_variable_set_on_one_side_only_is_a_finding(self):
-        with pp.Server(env=clean_env()) as s:
-            proc, doc, _ = self.doctor(s, "--no-ucx", env=clean_env(NCCL_SOCKET_IFNAME="lo"))
+        with pp.Server(env=pp.clean_env()) as s:
+            proc, doc, _ = self.doctor(s, "--no-ucx", env=pp.clean_env(NCCL_SOCKET_IFNAME="lo"))
         self.assertEqual(proc.returncode, 3, proc.stdout + proc.stderr)
         pair = [f for f in doc["findings"] if f["side"] == "pair"]
         self.assertEqual([f["subject"] for f in pair], ["NCCL_SOCKET_IFNAME"], doc["findings"])
         self.assertIn("not on the server", pair[0]["problem"])
 
     def test_json_on_stdout(self):
-        with pp.Server(env=clean_env()) as s:
-            proc, _ = pp.run(["doctor", s.address, "--json", "-", "--no-ucx", "--duration", "0.1s"], timeout=60, env=clean_env())
+        with pp.Server(env=pp.clean_env()) as s:
+            proc, _ = pp.run(["doctor", s.address, "--json", "-", "--no-ucx", "--duration", "0.1s"], timeout=60, env=pp.clean_env())
         self.assertEqual(proc.returncode, 0, proc.stderr)
         doc = json.loads(proc.stdout)
         self.assertEqual(doc["schema"], "pairperf.doctor")
@@ -109,7 +96,7 @@ class Doctor(unittest.TestCase):
                 self.assertLess(took, 5)
 
     def test_without_a_peer_it_starts_a_local_server(self):
-        proc, took = pp.run(["doctor", "--no-ucx", "--duration", "0.1s", "--json", "-"], timeout=60, env=clean_env())
+        proc, took = pp.run(["doctor", "--no-ucx", "--duration", "0.1s", "--json", "-"], timeout=60, env=pp.clean_env())
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertTrue(json.loads(proc.stdout)["tcp"][0]["reachable"])
         self.assertLess(took, 20)

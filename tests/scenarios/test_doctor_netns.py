@@ -36,16 +36,9 @@ def sh(*args):
 
 
 def why_not_runnable():
-    if os.geteuid() != 0:
-        return "needs root to create network namespaces"
     if shutil.which("unshare") is None:
         return "needs unshare (util-linux)"
-    probe = f"pdprobe{TAG}"
-    r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True, timeout=20)
-    if r.returncode != 0:
-        return f"cannot create network namespaces here: {r.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=20)
-    return None
+    return pp.netns_unavailable(TAG)
 
 
 REASON = why_not_runnable()
@@ -53,27 +46,15 @@ if REASON:
     print(f"SKIP: {REASON}", flush=True)
 
 
-def clean_env(**extra):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("UCX_", "NCCL_", "GLOO_")) and k not in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")}
-    env.update(extra)
-    return env
-
-
 def in_ns(ns, *more):
     return ("ip", "netns", "exec", ns) + more
-
-
-def has_ucx():
-    proc, _ = pp.run(["info", "--json"], timeout=30)
-    return "ucx" in json.loads(proc.stdout)["tool"]["transports"]
 
 
 def doctor(prefix, server, *args, env=None, timeout=120):
     with pp.tmpdir() as d:
         out = os.path.join(d, "doctor.json")
         proc, took = pp.run(["doctor", server, "--json", out, "--duration", "0.1s"] + list(args),
-                            prefix=prefix, timeout=timeout, env=env or clean_env())
+                            prefix=prefix, timeout=timeout, env=env or pp.clean_env())
         doc = pp.load(out) if os.path.exists(out) else None
     return proc, doc, took
 
@@ -105,7 +86,7 @@ class AsymmetricPair(unittest.TestCase):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=20)
 
     def server(self, env=None):
-        return pp.Server("--timeout-idle", "120s", listen="", prefix=in_ns(NS_B), env=env or clean_env())
+        return pp.Server("--timeout-idle", "120s", listen="", prefix=in_ns(NS_B), env=env or pp.clean_env())
 
     def test_doctor_names_the_reaching_interface_and_the_errno_of_the_other(self):
         with self.server() as s:
@@ -128,18 +109,18 @@ class AsymmetricPair(unittest.TestCase):
         self.assertIn(A2, ucx[0]["problem"])
         self.assertEqual(ucx[0]["fix"], f"on the client: UCX_NET_DEVICES={A1}")
         self.assertIn(f"export UCX_NET_DEVICES={A1} NCCL_SOCKET_IFNAME={A1} GLOO_SOCKET_IFNAME={A1}", proc.stdout)
-        if has_ucx():
+        if pp.has_transport("ucx"):
             by_iface = {u["local_iface"]: u["result"] for u in doc["ucx"]}
             self.assertEqual(by_iface[A1]["status"], "ok", by_iface[A1])
             self.assertNotEqual(by_iface[A2]["status"], "ok")
         self.assertLess(took, 90)
 
     def test_run_without_iface_works_or_names_the_interface_ucx_tried(self):
-        if not has_ucx():
+        if not pp.has_transport("ucx"):
             self.skipTest("built without UCX")
         with self.server() as s:
             proc, took = pp.run(["run", f"{ADDR_B1}:{s.port}", "--tls", "tcp", "--test", "tag_bw", "--sizes", "64K",
-                                 "--no-json", "--timeout-connect", "3s"], prefix=in_ns(NS_A), timeout=120, env=clean_env())
+                                 "--no-json", "--timeout-connect", "3s"], prefix=in_ns(NS_A), timeout=120, env=pp.clean_env())
         if proc.returncode != 0:
             self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
             tried = [i for i in (A1, A2) if i in proc.stdout]
@@ -150,16 +131,16 @@ class AsymmetricPair(unittest.TestCase):
         # UCX prints its connect errors (from the a2 probe) on stdout; `--json -` keeps stdout JSON.
         with self.server() as s:
             proc, _ = pp.run(["doctor", f"{ADDR_B1}:{s.port}", "--json", "-", "--duration", "0.1s"],
-                             prefix=in_ns(NS_A), timeout=120, env=clean_env())
+                             prefix=in_ns(NS_A), timeout=120, env=pp.clean_env())
         self.assertEqual(proc.returncode, 3, proc.stderr)
         doc = json.loads(proc.stdout)
         self.assertEqual(doc["client"]["reaching"], [A1])
 
     def test_gloo_naming_an_interface_present_on_one_side_only(self):
         # The client's manifest was copied to the server: a1 exists on the client only.
-        with self.server(env=clean_env(GLOO_SOCKET_IFNAME=A1)) as s:
+        with self.server(env=pp.clean_env(GLOO_SOCKET_IFNAME=A1)) as s:
             proc, doc, _ = doctor(in_ns(NS_A), f"{ADDR_B1}:{s.port}", "--no-ucx", "--iface", A1,
-                                  env=clean_env(GLOO_SOCKET_IFNAME=A1))
+                                  env=pp.clean_env(GLOO_SOCKET_IFNAME=A1))
         self.assertEqual(proc.returncode, 3, proc.stdout + proc.stderr)
         gloo = [f for f in doc["findings"] if f["subject"] == "GLOO_SOCKET_IFNAME"]
         self.assertEqual([f["side"] for f in gloo], ["server"], doc["findings"])
@@ -194,22 +175,22 @@ class FastPathLost(unittest.TestCase):
     """One host, loopback: what separate IPC namespaces do to UCX's shared memory."""
 
     def setUp(self):
-        if not has_ucx():
+        if not pp.has_transport("ucx"):
             self.skipTest("built without UCX")
 
     def test_shared_namespaces_take_shared_memory(self):
-        with pp.Server(env=clean_env()) as s:
+        with pp.Server(env=pp.clean_env()) as s:
             proc, doc, _ = doctor((), s.address)
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
         self.assertEqual(doc["verdict"]["verdict"], "fast path", doc["verdict"])
         self.assertIn("-> fast path", proc.stdout)
 
     def test_client_in_its_own_ipc_namespace_falls_back_to_tcp_with_the_cause(self):
-        with pp.Server(env=clean_env()) as s:
+        with pp.Server(env=pp.clean_env()) as s:
             proc, doc, _ = doctor(("unshare", "--ipc"), s.address)
             run, _ = pp.run(["run", s.address, "--test", "tag_bw", "--sizes", "1M", "--tls", "posix,sysv,cma,tcp",
                              "--iface", "lo", "--expect", "transport!=tcp", "--no-json"],
-                            prefix=("unshare", "--ipc"), timeout=120, env=clean_env())
+                            prefix=("unshare", "--ipc"), timeout=120, env=pp.clean_env())
         self.assertEqual(proc.returncode, 3, proc.stdout + proc.stderr)
         self.assertFalse(doc["pair"]["same_ipc_namespace"])
         v = doc["verdict"]

@@ -22,18 +22,7 @@ def sh(*args):
     subprocess.run(list(args), check=True, capture_output=True, text=True, timeout=20)
 
 
-def why_not_runnable():
-    if os.geteuid() != 0:
-        return "needs root to create network namespaces"
-    probe = f"pprobe{TAG}"
-    r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True, timeout=20)
-    if r.returncode != 0:
-        return f"cannot create network namespaces here: {r.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=20)
-    return None
-
-
-REASON = why_not_runnable()
+REASON = pp.netns_unavailable(TAG)
 if REASON:
     print(f"SKIP: {REASON}", flush=True)
 
