@@ -1,0 +1,150 @@
+// compare's three outputs: the console table, Markdown for a CI comment, and JSON.
+#include <fmt/format.h>
+
+#include "harness/compare.h"
+#include "harness/units.h"
+
+namespace pairperf {
+namespace {
+
+std::string value_text(const metric_change& m, double v) {
+  return m.higher_is_better ? format_rate(v, rate_unit::gb) : format_seconds(v);
+}
+
+std::string verdict_text(const metric_change& m) {
+  if (m.regression) return "REGRESSION";
+  if (m.improvement) return "improvement";
+  if (!m.p_value) return "not tested";
+  return m.significant ? "within threshold" : "no significant change";
+}
+
+}  // namespace
+
+void to_json(nlohmann::json& j, const comparison& c) {
+  nlohmann::json cases = nlohmann::json::array();
+  for (const auto& k : c.cases) {
+    nlohmann::json metrics = nlohmann::json::array();
+    for (const auto& m : k.metrics) {
+      nlohmann::json mj{{"metric", m.metric},
+                        {"unit", m.higher_is_better ? "B/s" : "s"},
+                        {"higher_is_better", m.higher_is_better},
+                        {"base", m.base},
+                        {"new", m.next},
+                        {"base_median", m.base_median},
+                        {"new_median", m.new_median},
+                        {"change", m.change},
+                        {"p_value", m.p_value ? nlohmann::json(*m.p_value) : nlohmann::json()},
+                        {"q_value", m.q_value ? nlohmann::json(*m.q_value) : nlohmann::json()},
+                        {"significant", m.significant},
+                        {"regression", m.regression},
+                        {"improvement", m.improvement}};
+      if (!m.note.empty()) mj["note"] = m.note;
+      metrics.push_back(std::move(mj));
+    }
+    cases.push_back({{"key", k.key},
+                     {"case", k.test},
+                     {"status", {{"base", k.base_status}, {"new", k.new_status}}},
+                     {"status_regressed", k.status_regressed},
+                     {"lanes", {{"base", k.base_lanes}, {"new", k.new_lanes}}},
+                     {"provenance_changed", k.provenance_changed},
+                     {"metrics", metrics}});
+  }
+  j = {{"schema", "pairperf.compare"},
+       {"schema_version", "1.0.0"},
+       {"method",
+        "two-sided Mann-Whitney U over per-repetition values (exact up to 25 a side without "
+        "ties, else normal approximation with tie correction), p-values adjusted over the "
+        "comparison (Benjamini-Hochberg); change = Hodges-Lehmann estimate (median of every "
+        "new/base ratio) - 1; a regression is significant (adjusted p < alpha) and worse than "
+        "the threshold"},
+       {"threshold", c.options.threshold},
+       {"tail_threshold", c.options.tail_threshold},
+       {"alpha", c.options.alpha},
+       {"base_files", c.base_files},
+       {"new_files", c.new_files},
+       {"cases", cases},
+       {"missing", c.missing},
+       {"added", c.added},
+       {"regressions", c.regressions},
+       {"improvements", c.improvements},
+       {"provenance_changes", c.provenance_changes},
+       {"status_changes", c.status_changes}};
+}
+
+void print_comparison(std::FILE* out, const comparison& c, bool all_rows) {
+  fmt::print(out,
+             "pairperf compare: {} case(s) matched; threshold {:.1f}% ({:.1f}% for p99), alpha {} "
+             "(two-sided Mann-Whitney U over repetitions, Benjamini-Hochberg adjusted)\n",
+             c.cases.size(), c.options.threshold * 100, c.options.tail_threshold * 100,
+             c.options.alpha);
+  fmt::print(out, "  {:<64} {:<12} {:>12} {:>12} {:>8} {:>8}  {}\n", "CASE", "METRIC", "BASE",
+             "NEW", "CHANGE", "ADJ P", "VERDICT");
+  for (const auto& k : c.cases) {
+    if (k.status_regressed)
+      fmt::print(out, "  {:<64} status: {} -> {}  STATUS CHANGE\n", k.key, k.base_status,
+                 k.new_status);
+    if (k.provenance_changed)
+      fmt::print(out, "  {:<64} lanes: {} -> {}  PROVENANCE CHANGE\n", k.key,
+                 fmt::join(k.base_lanes, ","), fmt::join(k.new_lanes, ","));
+    for (const auto& m : k.metrics) {
+      const bool interesting = m.regression || m.improvement;
+      if (!all_rows && !interesting) continue;
+      fmt::print(out, "  {:<64} {:<12} {:>12} {:>12} {:>+7.1f}% {:>8}  {}{}\n", k.key, m.metric,
+                 value_text(m, m.base_median), value_text(m, m.new_median), m.change * 100,
+                 m.q_value ? fmt::format("{:.3g}", *m.q_value) : "-", verdict_text(m),
+                 m.note.empty() ? "" : " (" + m.note + ")");
+    }
+  }
+  for (const auto& k : c.missing) fmt::print(out, "  missing in NEW: {}\n", k);
+  for (const auto& k : c.added) fmt::print(out, "  new in NEW:     {}\n", k);
+  fmt::print(out,
+             "{} regression(s), {} improvement(s), {} provenance change(s), {} status change(s), "
+             "{} missing, {} new\n",
+             c.regressions, c.improvements, c.provenance_changes, c.status_changes,
+             c.missing.size(), c.added.size());
+}
+
+std::string markdown(const comparison& c) {
+  std::string md = fmt::format(
+      "### pairperf compare: {}\n\n{} regression(s), {} improvement(s), {} provenance change(s), "
+      "{} status change(s), {} missing, {} new; {} case(s) matched. A regression is a change "
+      "worse than {:.1f}% ({:.1f}% for p99) that is significant at {} (two-sided Mann-Whitney U "
+      "over repetitions, p adjusted by Benjamini-Hochberg).\n\n",
+      c.has_finding() ? "findings" : "no regression", c.regressions, c.improvements,
+      c.provenance_changes, c.status_changes, c.missing.size(), c.added.size(), c.cases.size(),
+      c.options.threshold * 100, c.options.tail_threshold * 100, c.options.alpha);
+  const auto row = [](const case_comparison& k, const metric_change& m) {
+    return fmt::format("| `{}` | {} | {} | {} | {:+.1f}% | {} | {} |\n", k.key, m.metric,
+                       value_text(m, m.base_median), value_text(m, m.new_median), m.change * 100,
+                       m.q_value ? fmt::format("{:.3g}", *m.q_value) : "-", verdict_text(m));
+  };
+  const std::string header =
+      "| case | metric | base | new | change | adjusted p | verdict "
+      "|\n|---|---|---|---|---|---|---|\n";
+  std::string findings;
+  for (const auto& k : c.cases) {
+    if (k.status_regressed)
+      findings += fmt::format("| `{}` | status | {} | {} | | | **status change** |\n", k.key,
+                              k.base_status, k.new_status);
+    if (k.provenance_changed)
+      findings += fmt::format("| `{}` | lanes | {} | {} | | | **provenance change** |\n", k.key,
+                              fmt::join(k.base_lanes, ", "), fmt::join(k.new_lanes, ", "));
+    for (const auto& m : k.metrics) {
+      if (m.regression || m.improvement) findings += row(k, m);
+    }
+  }
+  if (!findings.empty()) md += header + findings + "\n";
+  std::string all;
+  for (const auto& k : c.cases) {
+    for (const auto& m : k.metrics) all += row(k, m);
+  }
+  md += "<details><summary>All comparisons</summary>\n\n" + header + all + "\n</details>\n";
+  if (!c.missing.empty() || !c.added.empty()) {
+    md += "\n";
+    for (const auto& k : c.missing) md += fmt::format("- missing in new: `{}`\n", k);
+    for (const auto& k : c.added) md += fmt::format("- new: `{}`\n", k);
+  }
+  return md;
+}
+
+}  // namespace pairperf
