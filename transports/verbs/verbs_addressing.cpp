@@ -136,4 +136,26 @@ std::string width_text(unsigned active_width) {
   }
 }
 
+std::string gid_text(const ibv_gid& g) {
+  std::string out;
+  for (int i = 0; i < 16; i += 2) {
+    if (i > 0) out += ':';
+    out += fmt::format("{:02x}{:02x}", g.raw[i], g.raw[i + 1]);
+  }
+  return out;
+}
+
+const char* gid_type_text(unsigned t) {
+  switch (t) {
+    case IBV_GID_TYPE_IB:
+      return "IB";
+    case IBV_GID_TYPE_ROCE_V1:
+      return "RoCE v1";
+    case IBV_GID_TYPE_ROCE_V2:
+      return "RoCE v2";
+    default:
+      return "unknown";
+  }
+}
+
 }  // namespace pairperf::verbs

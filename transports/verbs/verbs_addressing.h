@@ -6,6 +6,8 @@
 //                           for (--iface) or the first one; --gid-index overrides; InfiniBand
 //                           needs none (LIDs), index 0 is shown
 //   MTU                     the port's active MTU, lowered by --mtu, never hard-coded
+#include <infiniband/verbs.h>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -44,6 +46,10 @@ unsigned mtu_bytes(int mtu_enum);
 int mtu_enum(unsigned bytes);
 // The path MTU: the smaller of both ports' active MTUs, lowered to --mtu when given.
 int path_mtu(int mine, int theirs, unsigned requested_bytes);
+
+// A GID as ibv shows it ("0000:0000:...:ffff:0a0b:0001") and a GID type's name.
+std::string gid_text(const ibv_gid& g);
+const char* gid_type_text(unsigned type);
 
 // ibv_port_attr's active_speed / active_width as text: "25.78125 Gb/s", "4x".
 std::string speed_text(unsigned active_speed);

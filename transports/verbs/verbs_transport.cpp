@@ -37,7 +37,6 @@ constexpr std::array<test_spec, 7> tests{{
     {"send_bw", pattern_kind::stream_uni, op_kind::send, "streaming sends (receiver-measured)"},
 }};
 
-constexpr std::uint32_t sync_depth = 16;
 constexpr int stream_shift = 56;
 
 std::uint64_t wr_id_of(unsigned stream, std::uint64_t seq) {
@@ -48,69 +47,9 @@ std::uint64_t seq_of_wr(std::uint64_t wr_id) {
   return wr_id & ((std::uint64_t{1} << stream_shift) - 1);
 }
 
-std::string gid_text(const ibv_gid& g) {
-  std::string out;
-  for (int i = 0; i < 16; i += 2) {
-    if (i > 0) out += ':';
-    out += fmt::format("{:02x}{:02x}", g.raw[i], g.raw[i + 1]);
-  }
-  return out;
-}
-
-const char* gid_type_text(unsigned t) {
-  switch (t) {
-    case IBV_GID_TYPE_IB:
-      return "IB";
-    case IBV_GID_TYPE_ROCE_V1:
-      return "RoCE v1";
-    case IBV_GID_TYPE_ROCE_V2:
-      return "RoCE v2";
-    default:
-      return "unknown";
-  }
-}
-
-std::vector<std::string> device_names() {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  std::vector<std::string> out;
-  for (int i = 0; list != nullptr && i < n; ++i) out.emplace_back(ibv_get_device_name(list[i]));
-  if (list != nullptr) ibv_free_device_list(list);
-  return out;
-}
-
-std::vector<verbs::gid_row> gid_table(ibv_context* ctx, unsigned port, const ibv_port_attr& attr) {
-  std::vector<verbs::gid_row> rows;
-  std::vector<ibv_gid_entry> entries(static_cast<std::size_t>(std::max(attr.gid_tbl_len, 1)));
-  const ssize_t n = ibv_query_gid_table(ctx, entries.data(), entries.size(), 0);
-  for (ssize_t i = 0; i < n; ++i) {
-    const auto& e = entries[static_cast<std::size_t>(i)];
-    if (e.port_num != port) continue;
-    std::array<char, IF_NAMESIZE> name{};
-    const bool has_ndev =
-        e.ndev_ifindex != 0 && if_indextoname(e.ndev_ifindex, name.data()) != nullptr;
-    rows.push_back(verbs::gid_row{static_cast<int>(e.gid_index), gid_text(e.gid),
-                                  gid_type_text(e.gid_type), has_ndev ? name.data() : ""});
-  }
-  if (n <= 0) {  // older providers: index order, no types
-    for (int i = 0; i < attr.gid_tbl_len; ++i) {
-      ibv_gid g{};
-      if (ibv_query_gid(ctx, static_cast<std::uint8_t>(port), i, &g) == 0)
-        rows.push_back(verbs::gid_row{i, gid_text(g), "unknown", ""});
-    }
-  }
-  return rows;
-}
-
 }  // namespace
 
 namespace verbs {
-
-void cm_id_deleter::operator()(rdma_cm_id* id) const noexcept {
-  if (id == nullptr) return;
-  if (id->qp != nullptr) rdma_destroy_qp(id);
-  rdma_destroy_id(id);
-}
 
 void ordered_ring::reset(std::size_t capacity) {
   m_slots.assign(std::bit_ceil(std::max<std::size_t>(capacity, 2)), slot{});
@@ -151,11 +90,11 @@ transport_entry verbs_transport::entry() {
   };
   e.describe_library = [] {
     nlohmann::json devices = nlohmann::json::array();
-    for (const auto& d : device_names()) devices.push_back(d);
+    for (const auto& d : verbs::device_names()) devices.push_back(d);
     return nlohmann::json{{"library", "libibverbs"}, {"devices", devices}};
   };
   e.unavailable = [] {
-    return device_names().empty()
+    return verbs::device_names().empty()
                ? std::string("no RDMA device on this host (/sys/class/infiniband is empty)")
                : std::string();
   };
@@ -186,206 +125,8 @@ where verbs_transport::place(const std::string& step) const {
                m_params.side == side::client ? m_params.test.iface : std::string()};
 }
 
-void verbs_transport::open_device() {
-  int n = 0;
-  m_devices.reset(rdma_get_devices(&n));
-  if (!m_devices || n == 0) throw transport_unsupported("no RDMA device on this host");
-  const verbs_options& o = m_params.options.verbs;
-  const verbs::device_spec want =
-      o.device.empty() ? verbs::device_spec{} : verbs::parse_device_spec(o.device);
-  // The client's --iface picks the device whose GID table holds that netdev.
-  const std::string iface = m_params.side == side::client ? m_params.test.iface : std::string();
-  std::vector<std::string> seen;
-  std::string last_why;
-  for (int i = 0; i < n; ++i) {
-    ibv_context* ctx = m_devices.get()[i];
-    const std::string name = ibv_get_device_name(ctx->device);
-    seen.push_back(name);
-    if (!want.name.empty() && name != want.name) continue;
-    ibv_device_attr dev{};
-    if (ibv_query_device(ctx, &dev) != 0) continue;
-    for (unsigned port = 1; port <= dev.phys_port_cnt; ++port) {
-      if (want.port != 0 && port != want.port) continue;
-      ibv_port_attr attr{};
-      if (ibv_query_port(ctx, static_cast<std::uint8_t>(port), &attr) != 0) continue;
-      if (attr.state != IBV_PORT_ACTIVE) {
-        last_why = fmt::format("{}:{} is not active", name, port);
-        continue;
-      }
-      const bool ethernet = attr.link_layer == IBV_LINK_LAYER_ETHERNET;
-      try {
-        const auto table = gid_table(ctx, port, attr);
-        const verbs::gid_choice g =
-            verbs::choose_gid(table, ethernet ? iface : "", o.gid_index, ethernet);
-        m_ctx = ctx;
-        m_device_name = name;
-        m_port = port;
-        m_port_attr = attr;
-        m_dev_attr = dev;
-        m_gid_index = g.index;
-        m_gid_why = g.why;
-        for (const auto& r : table) {
-          if (r.index == g.index) {
-            m_gid_type = r.type;
-            m_gid_ndev = r.ndev;
-          }
-        }
-        if (ibv_query_gid(ctx, static_cast<std::uint8_t>(port), m_gid_index, &m_gid) != 0)
-          throw std::runtime_error(
-              fmt::format("ibv_query_gid {}: {}", m_gid_index, std::strerror(errno)));
-        return;
-      } catch (const std::runtime_error& e) {
-        last_why = fmt::format("{}:{}: {}", name, port, e.what());
-      }
-    }
-  }
-  if (!want.name.empty() && std::find(seen.begin(), seen.end(), want.name) == seen.end()) {
-    throw transport_unsupported(
-        fmt::format("no RDMA device {} here (this host has {})", want.name, fmt::join(seen, ", ")));
-  }
-  if (!iface.empty() && o.device.empty()) {
-    throw transport_unsupported(fmt::format("no RDMA device on {} ({})", iface,
-                                            last_why.empty() ? "no GID belongs to it" : last_why));
-  }
-  throw transport_unsupported(
-      fmt::format("no usable RDMA port ({})", last_why.empty() ? "none active" : last_why));
-}
-
-void verbs_transport::create_queues() {
-  const verbs_options& o = m_params.options.verbs;
-  m_pd.reset(ibv_alloc_pd(m_ctx));
-  if (!m_pd)
-    throw step_error(error_kind::error, place("verbs setup"),
-                     fmt::format("ibv_alloc_pd: {}", std::strerror(errno)));
-  // Room for the window plus what selective signalling and fences keep on the send queue.
-  const std::uint32_t wanted = 2 * 1024;
-  m_depth = std::min<std::uint32_t>(wanted, static_cast<std::uint32_t>(m_dev_attr.max_qp_wr));
-  if (m_depth < 64) m_depth = static_cast<std::uint32_t>(m_dev_attr.max_qp_wr);
-  m_rd_atomic =
-      std::min<std::uint32_t>(16, static_cast<std::uint32_t>(std::min(
-                                      m_dev_attr.max_qp_rd_atom, m_dev_attr.max_qp_init_rd_atom)));
-  const unsigned qps = o.qps + 1;
-  const int cqe = static_cast<int>(
-      std::min<std::uint64_t>(static_cast<std::uint64_t>(qps) * 2 * m_depth + 2 * sync_depth,
-                              static_cast<std::uint64_t>(m_dev_attr.max_cqe)));
-  if (m_params.options.progress == progress_mode::block) {
-    m_channel.reset(ibv_create_comp_channel(m_ctx));
-    if (!m_channel)
-      throw step_error(error_kind::error, place("verbs setup"),
-                       fmt::format("ibv_create_comp_channel: {}", std::strerror(errno)));
-    ::fcntl(m_channel->fd, F_SETFL, ::fcntl(m_channel->fd, F_GETFL) | O_NONBLOCK);
-  }
-  m_cq.reset(ibv_create_cq(m_ctx, cqe, nullptr, m_channel.get(), 0));
-  if (!m_cq)
-    throw step_error(error_kind::error, place("verbs setup"),
-                     fmt::format("ibv_create_cq({}): {}", cqe, std::strerror(errno)));
-  for (auto& r : m_rings) r.reset(static_cast<std::size_t>(qps) * m_depth);
-  m_qps.resize(qps);
-  std::mt19937 rng(std::random_device{}());
-  for (auto& q : m_qps) {
-    q.psn = rng() & 0xffffff;
-    q.fifo.assign(std::bit_ceil(static_cast<std::size_t>(m_depth) + 1), 0);
-  }
-  if (o.rdma_cm) {
-    m_connection = "rdma_cm";
-    m_cm_channel.reset(rdma_create_event_channel());
-    if (!m_cm_channel)
-      throw step_error(error_kind::error, place("rdma_cm setup"),
-                       fmt::format("rdma_create_event_channel: {}", std::strerror(errno)));
-    ::fcntl(m_cm_channel->fd, F_SETFL, ::fcntl(m_cm_channel->fd, F_GETFL) | O_NONBLOCK);
-    if (m_params.side == side::server) {
-      rdma_cm_id* id = nullptr;
-      if (rdma_create_id(m_cm_channel.get(), &id, nullptr, RDMA_PS_TCP) != 0)
-        throw step_error(error_kind::error, place("rdma_cm listen"),
-                         fmt::format("rdma_create_id: {}", std::strerror(errno)));
-      m_cm_listener.reset(id);
-      sockaddr_in addr{};
-      addr.sin_family = AF_INET;
-      const auto ip = verbs::ipv4_of_gid(gid_text(m_gid));
-      if (ip) ::inet_pton(AF_INET, ip->c_str(), &addr.sin_addr);
-      if (rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&addr)) != 0 || rdma_listen(id, 8) != 0)
-        throw step_error(error_kind::error, place("rdma_cm listen"),
-                         fmt::format("rdma_bind_addr/rdma_listen: {}", std::strerror(errno)));
-    }
-    return;  // QPs come with the CM ids at connect()
-  }
-  ibv_qp_init_attr init{};
-  init.send_cq = m_cq.get();
-  init.recv_cq = m_cq.get();
-  init.qp_type = IBV_QPT_RC;
-  init.cap.max_send_sge = init.cap.max_recv_sge = 1;
-  init.cap.max_inline_data = o.inline_bytes;
-  for (std::size_t i = 0; i < m_qps.size(); ++i) {
-    init.cap.max_send_wr = init.cap.max_recv_wr = i == 0 ? sync_depth : m_depth;
-    ibv_qp* qp = ibv_create_qp(m_pd.get(), &init);
-    if (qp == nullptr && init.cap.max_inline_data > 0) {  // the provider may cap inline data
-      init.cap.max_inline_data = 0;
-      qp = ibv_create_qp(m_pd.get(), &init);
-    }
-    if (qp == nullptr)
-      throw step_error(error_kind::error, place("verbs setup"),
-                       fmt::format("ibv_create_qp: {}", std::strerror(errno)));
-    m_qp_handles.emplace_back(qp);
-    m_qps[i].qp = qp;
-    if (i == 1) m_max_inline = init.cap.max_inline_data;
-  }
-}
-
 capabilities verbs_transport::caps() const {
   return capabilities{true, true, true, {memory_type::host, memory_type::cuda}};
-}
-
-mem_region verbs_transport::register_memory(std::byte* address, std::size_t length,
-                                            memory_type type) {
-  constexpr int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-  ibv_mr* mr = type == memory_type::cuda ? register_gpu_memory(address, length, access)
-                                         : ibv_reg_mr(m_pd.get(), address, length, access);
-  if (mr == nullptr)
-    throw step_error(error_kind::error, place("verbs register"),
-                     fmt::format("ibv_reg_mr({} bytes): {}", length, std::strerror(errno)));
-  m_mrs.emplace_back(mr);
-  m_regions.push_back(region{reinterpret_cast<std::uintptr_t>(address),
-                             reinterpret_cast<std::uintptr_t>(address) + length, mr->lkey});
-  std::vector<std::byte> key(4);
-  std::memcpy(key.data(), &mr->rkey, 4);
-  return mem_region{address, length, key};
-}
-
-// GPU memory: a dma-buf of the range from the CUDA driver (cuMemGetHandleForAddressRange,
-// loaded with dlopen so the binary needs no CUDA to run) registered with ibv_reg_dmabuf_mr;
-// where the driver or the NIC cannot, plain ibv_reg_mr, which works through nvidia-peermem.
-// Neither is possible without a driver: the case is refused with both reasons.
-ibv_mr* verbs_transport::register_gpu_memory(std::byte* address, std::size_t length, int access) {
-  using get_handle_fn = int (*)(void*, unsigned long long, std::size_t, int, unsigned long long);
-  constexpr int dma_buf_fd = 1;  // CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD
-  std::string dmabuf_why = "no CUDA driver (libcuda.so.1)";
-  if (void* cuda = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL); cuda != nullptr) {
-    auto get_handle =
-        reinterpret_cast<get_handle_fn>(::dlsym(cuda, "cuMemGetHandleForAddressRange"));
-    int fd = -1;
-    const auto base = reinterpret_cast<unsigned long long>(address);
-    if (get_handle == nullptr) {
-      dmabuf_why = "the CUDA driver has no cuMemGetHandleForAddressRange (driver < 515)";
-    } else if (const int rc = get_handle(&fd, base, length, dma_buf_fd, 0); rc != 0 || fd < 0) {
-      dmabuf_why = fmt::format("cuMemGetHandleForAddressRange failed (CUresult {})", rc);
-    } else {
-      ibv_mr* mr = ibv_reg_dmabuf_mr(m_pd.get(), 0, length, base, fd, access);
-      ::close(fd);
-      if (mr != nullptr) {
-        m_gpu_registration = "dma-buf";
-        return mr;
-      }
-      dmabuf_why = fmt::format("ibv_reg_dmabuf_mr: {}", std::strerror(errno));
-    }
-  }
-  if (ibv_mr* mr = ibv_reg_mr(m_pd.get(), address, length, access); mr != nullptr) {
-    m_gpu_registration = "peer memory (nvidia-peermem)";
-    return mr;
-  }
-  throw transport_unsupported(fmt::format(
-      "cannot register GPU memory with {}: dma-buf: {}; peer memory: ibv_reg_mr: {} (load "
-      "nvidia-peermem, or use a driver and NIC with dma-buf support)",
-      m_device_name, dmabuf_why, std::strerror(errno)));
 }
 
 std::vector<std::byte> verbs_transport::local_address() {
@@ -397,7 +138,7 @@ std::vector<std::byte> verbs_transport::local_address() {
     if (mr->addr == m_fence_buf.data()) fence_rkey = mr->rkey;
   }
   nlohmann::json j{{"lid", m_port_attr.lid},
-                   {"gid", gid_text(m_gid)},
+                   {"gid", verbs::gid_text(m_gid)},
                    {"gid_index", m_gid_index},
                    {"mtu", static_cast<int>(m_port_attr.active_mtu)},
                    {"ethernet", m_port_attr.link_layer == IBV_LINK_LAYER_ETHERNET},
@@ -409,198 +150,11 @@ std::vector<std::byte> verbs_transport::local_address() {
   j["qps"] = qps;
   if (m_cm_listener) {
     j["cm_port"] = ntohs(rdma_get_src_port(m_cm_listener.get()));
-    j["cm_ip"] = verbs::ipv4_of_gid(gid_text(m_gid)).value_or("");
+    j["cm_ip"] = verbs::ipv4_of_gid(verbs::gid_text(m_gid)).value_or("");
   }
   const std::string text = j.dump();
   const auto* p = reinterpret_cast<const std::byte*>(text.data());
   return {p, p + text.size()};
-}
-
-void verbs_transport::to_rts(qp_state& q, const nlohmann::json& peer, std::size_t index) {
-  const auto& pq = peer.at("qps").at(index);
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.pkey_index = 0;
-  a.port_num = static_cast<std::uint8_t>(m_port);
-  a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-  if (ibv_modify_qp(q.qp, &a,
-                    IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0)
-    throw step_error(error_kind::error, place("verbs connect"),
-                     fmt::format("QP to INIT: {}", std::strerror(errno)));
-  a = ibv_qp_attr{};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = static_cast<ibv_mtu>(m_path_mtu);
-  a.dest_qp_num = pq.at("qpn").get<std::uint32_t>();
-  a.rq_psn = pq.at("psn").get<std::uint32_t>();
-  a.max_dest_rd_atomic = static_cast<std::uint8_t>(m_rd_atomic);
-  a.min_rnr_timer = 12;
-  a.ah_attr.port_num = static_cast<std::uint8_t>(m_port);
-  a.ah_attr.dlid = peer.at("lid").get<std::uint16_t>();
-  if (peer.value("ethernet", false) || a.ah_attr.dlid == 0) {
-    a.ah_attr.is_global = 1;
-    const std::vector<std::byte> raw = from_hex([&] {
-      std::string h = peer.at("gid").get<std::string>();
-      std::erase(h, ':');
-      return h;
-    }());
-    std::memcpy(a.ah_attr.grh.dgid.raw, raw.data(), std::min<std::size_t>(raw.size(), 16));
-    a.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(m_gid_index);
-    a.ah_attr.grh.hop_limit = 64;
-  }
-  if (ibv_modify_qp(q.qp, &a,
-                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0)
-    throw step_error(error_kind::unreachable, place("verbs connect"),
-                     fmt::format("QP to RTR: {}", std::strerror(errno)), errno);
-  a = ibv_qp_attr{};
-  a.qp_state = IBV_QPS_RTS;
-  a.timeout = 14;
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;  // the peer may post its receives a little after our first send
-  a.sq_psn = q.psn;
-  a.max_rd_atomic = static_cast<std::uint8_t>(m_rd_atomic);
-  if (ibv_modify_qp(q.qp, &a,
-                    IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                        IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) != 0)
-    throw step_error(error_kind::error, place("verbs connect"),
-                     fmt::format("QP to RTS: {}", std::strerror(errno)));
-}
-
-void verbs_transport::connect(std::span<const std::byte> peer_address) {
-  const nlohmann::json peer = nlohmann::json::parse(
-      std::string(reinterpret_cast<const char*>(peer_address.data()), peer_address.size()));
-  m_peer_fence_addr = peer.at("fence_addr").get<std::uint64_t>();
-  m_peer_fence_rkey = peer.at("fence_rkey").get<std::uint32_t>();
-  m_path_mtu = verbs::path_mtu(static_cast<int>(m_port_attr.active_mtu), peer.at("mtu").get<int>(),
-                               m_params.options.verbs.mtu);
-  if (m_params.options.verbs.rdma_cm) {
-    connect_with_cm(peer);
-  } else {
-    connect_with_control(peer);
-  }
-}
-
-void verbs_transport::connect_with_control(const nlohmann::json& peer) {
-  if (peer.at("qps").size() != m_qps.size())
-    throw step_error(error_kind::error, place("verbs connect"),
-                     fmt::format("the peer has {} QPs, this side {} (same --qps on both?)",
-                                 peer.at("qps").size(), m_qps.size()));
-  for (std::size_t i = 0; i < m_qps.size(); ++i) to_rts(m_qps[i], peer, i);
-}
-
-void verbs_transport::cm_wait(rdma_cm_event_type want, rdma_cm_event** out, const char* step) {
-  const auto deadline = std::chrono::steady_clock::now() + m_params.connect_timeout;
-  for (;;) {
-    rdma_cm_event* ev = nullptr;
-    if (rdma_get_cm_event(m_cm_channel.get(), &ev) == 0) {
-      if (ev->event == want) {
-        *out = ev;
-        return;
-      }
-      const std::string what = fmt::format("{} (status {})", rdma_event_str(ev->event), ev->status);
-      rdma_ack_cm_event(ev);
-      throw step_error(error_kind::unreachable, place(step),
-                       fmt::format("expected {}, got {}", rdma_event_str(want), what));
-    }
-    if (errno != EAGAIN && errno != EWOULDBLOCK)
-      throw step_error(error_kind::error, place(step),
-                       fmt::format("rdma_get_cm_event: {}", std::strerror(errno)));
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0)
-      throw step_error(error_kind::unreachable, place(step),
-                       fmt::format("no {} before the timeout", rdma_event_str(want)), ETIMEDOUT);
-    pollfd p{m_cm_channel->fd, POLLIN, 0};
-    ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 100)));
-  }
-}
-
-void verbs_transport::connect_with_cm(const nlohmann::json& peer) {
-  const verbs_options& o = m_params.options.verbs;
-  ibv_qp_init_attr init{};
-  init.send_cq = init.recv_cq = m_cq.get();
-  init.qp_type = IBV_QPT_RC;
-  init.cap.max_send_sge = init.cap.max_recv_sge = 1;
-  init.cap.max_inline_data = o.inline_bytes;
-  rdma_conn_param param{};
-  param.responder_resources = static_cast<std::uint8_t>(m_rd_atomic);
-  param.initiator_depth = static_cast<std::uint8_t>(m_rd_atomic);
-  param.retry_count = 7;
-  param.rnr_retry_count = 7;
-  const auto make_qp = [&](rdma_cm_id* id, std::size_t index) {
-    init.cap.max_send_wr = init.cap.max_recv_wr = index == 0 ? sync_depth : m_depth;
-    if (rdma_create_qp(id, m_pd.get(), &init) != 0)
-      throw step_error(error_kind::error, place("rdma_cm connect"),
-                       fmt::format("rdma_create_qp: {}", std::strerror(errno)));
-    m_qps[index].qp = id->qp;
-    if (index == 1) m_max_inline = init.cap.max_inline_data;
-  };
-  m_cm_ids.resize(m_qps.size());
-  if (m_params.side == side::client) {
-    sockaddr_in dst{};
-    dst.sin_family = AF_INET;
-    dst.sin_port = htons(peer.at("cm_port").get<std::uint16_t>());
-    const std::string ip = peer.at("cm_ip").get<std::string>();
-    if (::inet_pton(AF_INET, ip.c_str(), &dst.sin_addr) != 1)
-      throw step_error(
-          error_kind::error, place("rdma_cm connect"),
-          fmt::format("the server's RDMA address '{}' is not IPv4 (RoCE v2 IPv4 GIDs only)", ip));
-    const int ms = static_cast<int>(
-        std::chrono::duration_cast<std::chrono::milliseconds>(m_params.connect_timeout).count());
-    for (std::size_t i = 0; i < m_qps.size(); ++i) {
-      rdma_cm_id* id = nullptr;
-      if (rdma_create_id(m_cm_channel.get(), &id, nullptr, RDMA_PS_TCP) != 0)
-        throw step_error(error_kind::error, place("rdma_cm connect"),
-                         fmt::format("rdma_create_id: {}", std::strerror(errno)));
-      m_cm_ids[i].reset(id);
-      rdma_cm_event* ev = nullptr;
-      if (rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), ms) != 0)
-        throw step_error(error_kind::unreachable, place("rdma_cm resolve address"),
-                         std::strerror(errno), errno);
-      cm_wait(RDMA_CM_EVENT_ADDR_RESOLVED, &ev, "rdma_cm resolve address");
-      rdma_ack_cm_event(ev);
-      if (rdma_resolve_route(id, ms) != 0)
-        throw step_error(error_kind::unreachable, place("rdma_cm resolve route"),
-                         std::strerror(errno), errno);
-      cm_wait(RDMA_CM_EVENT_ROUTE_RESOLVED, &ev, "rdma_cm resolve route");
-      rdma_ack_cm_event(ev);
-      make_qp(id, i);
-      const auto index = static_cast<std::uint32_t>(i);
-      param.private_data = &index;
-      param.private_data_len = sizeof(index);
-      if (rdma_connect(id, &param) != 0)
-        throw step_error(error_kind::unreachable, place("rdma_cm connect"), std::strerror(errno),
-                         errno);
-      cm_wait(RDMA_CM_EVENT_ESTABLISHED, &ev, "rdma_cm connect");
-      rdma_ack_cm_event(ev);
-    }
-  } else {
-    for (std::size_t accepted = 0; accepted < m_qps.size(); ++accepted) {
-      rdma_cm_event* ev = nullptr;
-      cm_wait(RDMA_CM_EVENT_CONNECT_REQUEST, &ev, "rdma_cm accept");
-      rdma_cm_id* id = ev->id;
-      std::uint32_t index = 0;
-      if (ev->param.conn.private_data_len >= sizeof(index))
-        std::memcpy(&index, ev->param.conn.private_data, sizeof(index));
-      rdma_ack_cm_event(ev);
-      if (index >= m_qps.size() || m_cm_ids[index]) {
-        rdma_reject(id, nullptr, 0);
-        rdma_destroy_id(id);
-        throw step_error(error_kind::error, place("rdma_cm accept"),
-                         fmt::format("unexpected connection for QP {}", index));
-      }
-      m_cm_ids[index].reset(id);
-      make_qp(id, index);
-      if (rdma_accept(id, &param) != 0)
-        throw step_error(error_kind::error, place("rdma_cm accept"),
-                         fmt::format("rdma_accept: {}", std::strerror(errno)));
-      cm_wait(RDMA_CM_EVENT_ESTABLISHED, &ev, "rdma_cm accept");
-      rdma_ack_cm_event(ev);
-    }
-  }
-  ibv_qp_attr a{};
-  ibv_qp_init_attr unused{};
-  if (ibv_query_qp(m_qps[1].qp, &a, IBV_QP_PATH_MTU, &unused) == 0) m_path_mtu = a.path_mtu;
 }
 
 void verbs_transport::set_remote_regions(const std::vector<remote_region>& regions) {
@@ -683,7 +237,8 @@ int verbs_transport::post(const op& o) noexcept {
     const bool data_pending =
         std::any_of(m_qps.begin() + 1, m_qps.end(), [](const qp_state& q) { return !q.idle(); });
     if (data_pending) {
-      if (m_deferred_sync.size() >= sync_depth) return fail("too many sync messages waiting");
+      if (m_deferred_sync.size() >= verbs::sync_depth)
+        return fail("too many sync messages waiting");
       m_deferred_sync.push_back(o);
       return 0;
     }
@@ -820,7 +375,7 @@ provenance verbs_transport::describe() const {
       {"port", m_port},
       {"firmware", m_dev_attr.fw_ver},
       {"link_layer", ethernet ? "Ethernet" : "InfiniBand"},
-      {"gid", gid_text(m_gid)},
+      {"gid", verbs::gid_text(m_gid)},
       {"gid_index", m_gid_index},
       {"gid_type", m_gid_type},
       {"gid_netdev", m_gid_ndev},

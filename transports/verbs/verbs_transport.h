@@ -51,6 +51,12 @@ struct cm_id_deleter {
 };
 using cm_id_ptr = std::unique_ptr<rdma_cm_id, cm_id_deleter>;
 
+// Work requests the sync QP holds (a few acknowledgements at a time).
+inline constexpr std::uint32_t sync_depth = 16;
+
+// The RDMA devices of this host (ibv_get_device_list).
+std::vector<std::string> device_names();
+
 // Completions released in posting order: one ring per stream of operations.
 class ordered_ring {
  public:
