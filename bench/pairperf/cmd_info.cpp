@@ -72,6 +72,8 @@ void print_table(const nlohmann::json& host) {
         for (const auto& t : lib["transports"]) tls.push_back(t.get<std::string>());
         fmt::print("         library {}; transports on this host: {}\n", lib.value("version", "?"),
                    fmt::join(tls, ", "));
+        if (lib.contains("cuda") && lib["cuda"].contains("why_not"))
+          fmt::print("         GPU memory: {}\n", lib["cuda"]["why_not"].get<std::string>());
       } else if (lib.contains("devices")) {
         std::vector<std::string> devs;
         for (const auto& d : lib["devices"]) devs.push_back(d.get<std::string>());

@@ -249,3 +249,49 @@ TEST(UcxCudaTls, SetsThatCannotMoveGpuMemory) {
 
 }  // namespace
 }  // namespace pairperf::ucx
+
+#include "transports/ucx/ucx_cuda.h"
+
+namespace pairperf::ucx {
+namespace {
+
+bool has(const std::string& text, const char* part) { return text.find(part) != std::string::npos; }
+
+TEST(UcxCudaSupport, SaysWhichOfTheThreeCausesStopsGpuMemory) {
+  cuda_support s;
+  s.ucs_library = "/usr/lib/x86_64-linux-gnu/libucs.so.0.0.0";
+  s.module_dir = "/usr/lib/x86_64-linux-gnu/ucx";
+  // Debian's libucx0: no CUDA module at all.
+  std::string why = explain_missing_cuda(s);
+  EXPECT_TRUE(has(why, "built without CUDA support")) << why;
+  EXPECT_TRUE(has(why, "/usr/lib/x86_64-linux-gnu/ucx")) << why;
+  EXPECT_TRUE(has(why, "scripts/build-ucx-cuda")) << why;
+  // A CUDA UCX where the driver's libraries are missing (a container without the NVIDIA runtime).
+  s.module = "/opt/ucx/lib/ucx/libuct_cuda.so.0";
+  s.driver_error = "libcuda.so.1: cannot open shared object file: No such file or directory";
+  why = explain_missing_cuda(s);
+  EXPECT_TRUE(has(why, "installed but cannot load: libcuda.so.1")) << why;
+  EXPECT_TRUE(has(why, "NVIDIA container runtime")) << why;
+  // Everything loads but UCX sees no GPU.
+  s.driver_error.clear();
+  why = explain_missing_cuda(s);
+  EXPECT_TRUE(has(why, "sees no usable GPU")) << why;
+  EXPECT_TRUE(has(why, "CUDA_VISIBLE_DEVICES")) << why;
+  // cuda_copy offered: nothing to explain, and the JSON says so.
+  s.cuda_copy = true;
+  EXPECT_EQ(explain_missing_cuda(s), "");
+  const auto j = to_json(s);
+  EXPECT_TRUE(j["cuda_copy"].get<bool>());
+  EXPECT_FALSE(j.contains("why_not"));
+}
+
+TEST(UcxCudaSupport, ThisProcessFindsItsOwnLibucs) {
+  const cuda_support& s = probe_cuda_support();
+  EXPECT_TRUE(has(s.ucs_library, "libucs.so")) << s.ucs_library;
+  EXPECT_TRUE(has(s.module_dir, "ucx")) << s.module_dir;
+  // Whatever this host has, the answer is consistent: cuda_copy, or a reason.
+  EXPECT_NE(s.cuda_copy, !explain_missing_cuda(s).empty());
+}
+
+}  // namespace
+}  // namespace pairperf::ucx

@@ -12,6 +12,7 @@
 
 #include "harness/errors.h"
 #include "harness/netvars.h"
+#include "transports/ucx/ucx_cuda.h"
 #include "transports/ucx/ucx_describe.h"
 #include "transports/ucx/ucx_options.h"
 #include "transports/ucx/ucx_wire.h"
@@ -81,7 +82,8 @@ transport_entry ucx_transport::entry() {
       ucx::check_options,
       [] {
         return nlohmann::json{{"version", ucp_get_version_string()},
-                              {"transports", ucx::available_transports()}};
+                              {"transports", ucx::available_transports()},
+                              {"cuda", ucx::to_json(ucx::probe_cuda_support())}};
       },
       nullptr,  // available wherever the library loads
   };
@@ -96,13 +98,19 @@ ucx_transport::ucx_transport(const transport_params& params) : m_params(params) 
   m_mem_type = to_ucs(mine);
   const auto& available = ucx::available_transports();
   if (const auto missing = ucx::missing_transports(c.tls, available); !missing.empty()) {
-    throw transport_unsupported(fmt::format("UCX on this host does not offer {} (available: {})",
-                                            fmt::join(missing, ", "), fmt::join(available, ", ")));
+    const bool wants_cuda = std::any_of(missing.begin(), missing.end(), [](const std::string& t) {
+      return t.rfind("cuda", 0) == 0 || t == "gdr_copy";
+    });
+    const std::string why = wants_cuda ? ucx::explain_missing_cuda(ucx::probe_cuda_support()) : "";
+    throw transport_unsupported(fmt::format("UCX on this host does not offer {} (available: {}){}{}",
+                                            fmt::join(missing, ", "), fmt::join(available, ", "),
+                                            why.empty() ? "" : ": ", why));
   }
   if (mine == memory_type::cuda && available.count("cuda_copy") == 0) {
-    throw transport_unsupported(fmt::format(
-        "this host's UCX cannot move cuda memory: it has no cuda_copy transport (available: {})",
-        fmt::join(available, ", ")));
+    throw transport_unsupported(
+        fmt::format("this host's UCX cannot move cuda memory: it has no cuda_copy transport "
+                    "(available: {}): {}",
+                    fmt::join(available, ", "), ucx::explain_missing_cuda(ucx::probe_cuda_support())));
   }
   if (mine == memory_type::cuda) {
     if (const std::string why = ucx::cuda_tls_problem(c.tls); !why.empty())
