@@ -11,35 +11,18 @@
 #include <set>
 #include <sstream>
 
+#include "harness/nvml_abi.h"
+
 namespace pairperf {
 namespace {
 
-// The few NVML types and entry points used, as the NVML API reference defines them (the
-// header is not needed to build, and the library is not needed to run).
-using nvml_return = int;
-using nvml_device = struct nvml_device_st*;
-constexpr nvml_return nvml_success = 0;
-constexpr unsigned nvml_max_links = 18;  // NVML_NVLINK_MAX_LINKS
-constexpr unsigned nvml_feature_enabled = 1;
-struct nvml_pci_info {  // nvmlPciInfo_t (the _v3 layout)
-  char bus_id_legacy[16];
-  unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
-  char bus_id[32];
-};
-
-struct nvml_api {
-  nvml_return (*init)();
-  nvml_return (*shutdown)();
-  const char* (*error_string)(nvml_return);
-  nvml_return (*count)(unsigned*);
-  nvml_return (*by_index)(unsigned, nvml_device*);
-  nvml_return (*uuid)(nvml_device, char*, unsigned);
-  nvml_return (*name)(nvml_device, char*, unsigned);
-  nvml_return (*pci)(nvml_device, nvml_pci_info*);
-  nvml_return (*driver)(char*, unsigned);
-  nvml_return (*link_state)(nvml_device, unsigned, unsigned*);
-  nvml_return (*link_remote_pci)(nvml_device, unsigned, nvml_pci_info*);
-};
+using nvml_abi::nvml_device;
+using nvml_abi::nvml_return;
+using nvml_pci_info = nvml_abi::pci_info;
+using nvml_api = nvml_abi::api;
+constexpr nvml_return nvml_success = nvml_abi::success;
+constexpr unsigned nvml_max_links = nvml_abi::max_links;
+constexpr unsigned nvml_feature_enabled = nvml_abi::feature_enabled;
 
 template <class F>
 bool load(void* lib, const char* symbol, F& out) {
@@ -101,7 +84,7 @@ gpu_inventory read_gpus() {
     return inv;
   }
   inv.available = true;
-  std::array<char, 96> text{};
+  std::array<char, nvml_abi::text_buffer_size> text{};
   if (api.driver(text.data(), text.size()) == nvml_success) inv.driver = text.data();
   unsigned count = 0;
   if (api.count(&count) != nvml_success) count = 0;
