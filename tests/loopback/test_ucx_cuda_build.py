@@ -96,5 +96,36 @@ class CudaUcxBuild(unittest.TestCase):
         self.assertIn("cannot load: libcuda.so.1", proc.stdout)
 
 
+class GpuBundle(unittest.TestCase):
+    """scripts/gpu-bundle packs what a GPU machine without Debian's packages needs; its pairperf
+    must run on the bundled CUDA UCX, and scripts/gpu-check must refuse a machine with no GPU."""
+
+    def test_bundle_runs_on_its_own_ucx(self):
+        build = os.path.dirname(pp.BIN)
+        if not os.path.exists(os.path.join(build, "pairperf_micro")):
+            self.skipTest(f"{build} has no pairperf_micro (built without micro-benchmarks, as the sanitizer build is)")
+        with pp.tmpdir() as d:
+            out = os.path.join(d, "bundle")
+            p = subprocess.run([os.path.join(pp.SOURCE_DIR, "scripts", "gpu-bundle"), "--build", build, "--ucx", PREFIX,
+                                "--out", out], capture_output=True, text=True, timeout=300)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            libs = os.listdir(os.path.join(out, "lib"))
+            self.assertIn("libfmt.so.9", libs)
+            self.assertFalse([l for l in libs if l.startswith(("libstdc++", "libc.so", "libucp", "libucs"))], libs)
+            wrapper = os.path.join(out, "bin", "pairperf")
+            p = subprocess.run([wrapper, "info", "--json"], capture_output=True, text=True, timeout=60, env=pp.clean_env())
+            self.assertEqual(p.returncode, 0, p.stderr)
+            cuda = json.loads(p.stdout)["tool"]["libraries"]["ucx"]["cuda"]
+            self.assertTrue(cuda["ucs_library"].startswith(os.path.join(out, "ucx", "lib")), cuda)
+            p = subprocess.run([wrapper, "run", "-t", "ucx", "--test", "tag_bw", "--tls", "tcp", "--sizes", "1M", "--validate",
+                                "--no-json", "-q"], capture_output=True, text=True, timeout=120, env=pp.clean_env())
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            if subprocess.run(["sh", "-c", "command -v nvidia-smi"], capture_output=True).returncode != 0:
+                p = subprocess.run([os.path.join(pp.SOURCE_DIR, "scripts", "gpu-check"), "--bundle", out, "--out",
+                                    os.path.join(d, "check")], capture_output=True, text=True, timeout=60)
+                self.assertEqual(p.returncode, 3, p.stdout + p.stderr)
+                self.assertIn("not a GPU machine", p.stderr)
+
+
 if __name__ == "__main__":
     pp.main()
