@@ -73,6 +73,47 @@ class OnAGpu(unittest.TestCase):
                 self.assertEqual(r["validation"]["corrupt_bytes"], 0)
                 self.assertIn(r["gpu_path"]["verdict"], ("fast path", "fallback", "unknown"))
 
+    def test_cuda_ipc_is_the_fast_path_and_cuda_copy_tcp_a_fallback(self):
+        """Two processes on one GPU (issue 5): with cuda_ipc the rows are the fast path and pass
+        --expect transport=cuda_ipc; without it GPU data goes over tcp, a fallback, and fails it."""
+        wanted = {"cuda_ipc,cuda_copy,tcp": ("fast path", 0), "cuda_copy,tcp": ("fallback", 3)}
+        for tls, (verdict, code) in wanted.items():
+            with self.subTest(tls=tls), pp.tmpdir() as d:
+                out = os.path.join(d, "r.json")
+                proc, _ = pp.run(["run", "-t", "ucx", "--test", "tag_bw", "--mem", "cuda,cuda", "--tls", tls,
+                                  "--sizes", "1M,16M", "-n", "100", "--validate", "--expect", "transport=cuda_ipc",
+                                  "--json", out, "-q"], timeout=300)
+                self.assertEqual(proc.returncode, code, proc.stdout + proc.stderr)
+                for r in pp.load(out)["results"]:
+                    self.assertEqual(r["status"], "ok", r.get("message"))
+                    self.assertEqual(r["gpu_path"]["verdict"], verdict, r["gpu_path"])
+                    self.assertEqual(r["verdict"]["pass"], code == 0, r["verdict"])
+
+    def test_rma_with_cuda_memory_runs_or_says_why(self):
+        """UCX's v1 protocols (the default before 1.16) take the initiator's buffer for host
+        memory: put/get on cuda are refused there with the way out, and run on v2."""
+        version = INFO["tool"]["libraries"]["ucx"]["version"].split(".")
+        v2_default = (int(version[0]), int(version[1])) >= (1, 16)
+        with pp.tmpdir() as d:
+            out = os.path.join(d, "r.json")
+            proc, _ = pp.run(["run", "-t", "ucx", "--test", "put_bw,get_bw", "--mem", "cuda,cuda",
+                              "--tls", "cuda_ipc,cuda_copy,tcp", "--sizes", "64K", "-n", "100", "--json", out, "-q"],
+                             timeout=300, env=pp.clean_env())
+            self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+            for r in pp.load(out)["results"]:
+                if v2_default:
+                    self.assertEqual(r["status"], "ok", r.get("message"))
+                else:
+                    self.assertEqual(r["status"], "skipped", r)
+                    self.assertIn("--ucx PROTO_ENABLE=y", r["message"])
+            proc, _ = pp.run(["run", "-t", "ucx", "--test", "put_bw,get_bw", "--mem", "cuda,cuda",
+                              "--tls", "cuda_ipc,cuda_copy,tcp", "--ucx", "PROTO_ENABLE=y", "--sizes", "64K,4M",
+                              "-n", "100", "--validate", "--json", out, "-q"], timeout=300, env=pp.clean_env())
+            self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+            for r in pp.load(out)["results"]:
+                self.assertEqual(r["status"], "ok", r.get("message"))
+                self.assertEqual(r["validation"]["corrupt_bytes"], 0)
+
     def test_tls_without_cuda_copy_is_refused(self):
         proc, _ = pp.run(["run", "-t", "ucx", "--test", "tag_bw", "--mem", "cuda,cuda", "--tls", "tcp", "--sizes", "64K",
                           "--no-json"], timeout=120)

@@ -295,3 +295,27 @@ TEST(UcxCudaSupport, ThisProcessFindsItsOwnLibucs) {
 
 }  // namespace
 }  // namespace pairperf::ucx
+
+namespace pairperf::ucx {
+namespace {
+
+TEST(UcxCudaRma, V1ProtocolsAreRefusedWithTheWayOut) {
+  // UCX 1.13 (Debian 12): v1 unless asked for v2, by option or environment.
+  EXPECT_FALSE(uses_protocols_v2(1, 13, {}, nullptr));
+  EXPECT_TRUE(uses_protocols_v2(1, 13, {"PROTO_ENABLE=y"}, nullptr));
+  EXPECT_TRUE(uses_protocols_v2(1, 13, {}, "yes"));
+  EXPECT_FALSE(uses_protocols_v2(1, 13, {"PROTO_ENABLE=n"}, "y"));  // the case's option wins
+  // From 1.16 v2 is the default, and can still be turned off.
+  EXPECT_TRUE(uses_protocols_v2(1, 16, {}, nullptr));
+  EXPECT_TRUE(uses_protocols_v2(2, 0, {}, nullptr));
+  EXPECT_FALSE(uses_protocols_v2(1, 18, {}, "n"));
+  EXPECT_FALSE(uses_protocols_v2(1, 15, {"TLS=tcp"}, ""));
+
+  const std::string why = cuda_rma_problem(1, 13, false);
+  EXPECT_NE(why.find("UCX 1.13 runs its v1 protocols"), std::string::npos) << why;
+  EXPECT_NE(why.find("--ucx PROTO_ENABLE=y"), std::string::npos) << why;
+  EXPECT_EQ(cuda_rma_problem(1, 13, true), "");
+}
+
+}  // namespace
+}  // namespace pairperf::ucx

@@ -88,6 +88,28 @@ std::string cuda_tls_problem(std::string_view tls) {
       tls);
 }
 
+bool uses_protocols_v2(unsigned major, unsigned minor, const std::vector<std::string>& options,
+                       const char* environment) {
+  std::string value = environment != nullptr ? environment : "";
+  for (const auto& o : options) {
+    if (const auto [key, v] = split_option(o); key == "PROTO_ENABLE") value = v;
+  }
+  std::transform(value.begin(), value.end(), value.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (value == "y" || value == "yes" || value == "on" || value == "1") return true;
+  if (value == "n" || value == "no" || value == "off" || value == "0") return false;
+  return major > 1 || (major == 1 && minor >= 16);  // UCX 1.16 made them the default
+}
+
+std::string cuda_rma_problem(unsigned major, unsigned minor, bool protocols_v2) {
+  if (protocols_v2) return {};
+  return fmt::format(
+      "put/get with cuda memory: UCX {}.{} runs its v1 protocols here, whose RMA takes the "
+      "initiator's buffer for host memory (a fallback without cuda_ipc would read GPU memory "
+      "with the CPU); use UCX >= 1.16, or --ucx PROTO_ENABLE=y",
+      major, minor);
+}
+
 std::vector<std::string> missing_transports(std::string_view tls,
                                             const std::set<std::string>& available) {
   std::vector<std::string> missing;

@@ -27,6 +27,15 @@ std::set<std::string> parse_context_resources(std::string_view text);
 // cuda alias, all, or be a ^exclusion that leaves it in).
 std::string cuda_tls_problem(std::string_view tls);
 
+// Whether UCX's v2 protocols carry the operations: UCX_PROTO_ENABLE from the case's options, else
+// from the environment, else the version's default (v2 from UCX 1.16).
+bool uses_protocols_v2(unsigned major, unsigned minor, const std::vector<std::string>& options,
+                       const char* environment);
+// Why put/get cannot use cuda memory ("" when they can). UCX's v1 RMA sets every local buffer's
+// memory type to host (ucp_rma_request_init in 1.13): over a software-emulated or bcopy lane the
+// CPU would read GPU memory, a crash. The v2 protocols detect the memory type.
+std::string cuda_rma_problem(unsigned major, unsigned minor, bool protocols_v2);
+
 std::vector<std::string> missing_transports(std::string_view tls,
                                             const std::set<std::string>& available);
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -118,15 +119,24 @@ ucx_transport::ucx_transport(const transport_params& params) : m_params(params) 
   }
   if (m_use_am && mine != memory_type::host)
     throw transport_unsupported("active-message tests copy on the CPU: host memory only");
+  const bool one_sided_test = std::any_of(tests.begin(), tests.end(), [&](const ucx_test& t) {
+    return t.spec.name == c.test && (t.spec.data_op == op_kind::put || t.spec.data_op == op_kind::get);
+  });
+  if (one_sided_test &&
+      (c.client_memory == memory_type::cuda || c.server_memory == memory_type::cuda)) {
+    unsigned major = 0, minor = 0, release = 0;
+    ucp_get_version(&major, &minor, &release);
+    const bool v2 = ucx::uses_protocols_v2(major, minor, params.options.ucx,
+                                           std::getenv("UCX_PROTO_ENABLE"));
+    if (const std::string why = ucx::cuda_rma_problem(major, minor, v2); !why.empty())
+      throw transport_unsupported(why);
+  }
 
   // The interface is the client's; the server's devices stay as its environment sets them.
   // Tagged messages carry the patterns' sync messages, so every test needs TAG.
   std::uint64_t features = UCP_FEATURE_TAG;
   if (m_use_am) features |= UCP_FEATURE_AM;
-  for (const auto& t : tests) {
-    const bool one_sided = t.spec.data_op == op_kind::put || t.spec.data_op == op_kind::get;
-    if (t.spec.name == c.test && one_sided) features |= UCP_FEATURE_RMA;
-  }
+  if (one_sided_test) features |= UCP_FEATURE_RMA;
   m_context = ucx::context_for(c.tls, params.side == side::client ? c.iface : std::string(),
                                params.options.ucx, features);
 
