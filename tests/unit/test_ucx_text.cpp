@@ -211,8 +211,14 @@ TEST(UcxOptions, SplitsAndChecksNamesAgainstThisUcx) {
     FAIL();
   } catch (const usage_error& e) {
     EXPECT_NE(std::string(e.what()).find("no option 'NO_SUCH_KNOB'"), std::string::npos);
-    EXPECT_NE(std::string(e.what()).find("RNDV_THRESH"),
-              std::string::npos);  // lists the valid ones
+    EXPECT_NE(std::string(e.what()).find("ucx_info -c"), std::string::npos);  // where to look
+  }
+  o.ucx = {"RNDV_TRESH=16K"};
+  try {
+    check_options(o);
+    FAIL();
+  } catch (const usage_error& e) {
+    EXPECT_NE(std::string(e.what()).find("Did you mean RNDV_THRESH"), std::string::npos) << e.what();
   }
   o.ucx = {"LOG_LEVEL=info"};
   try {
@@ -315,6 +321,21 @@ TEST(UcxCudaRma, V1ProtocolsAreRefusedWithTheWayOut) {
   EXPECT_NE(why.find("UCX 1.13 runs its v1 protocols"), std::string::npos) << why;
   EXPECT_NE(why.find("--ucx PROTO_ENABLE=y"), std::string::npos) << why;
   EXPECT_EQ(cuda_rma_problem(1, 13, true), "");
+}
+
+}  // namespace
+}  // namespace pairperf::ucx
+
+namespace pairperf::ucx {
+namespace {
+
+TEST(UcxOptions, MistypedNamesGetTheClosestRealOnes) {
+  const std::set<std::string> known{"TCP_SNDBUF", "TCP_RCVBUF", "RNDV_THRESH", "ZCOPY_THRESH",
+                                    "RNDV_SCHEME", "PROTO_ENABLE"};
+  EXPECT_EQ(similar_options("TCP_SNDBUFF", known), (std::vector<std::string>{"TCP_SNDBUF"}));
+  EXPECT_EQ(similar_options("RNDV_TRESH", known), (std::vector<std::string>{"RNDV_THRESH"}));
+  EXPECT_EQ(similar_options("TCP_RCVBUF", known).front(), "TCP_RCVBUF");
+  EXPECT_TRUE(similar_options("NO_SUCH_KNOB", known).empty());
 }
 
 }  // namespace

@@ -179,6 +179,37 @@ std::pair<std::string, std::string> split_option(std::string_view text) {
   return {key, std::string(text.substr(eq + 1))};
 }
 
+std::vector<std::string> similar_options(const std::string& name,
+                                         const std::set<std::string>& known) {
+  // Edit distance, one row at a time; names are short (< 40 characters).
+  const auto distance = [](const std::string& a, const std::string& b) {
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+      std::size_t diagonal = row[0];
+      row[0] = i;
+      for (std::size_t j = 1; j <= b.size(); ++j) {
+        const std::size_t above = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        diagonal = above;
+      }
+    }
+    return row[b.size()];
+  };
+  const std::size_t limit = std::max<std::size_t>(2, name.size() / 4);
+  std::vector<std::pair<std::size_t, std::string>> scored;
+  for (const auto& k : known) {
+    if (const std::size_t d = distance(name, k); d <= limit) scored.emplace_back(d, k);
+  }
+  std::sort(scored.begin(), scored.end());
+  std::vector<std::string> out;
+  for (const auto& [d, k] : scored) {
+    if (out.size() == 5) break;
+    out.push_back(k);
+  }
+  return out;
+}
+
 void check_options(const transport_options& options) {
   const option_catalog& known = catalog();
   for (const auto& text : options.ucx) {
@@ -195,8 +226,17 @@ void check_options(const transport_options& options) {
           "--ucx {}: use --tls and --iface for {}: they are axes of the sweep", text, key));
     }
     if (known.per_context.count(key) == 0) {
-      throw usage_error(fmt::format("--ucx {}: UCX has no option '{}'. Valid names: {}", text, key,
-                                    fmt::join(known.per_context, ", ")));
+      const auto near = similar_options(key, known.per_context);
+      std::string hint =
+          near.empty() ? std::string()
+                       : fmt::format(" Did you mean {}?", fmt::join(near, ", "));
+      if (key.rfind("CUDA_", 0) == 0 || key.rfind("GDR_COPY_", 0) == 0)
+        hint += " Options of UCX's CUDA transports exist only where its CUDA module loads (see "
+                "`pairperf info`).";
+      throw usage_error(fmt::format(
+          "--ucx {}: UCX has no option '{}'.{} `ucx_info -c` lists this UCX's {} per-context "
+          "options.",
+          text, key, hint, known.per_context.size()));
     }
   }
 }

@@ -45,6 +45,9 @@ const std::set<std::string>& available_transports();
 
 // Splits "KEY=VALUE" (a leading "UCX_" is dropped). Throws usage_error.
 std::pair<std::string, std::string> split_option(std::string_view text);
+// Up to five names of `known` within a small edit distance of `name`, closest first: the
+// suggestions for a mistyped --ucx option.
+std::vector<std::string> similar_options(const std::string& name, const std::set<std::string>& known);
 // Refuses unknown names (with the valid ones) and process-wide ones (with what to do instead).
 // Throws usage_error.
 void check_options(const transport_options& options);
