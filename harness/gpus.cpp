@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
@@ -10,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <sys/wait.h>
+#include <cstdio>
 
 #include "harness/nvml_abi.h"
 
@@ -230,6 +233,99 @@ unsigned nvlinks_between(const gpu_topology& t, std::size_t a, std::size_t b) {
   for (std::size_t i = 2; i < l.size() && std::isdigit(static_cast<unsigned char>(l[i])) != 0; ++i)
     n = n * 10 + static_cast<unsigned>(l[i] - '0');
   return n;
+}
+
+std::vector<std::string> describe_topology(const gpu_topology& t) {
+  std::vector<std::string> out;
+  for (std::size_t g = 0; g < t.links.size(); ++g) {
+    // NVLink peers grouped by link count: "NV18 to GPU1-GPU7" or "NV4 to GPU1, GPU3".
+    std::map<unsigned, std::vector<std::size_t>> by_count;
+    for (std::size_t p = 0; p < t.gpus.size(); ++p) {
+      if (p == g) continue;
+      if (const unsigned n = nvlinks_between(t, g, p); n > 0) by_count[n].push_back(p);
+    }
+    std::vector<std::string> parts;
+    for (const auto& [n, peers] : by_count) {
+      std::vector<std::string> names;
+      for (auto p : peers) names.push_back(t.gpus[p]);
+      const bool all = peers.size() + 1 == t.gpus.size() && peers.size() > 1;
+      const bool run = peers.back() - peers.front() + 1 == peers.size() && peers.size() > 2;
+      parts.push_back(fmt::format(
+          "NV{} to {}", n,
+          all   ? fmt::format("all {} other GPUs", peers.size())
+          : run ? fmt::format("{}-{}", names.front(), names.back())
+                : fmt::format("{}", fmt::join(names, ", "))));
+    }
+    std::string line = fmt::format("{}: {}", t.gpus[g],
+                                    parts.empty() ? std::string("no NVLink")
+                                                  : fmt::format("{}", fmt::join(parts, "; ")));
+    // The nearest NICs: the best PCIe relation present in this GPU's row.
+    for (const char* rel : {"PIX", "PXB", "PHB"}) {
+      std::vector<std::string> nics;
+      for (std::size_t n = 0; n < t.nics.size(); ++n) {
+        const std::size_t col = t.gpus.size() + n;
+        if (col < t.links[g].size() && t.links[g][col] == rel) {
+          const auto dev = t.nic_devices.find(t.nics[n]);
+          nics.push_back(dev == t.nic_devices.end() ? t.nics[n]
+                                                    : fmt::format("{} {}", t.nics[n], dev->second));
+        }
+      }
+      if (!nics.empty()) {
+        line += fmt::format("; nearest NIC{}: {} ({})", nics.size() > 1 ? "s" : "",
+                            fmt::join(nics, ", "), rel);
+        break;
+      }
+    }
+    if (!t.nics.empty() && line.find("nearest NIC") == std::string::npos)
+      line += "; no NIC on its PCIe switch or host bridge (NODE/SYS only)";
+    if (g < t.cpu_affinity.size() && !t.cpu_affinity[g].empty())
+      line += fmt::format("; CPUs {}", t.cpu_affinity[g]);
+    out.push_back(std::move(line));
+  }
+  return out;
+}
+
+void to_json(nlohmann::json& j, const gpu_topology& t) {
+  j = {{"gpus", t.gpus},
+       {"nics", t.nics},
+       {"nic_devices", t.nic_devices},
+       {"links", t.links},
+       {"cpu_affinity", t.cpu_affinity},
+       {"summary", describe_topology(t)}};
+}
+
+std::optional<gpu_topology> read_topology(std::string& why) {
+  // coreutils' timeout bounds nvidia-smi, which can stall on a wedged driver.
+  FILE* pipe = ::popen(
+      "command -v nvidia-smi >/dev/null 2>&1 || { echo 'nvidia-smi: not found'; exit 127; }; "
+      "exec timeout -k 2 10 nvidia-smi topo -m 2>&1",
+      "r");
+  if (pipe == nullptr) {
+    why = "cannot start nvidia-smi";
+    return std::nullopt;
+  }
+  std::string text;
+  std::array<char, 4096> buf{};
+  while (text.size() < (1U << 20)) {
+    const std::size_t n = std::fread(buf.data(), 1, buf.size(), pipe);
+    if (n == 0) break;
+    text.append(buf.data(), n);
+  }
+  const int status = ::pclose(pipe);
+  if (status != 0) {
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::string first = text.substr(0, text.find('\n'));
+    why = code == 124 ? "nvidia-smi topo -m did not answer within 10 s"
+          : code == 127 ? "no nvidia-smi here"
+                        : fmt::format("nvidia-smi topo -m failed (exit {}): {}", code, first);
+    return std::nullopt;
+  }
+  try {
+    return parse_topo_matrix(text);
+  } catch (const std::exception& e) {
+    why = e.what();
+    return std::nullopt;
+  }
 }
 
 gpu_path_verdict classify_gpu_path(const case_result& r) {

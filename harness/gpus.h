@@ -3,6 +3,7 @@
 // is nothing) where the driver or NVML is absent. NVML enumerates the GPUs the container was
 // given (NVIDIA_VISIBLE_DEVICES), not CUDA_VISIBLE_DEVICES' selection among them.
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,15 @@ struct gpu_topology {
 gpu_topology parse_topo_matrix(const std::string& text);
 // The NVLink count between two GPUs of the matrix ("NV18" -> 18), 0 when the link is not NVLink.
 unsigned nvlinks_between(const gpu_topology& t, std::size_t a, std::size_t b);
+// One line per GPU: its NVLink peers, the NICs nearest to it (PIX, then PXB, then PHB: what NCCL
+// and UCX should pair with a rank on that GPU), and its CPU affinity. E.g.
+// "GPU0: NV18 to GPU1-GPU7; nearest NIC: NIC0 ibp14s0 (PIX); CPUs 0-47,96-143".
+std::vector<std::string> describe_topology(const gpu_topology& t);
+void to_json(nlohmann::json& j, const gpu_topology& t);
+
+// `nvidia-smi topo -m` run here (bounded: 10 s), parsed. `why` says why there is none (no
+// nvidia-smi, it failed, no matrix in its output).
+std::optional<gpu_topology> read_topology(std::string& why);
 
 // How a GPU row's bytes really moved, from its provenance: cuda_ipc is the fast path between GPUs
 // of one host; tcp, UCX's software emulation, a cuda_copy pipeline or copy-in/copy-out through

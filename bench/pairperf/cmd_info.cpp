@@ -1,10 +1,14 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <fstream>
 #include <memory>
+#include <sstream>
 
 #include "bench/pairperf/commands.h"
 #include "harness/context.h"
+#include "harness/errors.h"
+#include "harness/gpus.h"
 #include "harness/interfaces.h"
 #include "transports/memory/allocator.h"
 #include "transports/registry.h"
@@ -21,7 +25,31 @@ nlohmann::json memory_types() {
   return out;
 }
 
-void print_table(const nlohmann::json& host) {
+// `nvidia-smi topo -m`: from the file given, else run here.
+nlohmann::json topology(const std::string& file) {
+  std::string why;
+  std::optional<gpu_topology> t;
+  if (!file.empty()) {
+    std::ifstream in(file);
+    if (!in) throw usage_error(fmt::format("--topo-file {}: cannot read it", file));
+    std::stringstream text;
+    text << in.rdbuf();
+    try {
+      t = parse_topo_matrix(text.str());
+    } catch (const std::exception& e) {
+      throw usage_error(fmt::format("--topo-file {}: {}", file, e.what()));
+    }
+  } else {
+    t = read_topology(why);
+  }
+  if (!t) return {{"available", false}, {"reason", why}};
+  nlohmann::json j = *t;
+  j["available"] = true;
+  j["source"] = file.empty() ? std::string("nvidia-smi topo -m") : file;
+  return j;
+}
+
+void print_table(const nlohmann::json& host, const nlohmann::json& topo) {
   fmt::print("host        {} ({}, {})\n", host["hostname"].get<std::string>(),
              host["kernel"].get<std::string>(), host["os"].get<std::string>());
   fmt::print("cpu         {} x {}\n", host["cpus"].get<unsigned>(),
@@ -60,6 +88,13 @@ void print_table(const nlohmann::json& host) {
                  g["bus_id"].get<std::string>(), g["nvlink_peers"].size());
     }
   }
+  fmt::print("\ngpu topology:");
+  if (!topo.value("available", false)) {
+    fmt::print(" unknown: {}\n", topo.value("reason", std::string("?")));
+  } else {
+    fmt::print(" ({})\n", topo.value("source", std::string("?")));
+    for (const auto& line : topo["summary"]) fmt::print("  {}\n", line.get<std::string>());
+  }
   fmt::print("\ntransports:\n");
   for (const auto& e : transport_registry::instance().all()) {
     std::vector<std::string> tests;
@@ -96,19 +131,26 @@ void print_table(const nlohmann::json& host) {
 
 command add_info(CLI::App& root) {
   auto as_json = std::make_shared<bool>(false);
+  auto topo_file = std::make_shared<std::string>();
   CLI::App* app = root.add_subcommand(
-      "info", "Show this host: interfaces, RDMA devices, transports, memory types");
+      "info", "Show this host: interfaces, RDMA devices, GPUs and their topology, transports, "
+              "memory types");
   app->add_flag("--json", *as_json, "Print JSON instead of a table");
-  return command{app, [as_json] {
+  app->add_option("--topo-file", *topo_file,
+                  "Read the GPU topology from this saved `nvidia-smi topo -m` output instead of "
+                  "running nvidia-smi here");
+  return command{app, [as_json, topo_file] {
+                   const nlohmann::json topo = topology(*topo_file);
                    const nlohmann::json host = host_context();
                    if (*as_json) {
                      const nlohmann::json doc{{"tool", tool_context()},
                                               {"host", host},
+                                              {"gpu_topology", topo},
                                               {"env", relevant_environment()},
                                               {"memory_types", memory_types()}};
                      fmt::print("{}\n", doc.dump(2));
                    } else {
-                     print_table(host);
+                     print_table(host, topo);
                    }
                    return 0;
                  }};

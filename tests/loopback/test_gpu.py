@@ -46,6 +46,26 @@ class Everywhere(unittest.TestCase):
             self.assertIn("cuda memory:", r["message"])
             self.assertIn(CUDA, r["message"])
 
+    def test_info_reads_a_saved_topology_and_names_the_nearest_nics(self):
+        fixture = os.path.join(pp.SOURCE_DIR, "tests", "fixtures", "topo", "h20x8.txt")
+        proc, _ = pp.run(["info", "--topo-file", fixture, "--json"], timeout=30)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        topo = json.loads(proc.stdout)["gpu_topology"]
+        self.assertTrue(topo["available"])
+        self.assertEqual(len(topo["gpus"]), 8)
+        self.assertEqual(topo["links"][0][1], "NV18")
+        self.assertIn("nearest NIC: NIC0 ibp14s0 (PIX)", topo["summary"][0])
+        proc, _ = pp.run(["info", "--topo-file", fixture], timeout=30)
+        self.assertIn("GPU5: NV18 to all 7 other GPUs; nearest NIC: NIC3 ibp192s0 (PIX)", proc.stdout)
+        # Without a file, nvidia-smi is asked; where there is none the reason is given.
+        topo = INFO["gpu_topology"]
+        if not topo["available"]:
+            self.assertTrue(topo["reason"])
+        for bad, why in (("/nonexistent/topo.txt", "cannot read it"), (os.path.join(pp.SOURCE_DIR, "README.md"), "no GPU matrix")):
+            proc, _ = pp.run(["info", "--topo-file", bad], timeout=30)
+            self.assertEqual(proc.returncode, 2)
+            self.assertIn(why, proc.stderr)
+
     def test_bad_gpu_values_exit_2(self):
         for spec in ("fast", "-2", "0,GPU"):
             with self.subTest(spec=spec):

@@ -2,6 +2,9 @@
 // the fast-path/fallback classification of GPU rows, and UCX_TLS sets that cannot move GPU memory.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "harness/errors.h"
 #include "harness/gpus.h"
 #include "transports/memory/gpu_select.h"
@@ -30,33 +33,15 @@ TEST(GpuSelect, UuidLikeNvidiaSmi) {
   EXPECT_EQ(format_gpu_uuid(b), "GPU-4650fca3-1234-5678-9abc-def012345678");
 }
 
-// `nvidia-smi topo -m` on 8 H20s with NV18 between all GPUs (the issue's machine).
-const char* const h20 =
-    R"(	GPU0	GPU1	GPU2	GPU3	GPU4	GPU5	GPU6	GPU7	NIC0	NIC1	NIC2	NIC3	NIC4	CPU Affinity	NUMA Affinity	GPU NUMA ID
-GPU0	 X 	NV18	NV18	NV18	NV18	NV18	NV18	NV18	PIX	NODE	SYS	SYS	NODE	0-47,96-143	0		N/A
-GPU1	NV18	 X 	NV18	NV18	NV18	NV18	NV18	NV18	NODE	PIX	SYS	SYS	NODE	0-47,96-143	0		N/A
-GPU2	NV18	NV18	 X 	NV18	NV18	NV18	NV18	NV18	NODE	NODE	SYS	SYS	PIX	0-47,96-143	0		N/A
-GPU3	NV18	NV18	NV18	 X 	NV18	NV18	NV18	NV18	NODE	NODE	SYS	SYS	NODE	0-47,96-143	0		N/A
-GPU4	NV18	NV18	NV18	NV18	 X 	NV18	NV18	NV18	SYS	SYS	PIX	NODE	SYS	48-95,144-191	1		N/A
-GPU5	NV18	NV18	NV18	NV18	NV18	 X 	NV18	NV18	SYS	SYS	NODE	PIX	SYS	48-95,144-191	1		N/A
-GPU6	NV18	NV18	NV18	NV18	NV18	NV18	 X 	NV18	SYS	SYS	NODE	NODE	SYS	48-95,144-191	1		N/A
-GPU7	NV18	NV18	NV18	NV18	NV18	NV18	NV18	 X 	SYS	SYS	NODE	NODE	SYS	48-95,144-191	1		N/A
-NIC0	PIX	NODE	NODE	NODE	SYS	SYS	SYS	SYS	 X 	NODE	SYS	SYS	NODE
-NIC1	NODE	PIX	NODE	NODE	SYS	SYS	SYS	SYS	NODE	 X 	SYS	SYS	NODE
-
-Legend:
-
-  X    = Self
-  NV#  = Connection traversing a bonded set of # NVLinks
-
-NIC Legend:
-
-  NIC0: ibp14s0
-  NIC1: ibp71s0
-  NIC2: ibp134s0
-  NIC3: ibp192s0
-  NIC4: rocep32s0f0
-)";
+// `nvidia-smi topo -m` on 8 H20s with NV18 between all GPUs (the issue's machine), as saved in
+// tests/fixtures/topo/h20x8.txt (also what `pairperf info --topo-file` is tested on).
+std::string h20_text() {
+  std::ifstream in(std::string(PAIRPERF_SOURCE_DIR) + "/tests/fixtures/topo/h20x8.txt");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+const std::string h20 = h20_text();
 
 TEST(GpuTopology, ParsesTheH20Matrix) {
   const gpu_topology t = parse_topo_matrix(h20);
@@ -70,6 +55,21 @@ TEST(GpuTopology, ParsesTheH20Matrix) {
   EXPECT_EQ(t.nic_devices.at("NIC4"), "rocep32s0f0");
   EXPECT_EQ(t.cpu_affinity[5], "48-95,144-191");
   EXPECT_THROW(parse_topo_matrix("No devices were found"), std::runtime_error);
+}
+
+TEST(GpuTopology, DescribesNvlinkPeersAndNearestNics) {
+  const auto lines = describe_topology(parse_topo_matrix(h20));
+  ASSERT_EQ(lines.size(), 8U);
+  EXPECT_EQ(lines[0],
+            "GPU0: NV18 to all 7 other GPUs; nearest NIC: NIC0 ibp14s0 (PIX); CPUs 0-47,96-143");
+  EXPECT_NE(lines[2].find("nearest NIC: NIC4 rocep32s0f0 (PIX)"), std::string::npos) << lines[2];
+  EXPECT_NE(lines[3].find("no NIC on its PCIe switch or host bridge"), std::string::npos);
+  const auto pcie = describe_topology(parse_topo_matrix(
+      "\tGPU0\tGPU1\tGPU2\tNIC0\tCPU Affinity\n"
+      "GPU0\t X \tNV4\tSYS\tPXB\t0-7\nGPU1\tNV4\t X \tSYS\tPHB\t0-7\n"
+      "GPU2\tSYS\tSYS\t X \tSYS\t8-15\n\nNIC Legend:\n\n  NIC0: mlx5_0\n"));
+  EXPECT_EQ(pcie[0], "GPU0: NV4 to GPU1; nearest NIC: NIC0 mlx5_0 (PXB); CPUs 0-7");
+  EXPECT_EQ(pcie[2], "GPU2: no NVLink; no NIC on its PCIe switch or host bridge (NODE/SYS only); CPUs 8-15");
 }
 
 TEST(GpuTopology, TerminalColourCodesAreIgnored) {
