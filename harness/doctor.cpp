@@ -203,11 +203,19 @@ void analyze(doctor_report& r) {
     // at all (skipped: a UCX without cuda_copy; failed), is a finding.
     if (c.test.client_memory != memory_type::cuda) continue;
     if (c.gpu_path != "fallback" && c.status == case_status::ok) continue;
+    if (c.status != case_status::ok) {
+      // Not measured: UCX or CUDA cannot move GPU buffers here at all; the case says why.
+      r.findings.push_back(finding{
+          "pair", "GPU path",
+          fmt::format("GPU buffers could not go through UCX: {} ({})", to_string(c.status),
+                      c.message),
+          "GPU data needs the NVIDIA driver on both sides and a UCX built with CUDA "
+          "(`pairperf info` says which is missing; scripts/build-ucx-cuda builds such a UCX)"});
+      continue;
+    }
     const std::string cause = r.gpus && !r.gpus->problem.empty() ? r.gpus->problem : c.gpu_path_why;
     r.findings.push_back(finding{
-        "pair", "GPU path",
-        fmt::format("GPU buffers: {} ({})", c.gpu_path.empty() ? to_string(c.status) : c.gpu_path,
-                    c.gpu_path_why.empty() ? c.message : cause),
+        "pair", "GPU path", fmt::format("GPU buffers: {} ({})", c.gpu_path, cause),
         r.gpus && !r.gpus->fix.empty()
             ? r.gpus->fix
             : "make cuda_ipc possible: both processes must see both GPUs, and "
