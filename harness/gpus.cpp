@@ -333,6 +333,13 @@ gpu_path_verdict classify_gpu_path(const case_result& r) {
     return {};
   if (!r.provenance) return {"unknown", "no provenance (the case did not run)"};
   const auto& p = *r.provenance;
+  if (r.test.client_memory != r.test.server_memory) {
+    // cuda_ipc maps one GPU buffer into the other process: it needs GPU memory on both sides, so a
+    // lane of it on the endpoint does not carry a host <-> GPU transfer; cuda_copy does.
+    return {"host-GPU copy",
+            "one side's buffer is in host memory: UCX copies between host and GPU with cuda_copy "
+            "and carries the bytes on its host path; cuda_ipc applies only between GPU buffers"};
+  }
   std::string text = p.protocol;
   for (const auto* side : {&p.client, &p.server}) {
     if (side->is_object()) text += " " + side->value("request_info", std::string());

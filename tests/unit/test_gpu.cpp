@@ -116,6 +116,10 @@ TEST(GpuPath, FastPathAndFallbacks) {
       "network (RDMA)");
   EXPECT_EQ(classify_gpu_path(gpu_row({}, "", {{"request_info", "software emulation"}})).verdict,
             "fallback");
+  // host -> GPU: a cuda_ipc lane on the endpoint does not carry it.
+  case_result mixed = gpu_row({{"cuda_ipc", "cuda"}, {"sysv", "memory"}}, "tag rndv rts");
+  mixed.test.client_memory = memory_type::host;
+  EXPECT_EQ(classify_gpu_path(mixed).verdict, "host-GPU copy");
   case_result host = gpu_row({{"tcp", "eth0"}}, "");
   host.test.client_memory = host.test.server_memory = memory_type::host;
   EXPECT_EQ(classify_gpu_path(host).verdict, "");  // not a GPU row
