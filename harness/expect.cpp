@@ -103,9 +103,12 @@ nlohmann::json check(const expectation& e, const case_result& r,
       if (r.provenance) {
         for (const auto& l : r.provenance->lanes) seen.push_back(l.transport + "/" + l.device);
       }
+      // cuda_ipc on the endpoint of a host <-> GPU row carries none of its bytes (gpus.h).
+      const bool idle_lane = e.name == "cuda_ipc" && r.gpu_path == "host-GPU copy";
       const bool present =
-          r.provenance && std::any_of(r.provenance->lanes.begin(), r.provenance->lanes.end(),
-                                      [&](const lane& l) { return l.transport == e.name; });
+          !idle_lane && r.provenance &&
+          std::any_of(r.provenance->lanes.begin(), r.provenance->lanes.end(),
+                      [&](const lane& l) { return l.transport == e.name; });
       const bool pass = e.how == expectation::op::eq ? present : !present;
       out["seen"] =
           fmt::format("data lanes {}", seen.empty() ? std::string("(none)")
@@ -118,6 +121,9 @@ nlohmann::json check(const expectation& e, const case_result& r,
                      "not the "
                      "configuration asked for",
                      e.name, e.how == expectation::op::eq ? "among" : "absent from");
+      if (idle_lane)
+        out["why"] = fmt::format("cuda_ipc is on the endpoint but carries nothing here: {}",
+                                 r.gpu_path_why);
       const bool about_shm =
           e.how == expectation::op::eq ? is_shared_memory_transport(e.name) : e.name == "tcp";
       if (!pass && hint && about_shm) {

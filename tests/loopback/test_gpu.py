@@ -167,7 +167,9 @@ class OnAGpu(unittest.TestCase):
                                   "--json", out, "-q"], timeout=300)
                 self.assertEqual(proc.returncode, code, proc.stdout + proc.stderr)
                 for r in pp.load(out)["results"]:
-                    self.assertEqual(r["status"], "ok", r.get("message"))
+                    # A missed --expect makes the row a failure (exit 3); the transfer itself ran.
+                    self.assertEqual(r["status"], "ok" if code == 0 else "fail", r.get("message"))
+                    self.assertEqual(r["validation"]["corrupt_bytes"], 0)
                     self.assertEqual(r["gpu_path"]["verdict"], verdict, r["gpu_path"])
                     self.assertEqual(r["verdict"]["pass"], code == 0, r["verdict"])
 

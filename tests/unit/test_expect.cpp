@@ -75,6 +75,24 @@ TEST(Expect, TransportIsCheckedAgainstTheLanesReallyUsed) {
   EXPECT_EQ(shm.verdict.at("checks").size(), 2U);
 }
 
+TEST(Expect, CudaIpcOnAHostToGpuRowCarriesNothing) {
+  auto r = stream_result(1 << 20, 5e9, {{"cuda_ipc", "cuda"}, {"sysv", "memory"}});
+  r.test.client_memory = memory_type::host;
+  r.test.server_memory = memory_type::cuda;
+  r.gpu_path = "host-GPU copy";
+  r.gpu_path_why = "one side's buffer is in host memory";
+  apply_expectations({parse_expectation("transport=cuda_ipc")}, r);
+  EXPECT_EQ(r.status, case_status::fail);
+  EXPECT_NE(r.verdict.at("checks")[0].at("why").get<std::string>().find("carries nothing here"),
+            std::string::npos);
+  // Between GPU buffers the same lane is the fast path.
+  auto g = stream_result(1 << 20, 5e11, {{"cuda_ipc", "cuda"}, {"sysv", "memory"}});
+  g.test.client_memory = g.test.server_memory = memory_type::cuda;
+  g.gpu_path = "fast path";
+  apply_expectations({parse_expectation("transport=cuda_ipc")}, g);
+  EXPECT_EQ(g.status, case_status::ok);
+}
+
 TEST(Expect, BandwidthAndLatencyThresholds) {
   auto r = stream_result(1 << 20, 5e9, {{"tcp", "lo"}});
   apply_expectations({parse_expectation("bw>=8GB/s@1M"), parse_expectation("bw>=1GB/s@8")}, r);
