@@ -71,6 +71,7 @@ case_session::case_session(const run_config& config, const transport_params& par
     throw case_skipped(e.what());
   }
   const capabilities caps = m_transport->caps();
+  m_receive_after_send = caps.keeps_early_arrivals;
   if (std::find(caps.memory.begin(), caps.memory.end(), mine) == caps.memory.end()) {
     throw case_skipped(
         fmt::format("transport '{}' cannot move {} memory", c.transport, to_string(mine)));
@@ -158,6 +159,7 @@ pattern_outcome case_session::run(std::uint64_t iterations, const where& place, 
   run.window = m_window;
   run.size = m_params.test.size_bytes;
   run.deadline = deadline_in(m_config.timeouts.per_case);
+  run.receive_after_send = m_receive_after_send;
   const bool one_sided = m_data_op == op_kind::put || m_data_op == op_kind::get;
   const std::size_t peer_slots = m_data_op == op_kind::get ? m_peer_send_slots : m_peer_recv_slots;
   if (one_sided && m_params.side == side::client && peer_slots == 0) {

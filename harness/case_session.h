@@ -56,6 +56,7 @@ class case_session {
   op_kind m_data_op = op_kind::send;
   std::unique_ptr<transport> m_transport;
   unsigned m_window = 1;
+  bool m_receive_after_send = false;  // capabilities::keeps_early_arrivals
   std::vector<buffer> m_buffers;
   std::vector<std::byte*> m_send_slots;
   std::vector<std::byte*> m_recv_slots;

@@ -132,8 +132,15 @@ pattern_outcome pingpong_client(driver& d, const pattern_run& run, const pattern
       checker->fill(send, i);
       prev = now_ns();
     }
-    d.post(op_kind::recv, op_channel::data, recv, run.size, i);
-    d.post(op_kind::send, op_channel::data, send, run.size, i);
+    // The post that comes first is on the round trip's critical path: the send, where the
+    // transport keeps a reply that beats its receive.
+    if (run.receive_after_send) {
+      d.post(op_kind::send, op_channel::data, send, run.size, i);
+      d.post(op_kind::recv, op_channel::data, recv, run.size, i);
+    } else {
+      d.post(op_kind::recv, op_channel::data, recv, run.size, i);
+      d.post(op_kind::send, op_channel::data, send, run.size, i);
+    }
     for (std::size_t pending = 2; pending > 0;) pending -= d.poll().size();
     const std::int64_t t = now_ns();
     samples.record(t - prev);
@@ -161,9 +168,14 @@ pattern_outcome pingpong_server(driver& d, const pattern_run& run, const pattern
       checker->check(recv, i);
       checker->fill(send, i);
     }
-    // Re-post the receive before answering, so the next request always finds one waiting.
-    if (i + 1 < run.iterations) d.post(op_kind::recv, op_channel::data, recv, run.size, i + 1);
+    // The next receive: after the answer where the transport keeps early arrivals (off the
+    // critical path), else before it, so the next request always finds one waiting.
+    const bool more = i + 1 < run.iterations;
+    if (more && !run.receive_after_send)
+      d.post(op_kind::recv, op_channel::data, recv, run.size, i + 1);
     d.post(op_kind::send, op_channel::data, send, run.size, i);
+    if (more && run.receive_after_send)
+      d.post(op_kind::recv, op_channel::data, recv, run.size, i + 1);
     while (sent <= i) count(d.poll());
   }
   return ping_pong_outcome(start, run.iterations);

@@ -41,6 +41,9 @@ struct pattern_run {
   unsigned window = 1;              // outstanding operations per direction (stream patterns)
   std::size_t size = 0;             // bytes per message
   deadline_t deadline{};            // the loop fails with a timeout after this
+  // Ping-pong posts each receive after its send (the transport keeps early arrivals: see
+  // capabilities::keeps_early_arrivals); otherwise before it.
+  bool receive_after_send = false;
 };
 
 struct pattern_outcome {

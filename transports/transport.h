@@ -38,6 +38,11 @@ struct capabilities {
   bool put = false;
   bool get = false;
   std::vector<memory_type> memory;  // buffer types this transport can move
+  // A message that arrives before its receive is posted waits for it (UCX's unexpected queue, a
+  // socket's buffer). Ping-pong then posts the receive after the send, off the round trip's
+  // critical path, as ucx_perftest does. False: receives must be posted first (verbs RC answers
+  // an early send with RNR).
+  bool keeps_early_arrivals = false;
 };
 
 // A local buffer registered with the transport; packed_key travels to the peer for RMA.

@@ -1,6 +1,8 @@
 #pragma once
 // An in-memory transport pair for testing the patterns on two threads without sockets (UCX's
-// test_perf does the same). Knobs: corrupt the first byte of every data message sent, or close.
+// test_perf does the same). Knobs: corrupt the first byte of every data message sent, close, or
+// count data that arrives before its receive is posted (verbs RC answers it with RNR and a
+// retry; here it is delivered once the receive comes, and counted).
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -15,6 +17,9 @@ struct mem_wire {
   std::mutex m;
   std::deque<std::vector<std::byte>> data, sync;
   bool closed = false;
+  std::size_t posted_data = 0;    // the receiving side's data receives not yet matched
+  std::size_t early_pending = 0;  // data messages that came with no receive posted, unmatched
+  std::size_t early_total = 0;    // all such messages
 };
 
 struct mem_link {
@@ -27,6 +32,12 @@ class mem_transport final : public transport {
       : m_link(std::move(link)), m_is_a(is_a) {}
 
   bool corrupt_data = false;
+  bool strict_receives = false;  // both sides of a pair must agree
+  // Data messages this side received before their receive was posted (strict_receives).
+  std::size_t early_arrivals() {
+    std::lock_guard lock(in().m);
+    return in().early_total;
+  }
 
   void close() {
     std::lock_guard lock(out().m);
@@ -34,7 +45,7 @@ class mem_transport final : public transport {
   }
 
   [[nodiscard]] capabilities caps() const override {
-    return {true, false, false, {memory_type::host}};
+    return {true, false, false, {memory_type::host}, !strict_receives};
   }
   std::vector<std::byte> local_address() override { return {}; }
   void connect(std::span<const std::byte>) override {}
@@ -49,12 +60,25 @@ class mem_transport final : public transport {
         bytes[0] ^= std::byte{0x5A};
       {
         std::lock_guard lock(out().m);
+        if (strict_receives && o.channel == op_channel::data) {
+          if (out().posted_data == 0) {
+            ++out().early_pending;
+            ++out().early_total;
+          } else {
+            --out().posted_data;
+          }
+        }
         (o.channel == op_channel::data ? out().data : out().sync).push_back(std::move(bytes));
       }
       m_done.push_back({o.cookie, op_kind::send});
       return 0;
     }
     if (o.kind != op_kind::recv) return -1;
+    if (o.channel == op_channel::data) {
+      std::lock_guard lock(in().m);
+      if (in().early_pending > 0) --in().early_pending;
+      else ++in().posted_data;
+    }
     (o.channel == op_channel::data ? m_recv_data : m_recv_sync).push_back(o);
     return 0;
   }

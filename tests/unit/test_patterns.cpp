@@ -43,18 +43,21 @@ struct pair_result {
   pattern_outcome client, server;
   std::size_t client_samples = 0, server_samples = 0;
   std::uint64_t client_corrupt = 0, server_corrupt = 0, client_checked = 0, server_checked = 0;
+  std::size_t client_early = 0, server_early = 0;  // strict receives: data before its receive
 };
 
 pair_result run_pair(pattern_kind kind, std::uint64_t n, unsigned window, std::size_t size,
-                     bool validate, bool server_corrupts = false) {
+                     bool validate, bool server_corrupts = false, bool strict_receives = false) {
   auto link = std::make_shared<mem_link>();
   mem_transport ct(link, true), st(link, false);
   st.corrupt_data = server_corrupts;
+  ct.strict_receives = st.strict_receives = strict_receives;
   const std::size_t slots = validate ? window : 1;
   side_state cs(size, slots, validate), ss(size, slots, validate);
   cs.samples.reset(n);
   ss.samples.reset(n);
   pattern_run run{kind, op_kind::send, side::client, n, window, size, deadline_in(10s)};
+  run.receive_after_send = ct.caps().keeps_early_arrivals;  // as case_session sets it
   pattern_run srun = run;
   srun.role = side::server;
   auto server = std::async(std::launch::async, [&] {
@@ -65,6 +68,8 @@ pair_result run_pair(pattern_kind kind, std::uint64_t n, unsigned window, std::s
   r.client = run_pattern(ct, run, cs.buffers(), cs.samples, cs.checker ? &*cs.checker : nullptr,
                          where{"client", "", ""});
   r.server = server.get();
+  r.client_early = ct.early_arrivals();
+  r.server_early = st.early_arrivals();
   r.client_samples = cs.samples.samples().size();
   r.server_samples = ss.samples.samples().size();
   if (validate) {
@@ -86,6 +91,19 @@ TEST(Patterns, PingPongRecordsEveryRoundTrip) {
   EXPECT_EQ(r.server_checked, 200U);
   EXPECT_EQ(r.client_corrupt + r.server_corrupt, 0U);
   EXPECT_GT(r.client.elapsed_ns, 0);
+}
+
+TEST(Patterns, PingPongPrePostsReceivesWhereEarlyArrivalsAreRefused) {
+  // Verbs-like: a data message with no receive posted would be an RNR. The receive-first order
+  // lets none arrive early, however the two threads interleave, except the very first request,
+  // which may beat the server's start (real runs start both loops after the control channel's
+  // go, and verbs retries an RNR).
+  const auto r = run_pair(pattern_kind::pingpong, 5000, 1, 64, true, false, true);
+  EXPECT_EQ(r.client_early, 0U);
+  EXPECT_LE(r.server_early, 1U);
+  EXPECT_EQ(r.client_samples, 5000U);
+  EXPECT_EQ(r.client_checked + r.server_checked, 10000U);
+  EXPECT_EQ(r.client_corrupt + r.server_corrupt, 0U);
 }
 
 TEST(Patterns, StreamUniMovesEveryMessageAndAcknowledges) {

@@ -100,7 +100,7 @@ where tcp_transport::place(const std::string& step, const std::string& peer) con
 }
 
 capabilities tcp_transport::caps() const {
-  return capabilities{true, false, false, {memory_type::host}};
+  return capabilities{true, false, false, {memory_type::host}, true};  // the socket buffers them
 }
 
 std::vector<std::byte> tcp_transport::local_address() {

@@ -192,7 +192,7 @@ void ucx_transport::cancel_outstanding() noexcept {
 }
 
 capabilities ucx_transport::caps() const {
-  capabilities c{true, true, true, {memory_type::host}};
+  capabilities c{true, true, true, {memory_type::host}, true};  // tag and AM keep early arrivals
   if (ucx::available_transports().count("cuda_copy") > 0) c.memory.push_back(memory_type::cuda);
   return c;
 }
