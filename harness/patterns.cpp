@@ -134,13 +134,9 @@ pattern_outcome pingpong_client(driver& d, const pattern_run& run, const pattern
     }
     // The post that comes first is on the round trip's critical path: the send, where the
     // transport keeps a reply that beats its receive.
-    if (run.receive_after_send) {
-      d.post(op_kind::send, op_channel::data, send, run.size, i);
-      d.post(op_kind::recv, op_channel::data, recv, run.size, i);
-    } else {
-      d.post(op_kind::recv, op_channel::data, recv, run.size, i);
-      d.post(op_kind::send, op_channel::data, send, run.size, i);
-    }
+    if (!run.receive_after_send) d.post(op_kind::recv, op_channel::data, recv, run.size, i);
+    d.post(op_kind::send, op_channel::data, send, run.size, i);
+    if (run.receive_after_send) d.post(op_kind::recv, op_channel::data, recv, run.size, i);
     for (std::size_t pending = 2; pending > 0;) pending -= d.poll().size();
     const std::int64_t t = now_ns();
     samples.record(t - prev);
