@@ -1,0 +1,124 @@
+#pragma once
+// What the pattern loops share (patterns.cpp: two-sided; patterns_one_sided.cpp: put and get):
+// cookies, the clock, arrival timing, and the driver that posts and polls with failure and
+// deadline handling. Internal to the harness.
+#include <array>
+#include <chrono>
+#include <cstdint>
+
+#include "harness/patterns.h"
+
+namespace pairperf::pattern_detail {
+
+constexpr std::uint64_t sync_cookie = ~std::uint64_t{0};
+constexpr unsigned slot_bits = 16;
+constexpr std::uint64_t slot_mask = (std::uint64_t{1} << slot_bits) - 1;
+constexpr unsigned polls_between_clock_reads = 1024;
+
+constexpr std::uint64_t cookie_of(std::uint64_t seq, std::size_t slot) noexcept {
+  return (seq << slot_bits) | slot;
+}
+constexpr std::uint64_t seq_of(std::uint64_t cookie) noexcept { return cookie >> slot_bits; }
+constexpr std::size_t slot_of(std::uint64_t cookie) noexcept {
+  return static_cast<std::size_t>(cookie & slot_mask);
+}
+
+inline std::int64_t now_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(steady::now().time_since_epoch())
+      .count();
+}
+
+// Times arrivals for the receiver's bandwidth: every message counts, over the span from the
+// receiver's start (it posts its receives before the sender can begin: the sender waits for the
+// server's `running`) to the last arrival. Timing from the first arrival instead would inflate
+// the figure: with a window of transfers interleaved on one connection, the first completes only
+// when most of the window's data is already there. One poll may return several completions; a
+// batch gets one timestamp, and the gaps between arrivals are the samples.
+class arrival_clock {
+ public:
+  explicit arrival_clock(std::int64_t start) noexcept : m_start(start), m_last(start) {}
+  void new_batch() noexcept { m_batch_time = 0; }
+  void arrived(sample_recorder& samples) noexcept {
+    if (m_batch_time == 0) m_batch_time = now_ns();
+    if (m_count > 0) samples.record(m_batch_time - m_last);
+    m_last = m_batch_time;
+    ++m_count;
+  }
+  void report(pattern_outcome& out) const noexcept {
+    out.recv_span_ns = m_last - m_start;
+    out.recv_span_messages = m_count;
+  }
+
+ private:
+  std::int64_t m_start, m_last, m_batch_time = 0;
+  std::uint64_t m_count = 0;
+};
+
+// A ping-pong phase: n messages each way, timed from `start` to now.
+inline pattern_outcome ping_pong_outcome(std::int64_t start, std::uint64_t n) noexcept {
+  pattern_outcome out;
+  out.elapsed_ns = now_ns() - start;
+  out.messages_sent = out.messages_received = n;
+  return out;
+}
+
+// post/poll with failure and deadline handling around a transport.
+class driver {
+ public:
+  driver(transport& t, const pattern_run& run, const where& place)
+      : m_t(t), m_deadline(run.deadline), m_place(place) {}
+
+  void post(op_kind kind, op_channel channel, std::byte* data, std::size_t len,
+            std::uint64_t cookie, std::uint32_t remote = 0) {
+    if (m_t.post(op{kind, channel, data, len, cookie, remote}) != 0) fail();
+  }
+
+  // Waits (progressing the transport) for one completion of the sync channel's kind `kind`.
+  void wait_sync(op_kind kind, std::int64_t* at = nullptr) {
+    for (;;) {
+      for (const completion& c : poll()) {
+        if (c.cookie == sync_cookie && c.kind == kind) {
+          if (at != nullptr) *at = now_ns();
+          return;
+        }
+      }
+    }
+  }
+
+  // Pushes out whatever the transport still holds; completions seen here are extra and dropped.
+  void flush() {
+    m_t.start_flush();
+    while (!m_t.flushed()) (void)poll();
+  }
+
+  std::span<const completion> poll() {
+    const int n = m_t.poll(m_completions);
+    if (n < 0) fail();
+    if (n == 0 && ++m_idle >= polls_between_clock_reads) {
+      m_idle = 0;
+      if (steady::now() >= m_deadline) {
+        throw step_error(error_kind::timeout, m_place,
+                         "the case did not finish before its timeout (--timeout-case)", ETIMEDOUT);
+      }
+    }
+    return {m_completions.data(), static_cast<std::size_t>(n)};
+  }
+
+ private:
+  [[noreturn]] void fail() const {
+    throw step_error(m_t.peer_gone() ? error_kind::closed : error_kind::error, m_place,
+                     m_t.last_error());
+  }
+
+  transport& m_t;
+  deadline_t m_deadline;
+  const where& m_place;
+  std::array<completion, 64> m_completions{};
+  unsigned m_idle = 0;
+};
+
+// The put and get variants of every pattern (patterns_one_sided.cpp).
+pattern_outcome run_one_sided(driver& d, const pattern_run& run, const pattern_buffers& b,
+                              sample_recorder& samples, payload_checker* checker);
+
+}  // namespace pairperf::pattern_detail
