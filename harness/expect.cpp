@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "harness/errors.h"
+#include "harness/gpus.h"
 #include "harness/pair.h"
 #include "harness/units.h"
 
@@ -99,16 +100,15 @@ nlohmann::json check(const expectation& e, const case_result& r,
   nlohmann::json out{{"expect", e.text}};
   switch (e.what) {
     case expectation::metric::transport: {
+      const auto named = [&](const lane& l) { return l.transport == e.name; };
+      const std::vector<lane> lanes = carrying_lanes(r);
       std::vector<std::string> seen;
-      if (r.provenance) {
-        for (const auto& l : r.provenance->lanes) seen.push_back(l.transport + "/" + l.device);
-      }
-      // cuda_ipc on the endpoint of a host <-> GPU row carries none of its bytes (gpus.h).
-      const bool idle_lane = e.name == "cuda_ipc" && r.gpu_path == "host-GPU copy";
-      const bool present =
-          !idle_lane && r.provenance &&
-          std::any_of(r.provenance->lanes.begin(), r.provenance->lanes.end(),
-                      [&](const lane& l) { return l.transport == e.name; });
+      for (const auto& l : lanes) seen.push_back(l.transport + "/" + l.device);
+      const bool present = std::any_of(lanes.begin(), lanes.end(), named);
+      // On the endpoint, but unable to carry this row's bytes (gpus.h carrying_lanes).
+      const bool idle_lane =
+          !present && r.provenance &&
+          std::any_of(r.provenance->lanes.begin(), r.provenance->lanes.end(), named);
       const bool pass = e.how == expectation::op::eq ? present : !present;
       out["seen"] =
           fmt::format("data lanes {}", seen.empty() ? std::string("(none)")
@@ -122,7 +122,7 @@ nlohmann::json check(const expectation& e, const case_result& r,
                      "configuration asked for",
                      e.name, e.how == expectation::op::eq ? "among" : "absent from");
       if (idle_lane)
-        out["why"] = fmt::format("cuda_ipc is on the endpoint but carries nothing here: {}",
+        out["why"] = fmt::format("{} is on the endpoint but carries nothing here: {}", e.name,
                                  r.gpu_path_why);
       const bool about_shm =
           e.how == expectation::op::eq ? is_shared_memory_transport(e.name) : e.name == "tcp";

@@ -3,16 +3,16 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-#include <sys/wait.h>
-#include <cstdio>
 
 #include "harness/nvml_abi.h"
 
@@ -250,15 +250,14 @@ std::vector<std::string> describe_topology(const gpu_topology& t) {
       for (auto p : peers) names.push_back(t.gpus[p]);
       const bool all = peers.size() + 1 == t.gpus.size() && peers.size() > 1;
       const bool run = peers.back() - peers.front() + 1 == peers.size() && peers.size() > 2;
-      parts.push_back(fmt::format(
-          "NV{} to {}", n,
-          all   ? fmt::format("all {} other GPUs", peers.size())
-          : run ? fmt::format("{}-{}", names.front(), names.back())
-                : fmt::format("{}", fmt::join(names, ", "))));
+      parts.push_back(fmt::format("NV{} to {}", n,
+                                  all   ? fmt::format("all {} other GPUs", peers.size())
+                                  : run ? fmt::format("{}-{}", names.front(), names.back())
+                                        : fmt::format("{}", fmt::join(names, ", "))));
     }
-    std::string line = fmt::format("{}: {}", t.gpus[g],
-                                    parts.empty() ? std::string("no NVLink")
-                                                  : fmt::format("{}", fmt::join(parts, "; ")));
+    std::string line = fmt::format(
+        "{}: {}", t.gpus[g],
+        parts.empty() ? std::string("no NVLink") : fmt::format("{}", fmt::join(parts, "; ")));
     // The nearest NICs: the best PCIe relation present in this GPU's row.
     for (const char* rel : {"PIX", "PXB", "PHB"}) {
       std::vector<std::string> nics;
@@ -315,7 +314,7 @@ std::optional<gpu_topology> read_topology(std::string& why) {
   if (status != 0) {
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     std::string first = text.substr(0, text.find('\n'));
-    why = code == 124 ? "nvidia-smi topo -m did not answer within 10 s"
+    why = code == 124   ? "nvidia-smi topo -m did not answer within 10 s"
           : code == 127 ? "no nvidia-smi here"
                         : fmt::format("nvidia-smi topo -m failed (exit {}): {}", code, first);
     return std::nullopt;
@@ -326,6 +325,16 @@ std::optional<gpu_topology> read_topology(std::string& why) {
     why = e.what();
     return std::nullopt;
   }
+}
+
+std::vector<lane> carrying_lanes(const case_result& r) {
+  std::vector<lane> out;
+  if (!r.provenance) return out;
+  const bool mixed = r.test.client_memory != r.test.server_memory;
+  for (const auto& l : r.provenance->lanes) {
+    if (!(mixed && l.transport == "cuda_ipc")) out.push_back(l);
+  }
+  return out;
 }
 
 gpu_path_verdict classify_gpu_path(const case_result& r) {
@@ -344,8 +353,9 @@ gpu_path_verdict classify_gpu_path(const case_result& r) {
   for (const auto* side : {&p.client, &p.server}) {
     if (side->is_object()) text += " " + side->value("request_info", std::string());
   }
+  const std::vector<lane> lanes = carrying_lanes(r);
   const auto has_lane = [&](const char* name) {
-    return std::any_of(p.lanes.begin(), p.lanes.end(),
+    return std::any_of(lanes.begin(), lanes.end(),
                        [&](const lane& l) { return l.transport == name; });
   };
   if (has_lane("cuda_ipc") || text.find("cuda_ipc") != std::string::npos)
@@ -356,7 +366,7 @@ gpu_path_verdict classify_gpu_path(const case_result& r) {
       return {"fallback",
               fmt::format("UCX staged the GPU data through host memory (\"{}\")", phrase)};
   }
-  for (const auto& l : p.lanes) {
+  for (const auto& l : lanes) {
     if (l.transport == "tcp")
       return {"fallback",
               fmt::format("GPU data went over tcp/{}: no cuda_ipc between these GPUs", l.device)};

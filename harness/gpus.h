@@ -56,6 +56,11 @@ struct gpu_path_verdict {
 };
 gpu_path_verdict classify_gpu_path(const case_result& r);
 
+// The lanes of a row's endpoint that can carry its data: all of them, except cuda_ipc where one
+// side's buffer is in host memory (cuda_ipc maps GPU buffers only). --expect transport= and the
+// verdict above both judge these.
+std::vector<lane> carrying_lanes(const case_result& r);
+
 // What the two sides' GPUs allow between them (same host: cuda_ipc, over NVLink or PCIe;
 // different hosts: the network), and what stands in the way.
 struct gpu_pair {
