@@ -112,6 +112,13 @@ def clean_env(**extra):
     return env
 
 
+def with_library_path(env, directory):
+    """env with `directory` first in LD_LIBRARY_PATH (a library build or test double to load)."""
+    env = dict(env)
+    env["LD_LIBRARY_PATH"] = directory + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    return env
+
+
 def has_transport(name):
     """Whether this pairperf was built with the transport."""
     proc, _ = run(["info", "--json"], timeout=30)

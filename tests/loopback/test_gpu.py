@@ -89,9 +89,7 @@ PAIR_C = ("GPU-cccccccc-0000-0000-0000-000000000003,00000000:9A:00.0,NVIDIA H100
 
 
 def fake_nvml_env(gpus):
-    env = pp.clean_env(PAIRPERF_FAKE_NVML=gpus)
-    env["LD_LIBRARY_PATH"] = FAKE_NVML_DIR + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
-    return env
+    return pp.with_library_path(pp.clean_env(PAIRPERF_FAKE_NVML=gpus), FAKE_NVML_DIR)
 
 
 @unittest.skipIf(FAKE_NVML_REASON is not None, FAKE_NVML_REASON or "")

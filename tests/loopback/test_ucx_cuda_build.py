@@ -19,9 +19,7 @@ MODULE = os.path.join(PREFIX, "lib", "ucx", "libuct_cuda.so.0")
 
 
 def on_cuda_ucx(**extra):
-    env = pp.clean_env(**extra)
-    env["LD_LIBRARY_PATH"] = os.path.join(PREFIX, "lib") + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
-    return env
+    return pp.with_library_path(pp.clean_env(**extra), os.path.join(PREFIX, "lib"))
 
 
 def driver_loads():
