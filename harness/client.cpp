@@ -97,6 +97,7 @@ class client_run {
 
  private:
   void hello();
+  [[nodiscard]] nlohmann::json own_context() const;
   case_result run_case(const test_case& c);
   server_view phase(case_session& s, const char* name, std::uint64_t n, pattern_outcome& mine);
   void compose(case_result& r, case_session& s, const pattern_outcome& mine,
@@ -128,6 +129,18 @@ auto client_run::control(F&& f) -> decltype(f()) {
   }
 }
 
+// What this side knows before the server answers: enough for a valid results file when the
+// server is never reached.
+nlohmann::json client_run::own_context() const {
+  return {{"tool", tool_context()},
+          {"argv", m_options.argv},
+          {"time_utc", utc_timestamp()},
+          {"server_address", m_options.server.to_string()},
+          {"config", m_options.config},
+          {"client", host_context()},
+          {"env", {{"client", relevant_environment()}}}};
+}
+
 void client_run::hello() {
   connect_options o;
   o.timeout = t().connect;
@@ -142,29 +155,28 @@ void client_run::hello() {
                    {"tool", tool_context()}},
                   "hello", t().handshake);
   const nlohmann::json reply = m_channel->expect(msg_type::hello, "hello", t().handshake);
-  const nlohmann::json me = host_context();
-  if (const auto blocked =
-          shared_memory_blocked(compare_hosts(me, reply.value("host", nlohmann::json::object()))))
+  nlohmann::json ctx = own_context();
+  const nlohmann::json server_host = reply.value("host", nlohmann::json::object());
+  if (const auto blocked = shared_memory_blocked(compare_hosts(ctx.at("client"), server_host)))
     m_hint = expectation_hint{blocked->cause, blocked->fix};
-  m_out.report_context({{"tool", tool_context()},
-                        {"argv", m_options.argv},
-                        {"time_utc", utc_timestamp()},
-                        {"server_address", m_options.server.to_string()},
-                        {"server_ip", m_peer_ip},
-                        {"server_listen", reply.value("listen", std::string())},
-                        {"control_iface", m_iface},
-                        {"config", m_options.config},
-                        {"client", me},
-                        {"server", reply.value("host", nlohmann::json::object())},
-                        {"server_tool", reply.value("tool", nlohmann::json::object())},
-                        {"env",
-                         {{"client", relevant_environment()},
-                          {"server", reply.value("env", nlohmann::json::object())}}}});
+  ctx["server_ip"] = m_peer_ip;
+  ctx["server_listen"] = reply.value("listen", std::string());
+  ctx["control_iface"] = m_iface;
+  ctx["server"] = server_host;
+  ctx["server_tool"] = reply.value("tool", nlohmann::json::object());
+  ctx["env"]["server"] = reply.value("env", nlohmann::json::object());
+  m_out.report_context(ctx);
 }
 
 run_summary client_run::run() {
-  hello();
+  try {
+    hello();
+  } catch (...) {
+    m_out.report_context(own_context());
+    throw;
+  }
   run_summary sum;
+  expectation_tally tally(m_options.expectations.size());
   for (const test_case& c : m_options.cases) {
     m_out.case_started(c, m_options.cases.size());
     case_result r;
@@ -175,7 +187,6 @@ run_summary client_run::run() {
     } else {
       try {
         r = run_case(c);
-        apply_expectations(m_options.expectations, r, m_hint);
       } catch (const control_lost& e) {
         sum.aborted = true;
         r.test = c;
@@ -183,6 +194,8 @@ run_summary client_run::run() {
         r.message = e.what();
       }
     }
+    apply_expectations(m_options.expectations, r, m_hint, &tally);
+    if (r.host_noise.is_object() && r.host_noise.value("noisy", false)) ++sum.noisy;
     switch (r.status) {
       case case_status::ok:
         ++sum.ok;
@@ -205,6 +218,7 @@ run_summary client_run::run() {
   if (!sum.aborted)
     control(
         [&] { m_channel->send(msg_type::bye, nlohmann::json::object(), "bye", t().handshake); });
+  sum.unjudged = tally.unjudged(m_options.expectations);
   return sum;
 }
 
@@ -411,10 +425,34 @@ void client_run::compose(case_result& r, case_session& s, const pattern_outcome&
 
 }  // namespace
 
-int run_summary::exit_code() const noexcept {
-  if (aborted || error > 0 || unreachable > 0) return 1;
-  if (fail > 0) return 3;
-  return 0;
+verdict_outcome run_summary::outcome() const {
+  verdict_outcome o;
+  if (!fatal.empty()) o.add(exit_status::failed, fatal);
+  if (aborted) o.add(exit_status::failed, "the control connection to the server was lost");
+  if (error + unreachable > 0)
+    o.add(exit_status::failed,
+          fmt::format("{} case(s) errored, {} unreachable", error, unreachable));
+  if (fail > 0) o.add(exit_status::missed, fmt::format("{} case(s) failed a check", fail));
+  for (const auto& u : unjudged) o.add(exit_status::inconclusive, u);
+  if (fatal.empty() && ok + fail == 0)
+    o.add(exit_status::inconclusive,
+          skipped > 0 ? fmt::format("nothing was measured: all {} case(s) were skipped", skipped)
+                      : std::string("nothing was measured: no case ran"));
+  return o;
+}
+
+nlohmann::json to_json(const run_summary& s) {
+  const verdict_outcome o = s.outcome();
+  return {{"exit_code", code(o.status)},
+          {"verdict", to_string(o.status)},
+          {"reasons", o.reasons},
+          {"counts",
+           {{"ok", s.ok},
+            {"skipped", s.skipped},
+            {"error", s.error},
+            {"unreachable", s.unreachable},
+            {"fail", s.fail},
+            {"noisy", s.noisy}}}};
 }
 
 std::vector<case_result> drive_remote(const endpoint& driver, const std::string& target,

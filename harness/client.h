@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "harness/config.h"
+#include "harness/exit_codes.h"
 #include "harness/expect.h"
 #include "harness/reporter.h"
 #include "harness/socket.h"
@@ -21,15 +22,23 @@ struct client_options {
 };
 
 struct run_summary {
-  std::size_t ok = 0, skipped = 0, error = 0, unreachable = 0, fail = 0;
-  bool aborted = false;  // the control channel was lost; later cases were not run
+  std::size_t ok = 0, skipped = 0, error = 0, unreachable = 0, fail = 0, noisy = 0;
+  bool aborted = false;      // the control channel was lost; later cases were not run
+  std::string fatal;         // why the run could not start (control connect or hello failed)
+  std::vector<std::string> unjudged;  // expectations that judged no case, with the reasons
 
-  // 0: everything ok or skipped; 3: a check failed (and nothing worse); 1: errors.
-  [[nodiscard]] int exit_code() const noexcept;
+  // The exit-code contract (exit_codes.h): failed when a case errored, was unreachable or the
+  // run stopped; missed when a check failed; inconclusive when nothing was measured (every case
+  // skipped) or an expectation judged no case; else held. With the reasons.
+  [[nodiscard]] verdict_outcome outcome() const;
 };
 
-// Runs every case. Throws step_error only when the run cannot start (control connect or hello
-// failed); failures of single cases become their results.
+// The results file's "outcome" block: exit code, its word, the reasons and the counts.
+nlohmann::json to_json(const run_summary& s);
+
+// Runs every case. When the run cannot start (control connect or hello failed) the reporter
+// still gets a context with what this side knows, and the summary says why in `fatal`;
+// failures of single cases become their results.
 run_summary run_client(const client_options& options, reporter& out);
 
 // Asks the pairperf server at `driver` to run `options.cases` as a client of `target` (the

@@ -43,7 +43,9 @@ std::string console_reporter::format_row(const case_result& r) const {
 }
 
 void console_reporter::report_context(const nlohmann::json& context) {
-  if (context.contains("client") && context.contains("server")) {
+  // A context without the server's block: the server was never reached, no table follows.
+  if (!context.contains("server")) return;
+  if (context.contains("client")) {
     fmt::print(m_out, "pairperf {}: {} -> {} ({})\n", context["tool"].value("version", "?"),
                context["client"].value("hostname", "?"), context["server"].value("hostname", "?"),
                context.value("server_address", "?"));
@@ -57,6 +59,13 @@ void console_reporter::report_result(const case_result& r) {
   m_sender_only = m_sender_only || (r.bandwidth_Bps && !r.bandwidth_Bps->receiver_Bps);
   if (r.status != case_status::ok && !r.message.empty())
     fmt::print(m_out, "     ^ {}\n", r.message);
+  if (r.unjudged.is_object())
+    fmt::print(m_out, "     ^ --expect {} not judged\n",
+               fmt::join(r.unjudged.value("expect", std::vector<std::string>{}), ", "));
+  if (r.host_noise.is_object() && r.host_noise.value("noisy", false)) {
+    ++m_noisy;
+    fmt::print(m_out, "     ^ noisy: {}\n", r.host_noise.value("why", std::string()));
+  }
   switch (r.status) {
     case case_status::ok:
       ++m_ok;
@@ -74,7 +83,12 @@ void console_reporter::report_result(const case_result& r) {
 }
 
 void console_reporter::finalize() {
-  fmt::print(m_out, "{} ok, {} skipped, {} not ok\n", m_ok, m_skipped, m_failed);
+  std::string verdict;
+  if (m_outcome.is_object())
+    verdict = fmt::format(": exit {} ({})", m_outcome.value("exit_code", -1),
+                          m_outcome.value("verdict", std::string("?")));
+  fmt::print(m_out, "{} ok, {} skipped, {} not ok{}{}\n", m_ok, m_skipped, m_failed,
+             m_noisy > 0 ? fmt::format(", {} noisy", m_noisy) : std::string(), verdict);
   if (m_sender_only)
     fmt::print(m_out, "* sender-side bandwidth: the target of a one-sided put sees no arrivals\n");
   std::fflush(m_out);

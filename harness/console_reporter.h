@@ -12,6 +12,7 @@ class console_reporter final : public reporter {
   console_reporter(std::FILE* out, rate_unit unit) : m_out(out), m_unit(unit) {}
   void report_context(const nlohmann::json& context) override;
   void report_result(const case_result& result) override;
+  void report_outcome(const nlohmann::json& outcome) override { m_outcome = outcome; }
   void finalize() override;
 
   // The row text for one result (no newline); exposed for tests.
@@ -21,8 +22,9 @@ class console_reporter final : public reporter {
  private:
   std::FILE* m_out;
   rate_unit m_unit;
-  std::size_t m_ok = 0, m_skipped = 0, m_failed = 0;
+  std::size_t m_ok = 0, m_skipped = 0, m_failed = 0, m_noisy = 0;
   bool m_sender_only = false;
+  nlohmann::json m_outcome;
 };
 
 // "[3/18] tcp tcp_bw 64K lo" on one rewritten line of stderr; only used on a terminal.

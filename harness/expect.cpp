@@ -227,19 +227,69 @@ bool applies(const expectation& e, const test_case& c) {
   return false;
 }
 
+namespace {
+
+// Why a case an expectation covers cannot be judged by it; empty when it can.
+std::string cannot_judge(const expectation& e, const case_result& r) {
+  if (r.status != case_status::ok)
+    return fmt::format("{}{}", to_string(r.status), r.message.empty() ? "" : ": " + r.message);
+  if (e.what == expectation::metric::bandwidth && !preferred_Bps(r.bandwidth_Bps))
+    return "no bandwidth figure";
+  if (e.what == expectation::metric::latency && !r.latency_s) return "no latency figure";
+  return {};
+}
+
+}  // namespace
+
+std::vector<std::string> expectation_tally::unjudged(
+    const std::vector<expectation>& expectations) const {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < expectations.size() && i < judged.size(); ++i) {
+    if (judged[i] > 0) continue;
+    if (why_not[i].empty()) {
+      out.push_back(fmt::format("--expect {}: judged no case (none it applies to ran)",
+                                expectations[i].text));
+      continue;
+    }
+    // The same reason for many cases is said once, with the case numbers.
+    std::vector<std::pair<std::string, std::vector<std::size_t>>> grouped;
+    for (const auto& [number, why] : why_not[i]) {
+      auto it = std::find_if(grouped.begin(), grouped.end(),
+                             [&](const auto& g) { return g.first == why; });
+      if (it == grouped.end()) it = grouped.insert(grouped.end(), {why, {}});
+      it->second.push_back(number);
+    }
+    std::vector<std::string> parts;
+    for (const auto& [why, numbers] : grouped)
+      parts.push_back(fmt::format("case{} {}: {}", numbers.size() > 1 ? "s" : "",
+                                  fmt::join(numbers, ","), why));
+    out.push_back(fmt::format("--expect {}: judged no case: {}", expectations[i].text,
+                              fmt::join(parts, "; ")));
+  }
+  return out;
+}
+
 void apply_expectations(const std::vector<expectation>& expectations, case_result& r,
-                        const std::optional<expectation_hint>& hint) {
-  if (r.status != case_status::ok) return;
+                        const std::optional<expectation_hint>& hint, expectation_tally* tally) {
   nlohmann::json checks = nlohmann::json::array();
-  std::vector<std::string> missed;
-  for (const auto& e : expectations) {
+  std::vector<std::string> missed, unjudged, reasons;
+  for (std::size_t i = 0; i < expectations.size(); ++i) {
+    const expectation& e = expectations[i];
     if (!applies(e, r.test)) continue;
-    if (e.what == expectation::metric::bandwidth && !r.bandwidth_Bps) continue;
-    if (e.what == expectation::metric::latency && !r.latency_s) continue;
+    if (std::string why = cannot_judge(e, r); !why.empty()) {
+      unjudged.push_back(e.text);
+      if (std::find(reasons.begin(), reasons.end(), why) == reasons.end()) reasons.push_back(why);
+      if (tally != nullptr) tally->why_not[i].emplace_back(r.test.index + 1, std::move(why));
+      continue;
+    }
+    if (tally != nullptr) ++tally->judged[i];
     nlohmann::json c = check(e, r, hint);
     if (!c.at("pass").get<bool>()) missed.push_back(c.at("why").get<std::string>());
     checks.push_back(std::move(c));
   }
+  if (!unjudged.empty())
+    r.unjudged = {{"expect", unjudged},
+                  {"why", fmt::format("not judged: {}", fmt::join(reasons, "; "))}};
   if (checks.empty()) return;
   r.verdict = nlohmann::json{{"pass", missed.empty()}, {"checks", checks}};
   if (!missed.empty()) {

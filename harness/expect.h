@@ -11,6 +11,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/result.h"
@@ -42,10 +43,28 @@ struct expectation_hint {
   std::string fix;
 };
 
+// Over a run: how many cases each expectation judged, and why the cases it covered but could
+// not judge were not judged (skipped, errored, no such figure). An expectation that judged no
+// case passed nothing: the run is inconclusive (exit 4), never green.
+struct expectation_tally {
+  explicit expectation_tally(std::size_t expectations)
+      : judged(expectations, 0), why_not(expectations) {}
+  std::vector<std::size_t> judged;
+  // Per expectation: (case number, why that case could not be judged).
+  std::vector<std::vector<std::pair<std::size_t, std::string>>> why_not;
+  // One line per expectation that judged no case, with the first reasons; empty when every
+  // expectation judged at least one.
+  [[nodiscard]] std::vector<std::string> unjudged(
+      const std::vector<expectation>& expectations) const;
+};
+
 // Checks every applicable expectation against an ok result; on a miss sets status fail and its
-// message. Always fills r.verdict when any expectation applied. A missed transport expectation
-// about shared memory (transport=posix|sysv|cma|..., transport!=tcp) carries `hint` when given.
+// message. Always fills r.verdict when any expectation applied, and r.unjudged when one covered
+// the case but could not judge it. A missed transport expectation about shared memory
+// (transport=posix|sysv|cma|..., transport!=tcp) carries `hint` when given. `tally` (may be
+// null) counts per expectation.
 void apply_expectations(const std::vector<expectation>& expectations, case_result& r,
-                        const std::optional<expectation_hint>& hint = std::nullopt);
+                        const std::optional<expectation_hint>& hint = std::nullopt,
+                        expectation_tally* tally = nullptr);
 
 }  // namespace pairperf

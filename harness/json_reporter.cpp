@@ -10,13 +10,21 @@
 namespace pairperf {
 
 nlohmann::json json_reporter::document() const {
-  return {{"schema", result_schema_name},
-          {"schema_version", result_schema_version},
-          {"context", m_context},
-          {"results", m_results}};
+  nlohmann::json doc{{"schema", result_schema_name},
+                     {"schema_version", result_schema_version},
+                     {"context", m_context},
+                     {"results", m_results}};
+  if (!m_outcome.is_null()) doc["outcome"] = m_outcome;
+  return doc;
 }
 
 void json_reporter::finalize() {
+  if (m_path == "-") {
+    const std::string text = document().dump(2) + "\n";
+    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
+      throw std::runtime_error("cannot write the results to standard output");
+    return;
+  }
   if (m_path.has_parent_path()) std::filesystem::create_directories(m_path.parent_path());
   const std::filesystem::path tmp = m_path.string() + ".tmp";
   {
@@ -31,6 +39,11 @@ void json_reporter::finalize() {
 }
 
 jsonl_reporter::jsonl_reporter(const std::filesystem::path& path) : m_path(path.string()) {
+  if (m_path == "-") {
+    m_file = stdout;
+    m_stdout = true;
+    return;
+  }
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
   m_file = std::fopen(m_path.c_str(), "w");
   if (m_file == nullptr)
@@ -38,7 +51,7 @@ jsonl_reporter::jsonl_reporter(const std::filesystem::path& path) : m_path(path.
 }
 
 jsonl_reporter::~jsonl_reporter() {
-  if (m_file != nullptr) std::fclose(m_file);
+  if (m_file != nullptr && !m_stdout) std::fclose(m_file);
 }
 
 void jsonl_reporter::write_line(const nlohmann::json& j) {
@@ -57,6 +70,10 @@ void jsonl_reporter::report_context(const nlohmann::json& context) {
 void jsonl_reporter::report_result(const case_result& result) { write_line(result); }
 
 void jsonl_reporter::finalize() {
+  if (m_stdout) {
+    m_file = nullptr;
+    return;
+  }
   if (m_file != nullptr && std::fclose(m_file) != 0) {
     m_file = nullptr;
     throw std::runtime_error(fmt::format("cannot close {}", m_path));

@@ -12,14 +12,16 @@ namespace pairperf {
 inline constexpr const char* result_schema_name = "pairperf.result";
 // Semantic version of the results file. MAJOR: a field removed or its meaning changed; MINOR: a
 // field added; PATCH: description fixes. Readers accept files of the same MAJOR.
-inline constexpr const char* result_schema_version = "1.0.0";
+inline constexpr const char* result_schema_version = "1.1.0";
 
-// Writes the whole file at finalize(), atomically (a temporary file, then rename).
+// Writes the whole file at finalize(), atomically (a temporary file, then rename); the path "-"
+// is standard output.
 class json_reporter final : public reporter {
  public:
   explicit json_reporter(std::filesystem::path path) : m_path(std::move(path)) {}
   void report_context(const nlohmann::json& context) override { m_context = context; }
   void report_result(const case_result& result) override { m_results.push_back(result); }
+  void report_outcome(const nlohmann::json& outcome) override { m_outcome = outcome; }
   void finalize() override;
 
   // The document finalize() writes.
@@ -28,11 +30,12 @@ class json_reporter final : public reporter {
  private:
   std::filesystem::path m_path;
   nlohmann::json m_context = nlohmann::json::object();
+  nlohmann::json m_outcome;
   std::vector<case_result> m_results;
 };
 
 // One line per finished case, flushed as it goes, so a run that dies half-way leaves every
-// finished case on disk. The first line is {"schema", "schema_version", "context"}; every later
+// finished case on disk ("-": standard output). The first line is {"schema", "schema_version", "context"}; every later
 // line is one element of the results file's "results" array.
 class jsonl_reporter final : public reporter {
  public:
@@ -48,6 +51,7 @@ class jsonl_reporter final : public reporter {
   void write_line(const nlohmann::json& j);
   std::FILE* m_file = nullptr;
   std::string m_path;
+  bool m_stdout = false;
 };
 
 }  // namespace pairperf

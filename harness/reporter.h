@@ -18,6 +18,9 @@ class reporter {
   virtual void report_context(const nlohmann::json& context) = 0;
   virtual void case_started(const test_case& /*test*/, std::size_t /*total*/) {}
   virtual void report_result(const case_result& result) = 0;
+  // The run's outcome (client.h to_json(run_summary)): exit code, verdict, reasons, counts.
+  // Called once before finalize, also for a run that could not start.
+  virtual void report_outcome(const nlohmann::json& /*outcome*/) {}
   // Called once, also after a run that stopped early. Throws if output cannot be written.
   virtual void finalize() = 0;
 };
@@ -29,6 +32,7 @@ class multi_reporter final : public reporter {
   void report_context(const nlohmann::json& context) override;
   void case_started(const test_case& test, std::size_t total) override;
   void report_result(const case_result& result) override;
+  void report_outcome(const nlohmann::json& outcome) override;
   void finalize() override;
 
  private:

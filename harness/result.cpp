@@ -82,6 +82,7 @@ void to_json(nlohmann::json& j, const case_result& r) {
   j = nlohmann::json{{"case", r.test}, {"status", to_string(r.status)}};
   if (!r.message.empty()) j["message"] = r.message;
   if (!r.error_code.empty()) j["error_code"] = r.error_code;
+  if (!r.unjudged.is_null()) j["unjudged"] = r.unjudged;
   if (r.status != case_status::ok && r.status != case_status::fail && r.iterations == 0) return;
   j["iterations"] = r.iterations;
   j["warmup_iterations"] = r.warmup_iterations;
@@ -102,6 +103,7 @@ void to_json(nlohmann::json& j, const case_result& r) {
   if (!r.repetitions.empty()) j["repetitions"] = r.repetitions;
   if (!r.gpu_path.empty()) j["gpu_path"] = {{"verdict", r.gpu_path}, {"why", r.gpu_path_why}};
   if (!r.verdict.is_null()) j["verdict"] = r.verdict;
+  if (!r.host_noise.is_null()) j["host_noise"] = r.host_noise;
   if (r.provenance) {
     j["provenance"] = {{"lanes", r.provenance->lanes},
                        {"protocol", r.provenance->protocol},
@@ -140,6 +142,8 @@ void from_json(const nlohmann::json& j, case_result& r) {
     r.gpu_path_why = j["gpu_path"].value("why", "");
   }
   if (j.contains("verdict")) r.verdict = j["verdict"];
+  if (j.contains("unjudged")) r.unjudged = j["unjudged"];
+  if (j.contains("host_noise")) r.host_noise = j["host_noise"];
   if (j.contains("provenance")) {
     const auto& p = j["provenance"];
     r.provenance = provenance{p.at("lanes").get<std::vector<lane>>(), p.value("protocol", ""),

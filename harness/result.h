@@ -87,6 +87,11 @@ struct case_result {
   std::string gpu_path, gpu_path_why;
   nlohmann::json verdict;  // --expect: {"pass", "checks": [{"expect", "seen", "pass", "why"}]};
                            // null if none applied
+  // --expect that covered this case but could not judge it (the case did not run, or has no
+  // such figure): {"expect": [texts], "why"}; null otherwise.
+  nlohmann::json unjudged;
+  // Host noise of the measured phases (harness/noise.h): null where the case did not measure.
+  nlohmann::json host_noise;
 };
 
 // The figure a result stands for, shared by --expect, compare, export, mesh and doctor:

@@ -114,8 +114,11 @@ void register_options(CLI::App* app, run_args& a) {
                   "Check each case, e.g. transport=cma, transport!=tcp, bw>=8GB/s@1M, lat<=5us@8 "
                   "(repeatable); a miss is "
                   "status fail, exit code 3");
-  app->add_option("--json", a.json, "Results file (default: results/runs/<time>-<host>.json)");
-  app->add_option("--jsonl", a.jsonl, "Also write one JSON line per finished case, as it goes");
+  app->add_option("--json", a.json,
+                  "Results file (default: results/runs/<time>-<host>.json; '-': stdout, the "
+                  "table then goes to stderr)");
+  app->add_option("--jsonl", a.jsonl,
+                  "Also write one JSON line per finished case, as it goes ('-': stdout)");
   app->add_flag("--no-json", a.no_json, "Write no results file");
   app->add_option("--units", a.units, "Bandwidth display: GB (1e9 B/s) or GiB")
       ->capture_default_str();
@@ -242,10 +245,13 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   o.token = a.token;
   o.argv = argv;
 
+  // "-" puts the results on stdout; the table then goes to stderr so stdout stays JSON.
+  const bool json_stdout = a.json == "-" || a.jsonl == "-";
+  if (a.json == "-" && a.jsonl == "-") throw usage_error("--json - and --jsonl - both ask for stdout");
   multi_reporter out;
   if (!a.quiet && ::isatty(STDERR_FILENO) == 1)
     out.add(std::make_unique<progress_reporter>(stderr));
-  if (!a.quiet) out.add(std::make_unique<console_reporter>(stdout, unit));
+  if (!a.quiet) out.add(std::make_unique<console_reporter>(json_stdout ? stderr : stdout, unit));
   const std::string json_path =
       a.no_json ? std::string() : (a.json.empty() ? default_results_path() : a.json);
   if (!json_path.empty()) out.add(std::make_unique<json_reporter>(json_path));
@@ -263,16 +269,18 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   run_summary sum;
   try {
     sum = run_client(o, out);
-  } catch (...) {
-    out.finalize();
-    throw;
+  } catch (const step_error& e) {
+    sum.fatal = e.what();  // the results file still gets the context this side knows
   }
+  // Errors and reasons first, then the summary line (the console reporter's finalize).
+  const verdict_outcome outcome = sum.outcome();
+  for (const auto& why : outcome.reasons)
+    fmt::print(stderr, "pairperf: {}: {}\n", to_string(outcome.status), why);
+  out.report_outcome(to_json(sum));
   out.finalize();
-  if (!json_path.empty()) fmt::print(a.quiet ? stderr : stdout, "results: {}\n", json_path);
-  if (sum.aborted)
-    fmt::print(stderr,
-               "pairperf: the run stopped early: the control connection to the server was lost\n");
-  return sum.exit_code();
+  if (!json_path.empty() && json_path != "-")
+    fmt::print(a.quiet || json_stdout ? stderr : stdout, "results: {}\n", json_path);
+  return code(outcome.status);
 }
 
 }  // namespace

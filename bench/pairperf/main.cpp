@@ -5,6 +5,7 @@
 
 #include "bench/pairperf/commands.h"
 #include "harness/errors.h"
+#include "harness/exit_codes.h"
 
 int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);  // a closed peer is an error return, never a signal
@@ -21,11 +22,13 @@ int main(int argc, char** argv) {
       pairperf::cli::add_compare(app),   pairperf::cli::add_export(app),
       pairperf::cli::add_report(app)};
   commands.push_back(pairperf::cli::add_mesh(app, args));
+  app.footer(pairperf::exit_code_help);
+  for (const auto& c : commands) c.app->footer(pairperf::exit_code_help);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    return rc == 0 ? 0 : pairperf::code(pairperf::exit_status::usage);
   }
   try {
     for (const auto& c : commands) {

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/client.h"
 #include "harness/errors.h"
 #include "harness/expect.h"
 
@@ -116,6 +117,69 @@ TEST(Expect, OnlyOkResultsAreJudged) {
   apply_expectations({parse_expectation("transport!=tcp")}, r);
   EXPECT_EQ(r.status, case_status::skipped);
   EXPECT_TRUE(r.verdict.is_null());
+}
+
+// A skipped case an expectation covers is not judged, and the run knows that expectation
+// judged nothing (the cuda_ipc expectation on a host without a GPU that used to pass).
+TEST(Expect, SkippedCasesAreNotJudged) {
+  const std::vector<expectation> ex{parse_expectation("transport=cuda_ipc"),
+                                    parse_expectation("bw>=1GB/s@1M")};
+  expectation_tally tally(ex.size());
+  case_result skipped = stream_result(1 << 20, 0, {});
+  skipped.status = case_status::skipped;
+  skipped.message = "cuda memory: no usable CUDA device";
+  skipped.bandwidth_Bps.reset();
+  skipped.test.index = 0;
+  apply_expectations(ex, skipped, std::nullopt, &tally);
+  EXPECT_EQ(skipped.status, case_status::skipped);
+  EXPECT_TRUE(skipped.verdict.is_null());
+  ASSERT_TRUE(skipped.unjudged.is_object());
+  EXPECT_EQ(skipped.unjudged.at("expect").size(), 2U);
+  EXPECT_NE(skipped.unjudged.at("why").get<std::string>().find("no usable CUDA device"),
+            std::string::npos);
+  case_result second = skipped;
+  second.test.index = 1;
+  apply_expectations(ex, second, std::nullopt, &tally);
+  auto lines = tally.unjudged(ex);
+  ASSERT_EQ(lines.size(), 2U);
+  EXPECT_NE(lines[0].find("--expect transport=cuda_ipc: judged no case: cases 1,2: skipped"),
+            std::string::npos)
+      << lines[0];
+  // One judged case is enough for the bandwidth expectation; the transport one still judged none.
+  case_result ran = stream_result(1 << 20, 5e9, {{"tcp", "lo"}});
+  ran.test.index = 2;
+  apply_expectations({ex[1]}, ran, std::nullopt, nullptr);
+  expectation_tally t2(ex.size());
+  apply_expectations(ex, ran, std::nullopt, &t2);
+  EXPECT_EQ(t2.judged[1], 1U);
+  EXPECT_EQ(t2.judged[0], 1U);  // judged (and missed: tcp is not cuda_ipc)
+  EXPECT_EQ(ran.status, case_status::fail);
+  EXPECT_TRUE(t2.unjudged(ex).empty());
+}
+
+// The exit-code contract of a run, one case per code.
+TEST(Expect, RunOutcomeFollowsTheContract) {
+  run_summary s;
+  s.skipped = 3;
+  EXPECT_EQ(s.outcome().status, exit_status::inconclusive);  // nothing measured
+  s.ok = 1;
+  EXPECT_EQ(s.outcome().status, exit_status::held);
+  s.unjudged = {"--expect transport=cuda_ipc: judged no case"};
+  EXPECT_EQ(s.outcome().status, exit_status::inconclusive);
+  s.fail = 1;
+  EXPECT_EQ(s.outcome().status, exit_status::missed);
+  s.unreachable = 1;
+  EXPECT_EQ(s.outcome().status, exit_status::failed);
+  run_summary fatal;
+  fatal.fatal = "control connect failed";
+  const auto o = fatal.outcome();
+  EXPECT_EQ(o.status, exit_status::failed);
+  ASSERT_EQ(o.reasons.size(), 1U);  // not also "nothing was measured"
+  const nlohmann::json j = to_json(fatal);
+  EXPECT_EQ(j.at("exit_code"), 1);
+  EXPECT_EQ(j.at("verdict"), "failed");
+  EXPECT_EQ(worse(exit_status::inconclusive, exit_status::missed), exit_status::missed);
+  EXPECT_EQ(worse(exit_status::held, exit_status::inconclusive), exit_status::inconclusive);
 }
 
 }  // namespace

@@ -1,0 +1,94 @@
+"""The exit-code contract (README, "Exit codes"): 0 held, 1 failed, 2 usage, 3 missed,
+4 inconclusive. Each test pins one path that used to exit 0 while nothing was judged, or used a
+code of another meaning."""
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import pairperf_testlib as pp
+
+VALIDATE = os.path.join(pp.SOURCE_DIR, "scripts", "validate-results")
+
+
+def valid(path):
+    r = subprocess.run([sys.executable, VALIDATE, path], capture_output=True, text=True, timeout=60)
+    return r.returncode == 0, r.stdout + r.stderr
+
+
+class RunExitCodes(unittest.TestCase):
+    def test_expect_on_a_skipped_case_is_inconclusive(self):
+        # Before: the cuda case was skipped and the run exited 0 with its --expect "passed".
+        with pp.tmpdir() as d:
+            out = os.path.join(d, "r.json")
+            proc, _ = pp.run(["run", "-t", "tcp", "--test", "tcp_bw", "--mem", "cuda,cuda", "--sizes", "1M",
+                              "--expect", "transport=cuda_ipc", "--json", out], timeout=60)
+            self.assertEqual(proc.returncode, 4, proc.stdout + proc.stderr)
+            self.assertIn("--expect transport=cuda_ipc: judged no case", proc.stderr)
+            self.assertIn("skipped", proc.stderr)
+            doc = pp.load(out)
+            self.assertEqual(doc["outcome"]["exit_code"], 4)
+            self.assertEqual(doc["outcome"]["verdict"], "inconclusive")
+            self.assertEqual(doc["results"][0]["unjudged"]["expect"], ["transport=cuda_ipc"])
+            ok, why = valid(out)
+            self.assertTrue(ok, why)
+
+    def test_all_cases_skipped_is_inconclusive(self):
+        proc, _ = pp.run(["run", "-t", "tcp", "--test", "tcp_lat", "--mem", "cuda,cuda", "--sizes", "8", "--no-json"], timeout=60)
+        self.assertEqual(proc.returncode, 4, proc.stdout + proc.stderr)
+        self.assertIn("nothing was measured: all 1 case(s) were skipped", proc.stderr)
+
+    def test_expect_judged_and_held_is_zero_and_missed_is_three(self):
+        proc, _ = pp.run(["run", "-t", "tcp", "--test", "tcp_lat", "--sizes", "8", "-n", "200", "--no-json",
+                          "--expect", "lat<=10s@8"], timeout=60)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn("exit 0 (held)", proc.stdout)
+        proc, _ = pp.run(["run", "-t", "tcp", "--test", "tcp_lat", "--sizes", "8", "-n", "200", "--no-json",
+                          "--expect", "lat<=1ns@8"], timeout=60)
+        self.assertEqual(proc.returncode, 3, proc.stdout + proc.stderr)
+
+    def test_unreachable_server_still_writes_a_valid_file_and_the_error_comes_first(self):
+        port = pp.free_port()
+        with pp.tmpdir() as d:
+            out = os.path.join(d, "f.json")
+            proc, _ = pp.run(["run", f"127.0.0.1:{port}", "--json", out, "--timeout-connect", "2s"], timeout=30)
+            self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+            ok, why = valid(out)
+            self.assertTrue(ok, why)
+            doc = pp.load(out)
+            self.assertEqual(doc["outcome"]["verdict"], "failed")
+            self.assertIn("ECONNREFUSED", doc["outcome"]["reasons"][0])
+            for key in ("tool", "argv", "client", "config", "server_address"):
+                self.assertIn(key, doc["context"])
+            # The error is said before the summary line, never after it.
+            self.assertNotIn("0 ok, 0 skipped", proc.stderr)
+            self.assertIn("exit 1 (failed)", proc.stdout)
+
+    def test_json_dash_is_stdout(self):
+        with pp.tmpdir() as d:
+            proc, _ = pp.run(["run", "-t", "tcp", "--test", "tcp_lat", "--sizes", "8", "-n", "100", "--json", "-"],
+                             timeout=60, cwd=d)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertFalse(os.path.exists(os.path.join(d, "-")), "wrote a file named '-'")
+            doc = json.loads(proc.stdout)  # stdout holds only the document; the table is on stderr
+            self.assertEqual(doc["schema"], "pairperf.result")
+            self.assertIn("1 ok, 0 skipped, 0 not ok", proc.stderr)
+            proc, _ = pp.run(["run", "-t", "tcp", "--test", "tcp_lat", "--sizes", "8", "-n", "100", "--no-json",
+                              "--jsonl", "-", "-q"], timeout=60, cwd=d)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertFalse(os.path.exists(os.path.join(d, "-")))
+            lines = [json.loads(l) for l in proc.stdout.splitlines() if l.strip()]
+            self.assertEqual(lines[0]["schema"], "pairperf.result")
+            self.assertEqual(lines[1]["status"], "ok")
+
+    def test_help_states_the_contract(self):
+        for cmd in ("run", "compare", "doctor", "mesh", "export"):
+            proc, _ = pp.run([cmd, "--help"], timeout=30)
+            self.assertEqual(proc.returncode, 0)
+            self.assertIn("4 inconclusive", proc.stdout, cmd)
+
+
+if __name__ == "__main__":
+    unittest.main()
