@@ -10,6 +10,7 @@
 #include <numeric>
 #include <set>
 
+#include "harness/exit_codes.h"
 #include "harness/units.h"
 
 namespace pairperf {
@@ -203,6 +204,33 @@ metric_change compare_metric(const std::string& metric, const side_cases& base,
   return m;
 }
 
+// Judged once significance is known: what is not a finding is "no significant change" only when
+// the data could have shown a change of the threshold's size.
+void judge_detectability(metric_change& m, const compare_options& o) {
+  m.threshold = m.metric == "latency p99" ? o.tail_threshold : o.threshold;
+  m.detect = detectable_change(m.base, m.next, o.alpha, m.threshold);
+  if (m.regression || m.improvement || m.significant) return;
+  if (m.base.empty() || m.next.empty()) return;  // nothing to judge: listed, not counted
+  const auto needs = [&] {
+    return m.detect.needed > 0 ? fmt::format("needs about {} repetitions a side", m.detect.needed)
+                               : std::string("needs --repeat 4 or more on both sides");
+  };
+  if (m.base.size() < 2 || m.next.size() < 2) {
+    m.inconclusive = true;
+    m.note = fmt::format("one value on a side: {}", needs());
+  } else if (!m.detect.mde) {
+    m.inconclusive = true;
+    m.note = fmt::format("{} and {} values cannot reach p < {}: {}", m.base.size(),
+                         m.next.size(), o.alpha, needs());
+  } else if (*m.detect.mde > m.threshold) {
+    m.inconclusive = true;
+    m.note = fmt::format("noise ±{:.1f}%, detects only changes beyond {:.1f}%, {}",
+                         m.detect.noise.value_or(0) * 100, *m.detect.mde * 100, needs());
+  } else {
+    m.note = fmt::format("detects changes beyond {:.1f}%", *m.detect.mde * 100);
+  }
+}
+
 // A sweep compares hundreds of metrics at once: without a correction, noise alone would flag
 // some every night. Benjamini-Hochberg adjusts the p-values over every tested metric of the
 // comparison (false discovery rate at alpha; under no change at all, the chance of any
@@ -235,9 +263,110 @@ void decide(comparison& out, const compare_options& o) {
       out.improvements += m.improvement ? 1 : 0;
     }
   }
+  for (auto& c : out.cases) {
+    for (auto& m : c.metrics) {
+      judge_detectability(m, o);
+      out.inconclusive += m.inconclusive ? 1 : 0;
+    }
+  }
+}
+
+// The two-sided standard normal quantile: z with P(|Z| > z) = p, by bisection on erfc.
+double normal_quantile_two_sided(double p) {
+  double lo = 0;
+  double hi = 40;
+  for (int i = 0; i < 200 && hi - lo > 1e-12; ++i) {
+    const double mid = (lo + hi) / 2;
+    (std::erfc(mid / std::sqrt(2.0)) > p ? lo : hi) = mid;
+  }
+  return (lo + hi) / 2;
+}
+
+// Student's t quantile from the normal one (Cornish-Fisher expansion in 1/dof; within 1% for
+// dof >= 4, the fewest this is asked for in practice).
+double t_quantile(double z, double dof) {
+  const double z3 = z * z * z;
+  const double z5 = z3 * z * z;
+  return z + (z3 + z) / (4 * dof) + (5 * z5 + 16 * z3 + 3 * z) / (96 * dof * dof);
+}
+
+double log_spread(std::span<const double> v, double& sum_sq) {
+  double mean = 0;
+  for (double x : v) mean += std::log(x);
+  mean /= static_cast<double>(v.size());
+  for (double x : v) sum_sq += (std::log(x) - mean) * (std::log(x) - mean);
+  return mean;
 }
 
 }  // namespace
+
+detectability detectable_change(std::span<const double> base, std::span<const double> next,
+                                double alpha, double threshold) {
+  detectability d;
+  const auto positive = [](std::span<const double> v) {
+    return std::all_of(v.begin(), v.end(), [](double x) { return x > 0; });
+  };
+  if (!positive(base) || !positive(next)) return d;
+  // Pooled within-side spread of the logs: a shift between the sides does not inflate it.
+  double sum_sq = 0;
+  std::size_t df = 0;
+  for (const auto side : {base, next}) {
+    if (side.size() < 2) continue;
+    (void)log_spread(side, sum_sq);
+    df += side.size() - 1;
+  }
+  if (df == 0) return d;
+  const double sigma = std::sqrt(sum_sq / static_cast<double>(df));
+  d.noise = sigma;
+  // Quantiles for the two-sided level and for 80% power, as Student's t with the pooled degrees
+  // of freedom (a few repetitions a side: the normal's would promise changes the test misses);
+  // the rank test needs pi/3 times the samples of the t-test (its asymptotic efficiency 3/pi).
+  const auto k_for = [&](double dof) {
+    const double t = t_quantile(normal_quantile_two_sided(alpha), dof) +
+                     t_quantile(normal_quantile_two_sided(2 * (1 - 0.8)), dof);
+    return t * sigma * std::sqrt(std::acos(-1.0) / 3);
+  };
+  const double k = k_for(static_cast<double>(base.size() + next.size()) - 2);
+  const double step = std::log1p(threshold);
+  if (step > 0) {
+    double n = 4;
+    for (int i = 0; i < 20; ++i) {  // n and its degrees of freedom settle in a few steps
+      const double kn = k_for(std::max(2.0, 2 * n - 2)) / step;
+      n = std::max(4.0, std::ceil(2 * kn * kn));
+    }
+    std::size_t needed = std::max<std::size_t>(4, static_cast<std::size_t>(std::min(n, 1e6)));
+    while (mann_whitney_min_p(needed, needed) >= alpha) ++needed;
+    d.needed = needed;
+  }
+  if (base.size() < 2 || next.size() < 2) return d;
+  if (mann_whitney_min_p(base.size(), next.size()) >= alpha) return d;
+  const double n1 = static_cast<double>(base.size());
+  const double n2 = static_cast<double>(next.size());
+  d.mde = std::expm1(k * std::sqrt(1 / n1 + 1 / n2));
+  return d;
+}
+
+int comparison::exit_code() const {
+  if (has_finding()) return code(exit_status::missed);
+  if (!inconclusive_reason().empty()) return code(exit_status::inconclusive);
+  return code(exit_status::held);
+}
+
+std::string comparison::inconclusive_reason() const {
+  if (cases.empty())
+    return fmt::format("no case in common ({} in BASE only, {} in NEW only): nothing was compared",
+                       missing.size(), added.size());
+  std::size_t judged = 0;
+  for (const auto& c : cases) {
+    for (const auto& m : c.metrics) judged += !m.base.empty() && !m.next.empty() ? 1 : 0;
+  }
+  if (judged == 0) return "no matched case has a figure on both sides";
+  if (inconclusive > 0)
+    return fmt::format("{} metric(s) could not be judged (see the notes: too few repetitions or "
+                       "too much noise for the threshold)",
+                       inconclusive);
+  return {};
+}
 
 double mann_whitney_p(std::span<const double> a, std::span<const double> b) {
   const std::size_t n1 = a.size();

@@ -26,6 +26,20 @@ class compare_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The smallest relative change the comparison of these values could detect: a two-sided test at
+// `alpha` with 80% power, from the pooled spread of the log values within each side, the sizes,
+// and the Mann-Whitney test's efficiency relative to the t-test (3/pi). `noise` is that spread
+// (a relative standard deviation). `needed` is the repetitions a side that would detect
+// `threshold`. No `mde` (infinite) when a side has fewer than 2 values or the exact test cannot
+// reach `alpha` at these sizes.
+struct detectability {
+  std::optional<double> mde;
+  std::optional<double> noise;
+  std::size_t needed = 0;
+};
+detectability detectable_change(std::span<const double> base, std::span<const double> next,
+                                double alpha, double threshold);
+
 // Two-sided p-value of the Mann-Whitney U test; 1 when either side is empty.
 double mann_whitney_p(std::span<const double> a, std::span<const double> b);
 // The smallest two-sided p the exact test can give for these sizes (0 for large ones): with 3
@@ -63,6 +77,11 @@ struct metric_change {
   bool significant = false;
   bool regression = false;
   bool improvement = false;
+  // No finding, but the data could not have shown one: a side with one value, sizes the exact
+  // test cannot judge at alpha, or a minimum detectable change beyond the threshold.
+  bool inconclusive = false;
+  detectability detect;
+  double threshold = 0;  // the one that applies to this metric
   std::string note;
 };
 
@@ -83,9 +102,15 @@ struct comparison {
   std::vector<std::string> missing;  // in BASE only
   std::vector<std::string> added;    // in NEW only
   std::size_t regressions = 0, improvements = 0, provenance_changes = 0, status_changes = 0;
+  std::size_t inconclusive = 0;  // metrics that could not be judged
   [[nodiscard]] bool has_finding() const {
     return regressions + provenance_changes + status_changes > 0;
   }
+  // The exit-code contract: 3 findings; else 4 when nothing matched or a metric could not be
+  // judged; else 0.
+  [[nodiscard]] int exit_code() const;
+  // Why the comparison is inconclusive (empty when it is not), for the summary.
+  [[nodiscard]] std::string inconclusive_reason() const;
 };
 
 comparison compare_results(const result_set& base, const result_set& next,

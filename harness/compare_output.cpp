@@ -14,8 +14,28 @@ std::string value_text(const metric_change& m, double v) {
 std::string verdict_text(const metric_change& m) {
   if (m.regression) return "REGRESSION";
   if (m.improvement) return "improvement";
+  if (m.inconclusive) return "inconclusive";
   if (!m.p_value) return "not tested";
   return m.significant ? "within threshold" : "no significant change";
+}
+
+std::string summary_text(const comparison& c) {
+  return fmt::format(
+      "{} regression(s), {} improvement(s), {} provenance change(s), {} status change(s), "
+      "{} inconclusive, {} missing, {} new",
+      c.regressions, c.improvements, c.provenance_changes, c.status_changes, c.inconclusive,
+      c.missing.size(), c.added.size());
+}
+
+std::string verdict_word(const comparison& c) {
+  switch (c.exit_code()) {
+    case 3:
+      return "findings";
+    case 4:
+      return "inconclusive";
+    default:
+      return "no regression";
+  }
 }
 
 }  // namespace
@@ -37,7 +57,13 @@ void to_json(nlohmann::json& j, const comparison& c) {
                         {"q_value", m.q_value ? nlohmann::json(*m.q_value) : nlohmann::json()},
                         {"significant", m.significant},
                         {"regression", m.regression},
-                        {"improvement", m.improvement}};
+                        {"improvement", m.improvement},
+                        {"inconclusive", m.inconclusive},
+                        {"threshold", m.threshold},
+                        {"min_detectable_change",
+                         m.detect.mde ? nlohmann::json(*m.detect.mde) : nlohmann::json()},
+                        {"noise", m.detect.noise ? nlohmann::json(*m.detect.noise) : nlohmann::json()},
+                        {"repetitions_needed", m.detect.needed}};
       if (!m.note.empty()) mj["note"] = m.note;
       metrics.push_back(std::move(mj));
     }
@@ -68,7 +94,11 @@ void to_json(nlohmann::json& j, const comparison& c) {
        {"regressions", c.regressions},
        {"improvements", c.improvements},
        {"provenance_changes", c.provenance_changes},
-       {"status_changes", c.status_changes}};
+       {"status_changes", c.status_changes},
+       {"inconclusive", c.inconclusive},
+       {"inconclusive_reason", c.inconclusive_reason()},
+       {"exit_code", c.exit_code()},
+       {"verdict", verdict_word(c)}};
 }
 
 void print_comparison(std::FILE* out, const comparison& c, bool all_rows) {
@@ -87,7 +117,7 @@ void print_comparison(std::FILE* out, const comparison& c, bool all_rows) {
       fmt::print(out, "  {:<64} lanes: {} -> {}  PROVENANCE CHANGE\n", k.key,
                  fmt::join(k.base_lanes, ","), fmt::join(k.new_lanes, ","));
     for (const auto& m : k.metrics) {
-      const bool interesting = m.regression || m.improvement;
+      const bool interesting = m.regression || m.improvement || m.inconclusive;
       if (!all_rows && !interesting) continue;
       fmt::print(out, "  {:<64} {:<12} {:>12} {:>12} {:>+7.1f}% {:>8}  {}{}\n", k.key, m.metric,
                  value_text(m, m.base_median), value_text(m, m.new_median), m.change * 100,
@@ -97,26 +127,26 @@ void print_comparison(std::FILE* out, const comparison& c, bool all_rows) {
   }
   for (const auto& k : c.missing) fmt::print(out, "  missing in NEW: {}\n", k);
   for (const auto& k : c.added) fmt::print(out, "  new in NEW:     {}\n", k);
-  fmt::print(out,
-             "{} regression(s), {} improvement(s), {} provenance change(s), {} status change(s), "
-             "{} missing, {} new\n",
-             c.regressions, c.improvements, c.provenance_changes, c.status_changes,
-             c.missing.size(), c.added.size());
+  if (const std::string why = c.inconclusive_reason(); !why.empty() && !c.has_finding())
+    fmt::print(out, "inconclusive: {}\n", why);
+  fmt::print(out, "{}: exit {} ({})\n", summary_text(c), c.exit_code(), verdict_word(c));
 }
 
 std::string markdown(const comparison& c) {
   std::string md = fmt::format(
-      "### pairperf compare: {}\n\n{} regression(s), {} improvement(s), {} provenance change(s), "
-      "{} status change(s), {} missing, {} new; {} case(s) matched. A regression is a change "
+      "### pairperf compare: {}\n\n{}; {} case(s) matched. A regression is a change "
       "worse than {:.1f}% ({:.1f}% for p99) that is significant at {} (two-sided Mann-Whitney U "
-      "over repetitions, p adjusted by Benjamini-Hochberg).\n\n",
-      c.has_finding() ? "findings" : "no regression", c.regressions, c.improvements,
-      c.provenance_changes, c.status_changes, c.missing.size(), c.added.size(), c.cases.size(),
-      c.options.threshold * 100, c.options.tail_threshold * 100, c.options.alpha);
+      "over repetitions, p adjusted by Benjamini-Hochberg). A metric is inconclusive when its "
+      "data could not show a change of that size (one value a side, or noise too wide).\n\n",
+      verdict_word(c), summary_text(c), c.cases.size(), c.options.threshold * 100,
+      c.options.tail_threshold * 100, c.options.alpha);
+  if (const std::string why = c.inconclusive_reason(); !why.empty() && !c.has_finding())
+    md += fmt::format("**Inconclusive**: {}.\n\n", why);
   const auto row = [](const case_comparison& k, const metric_change& m) {
     return fmt::format("| `{}` | {} | {} | {} | {:+.1f}% | {} | {} |\n", k.key, m.metric,
                        value_text(m, m.base_median), value_text(m, m.new_median), m.change * 100,
-                       m.q_value ? fmt::format("{:.3g}", *m.q_value) : "-", verdict_text(m));
+                       m.q_value ? fmt::format("{:.3g}", *m.q_value) : "-",
+                       verdict_text(m) + (m.note.empty() ? "" : " (" + m.note + ")"));
   };
   const std::string header =
       "| case | metric | base | new | change | adjusted p | verdict "
@@ -130,7 +160,7 @@ std::string markdown(const comparison& c) {
       findings += fmt::format("| `{}` | lanes | {} | {} | | | **provenance change** |\n", k.key,
                               fmt::join(k.base_lanes, ", "), fmt::join(k.new_lanes, ", "));
     for (const auto& m : k.metrics) {
-      if (m.regression || m.improvement) findings += row(k, m);
+      if (m.regression || m.improvement || m.inconclusive) findings += row(k, m);
     }
   }
   if (!findings.empty()) md += header + findings + "\n";

@@ -3,6 +3,8 @@
 //   Bencher Metric Format: {"<key>": {"latency": {value, lower_value, upper_value}, ...}}, with
 //     latency p50 and p99 in nanoseconds (Bencher's built-in latency unit) and bandwidth in B/s;
 //     lower/upper are the extremes over repetitions when the case was repeated.
+// A case present in several inputs (files, or a folder's files) is one entry: their repetitions
+// pool, the value is their median and the extremes span them all.
 //   github-action-benchmark: [{"name", "unit", "value", "range", "extra"}]; that tool fixes the
 //     direction per file, so bandwidth (customBiggerIsBetter) and latency (customSmallerIsBetter)
 //     are separate documents.

@@ -6,6 +6,7 @@
 #include "bench/pairperf/commands.h"
 #include "harness/compare.h"
 #include "harness/errors.h"
+#include "harness/exit_codes.h"
 #include "harness/export.h"
 
 namespace pairperf::cli {
@@ -21,7 +22,13 @@ struct compare_args {
   bool all = false;
 };
 
+// "-" is standard output, as for every output option of pairperf.
 void write_file(const std::string& path, const std::string& text) {
+  if (path == "-") {
+    fmt::print("{}", text);
+    std::fflush(stdout);
+    return;
+  }
   std::ofstream f(path);
   f << text;
   if (!f) throw std::runtime_error(fmt::format("cannot write {}", path));
@@ -37,7 +44,7 @@ int compare_command(const compare_args& a) {
                         compare_options{a.threshold / 100, a.tail_threshold / 100, a.alpha});
   } catch (const compare_error& e) {
     fmt::print(stderr, "pairperf compare: {}\n", e.what());
-    return 2;
+    return code(exit_status::usage);
   }
   if (a.json == "-") {
     fmt::print("{}\n", nlohmann::json(c).dump(2));
@@ -47,7 +54,7 @@ int compare_command(const compare_args& a) {
     print_comparison(stdout, c, a.all);
   }
   if (!a.json.empty() && a.json != "-") write_file(a.json, nlohmann::json(c).dump(2) + "\n");
-  return c.has_finding() ? 1 : 0;
+  return c.exit_code();
 }
 
 struct export_args {
@@ -58,6 +65,8 @@ struct export_args {
 int export_command(const export_args& a) {
   if (a.bmf.empty() && a.bigger.empty() && a.smaller.empty())
     throw usage_error("give at least one of --bmf, --gab-bigger, --gab-smaller");
+  if ((a.bmf == "-") + (a.bigger == "-") + (a.smaller == "-") > 1)
+    throw usage_error("only one of --bmf, --gab-bigger, --gab-smaller can be '-' (stdout)");
   result_set all;
   try {
     for (const auto& in : a.inputs) {
@@ -67,7 +76,12 @@ int export_command(const export_args& a) {
     }
   } catch (const compare_error& e) {
     fmt::print(stderr, "pairperf export: {}\n", e.what());
-    return 2;
+    return code(exit_status::usage);
+  }
+  if (to_bencher(all).empty()) {
+    fmt::print(stderr, "pairperf export: inconclusive: no measured (ok) case in {}\n",
+               fmt::join(a.inputs, ", "));
+    return code(exit_status::inconclusive);
   }
   if (!a.bmf.empty()) write_file(a.bmf, to_bencher(all).dump(2) + "\n");
   if (!a.bigger.empty()) write_file(a.bigger, to_gab_bigger_is_better(all).dump(2) + "\n");
@@ -82,7 +96,9 @@ command add_compare(CLI::App& root) {
   CLI::App* app = root.add_subcommand(
       "compare",
       "Compare two results files or folders: regressions (significant and beyond the threshold), "
-      "provenance and status changes, missing and new cases. Exit 0 none, 1 findings, 2 error");
+      "provenance and status changes, missing and new cases, and metrics the data cannot judge "
+      "(one value a side, noise wider than the threshold). Exit 0 none, 3 findings, 4 "
+      "inconclusive, 2 bad input");
   app->add_option("base", a->base, "Baseline results file or folder")->required();
   app->add_option("new", a->next, "New results file or folder")->required();
   app->add_option("--threshold", a->threshold, "Relative change that matters, in percent")
@@ -102,12 +118,14 @@ command add_export(CLI::App& root) {
   auto a = std::make_shared<export_args>();
   CLI::App* app = root.add_subcommand(
       "export", "Write results for CI trackers: Bencher Metric Format, github-action-benchmark");
-  app->add_option("inputs", a->inputs, "Results files or folders")->required();
-  app->add_option("--bmf", a->bmf, "Bencher Metric Format JSON file");
+  app->add_option("inputs", a->inputs,
+                  "Results files or folders; a case in several of them pools its repetitions")
+      ->required();
+  app->add_option("--bmf", a->bmf, "Bencher Metric Format JSON file ('-': stdout)");
   app->add_option("--gab-bigger", a->bigger,
-                  "github-action-benchmark customBiggerIsBetter JSON file (bandwidth)");
+                  "github-action-benchmark customBiggerIsBetter JSON file (bandwidth; '-': stdout)");
   app->add_option("--gab-smaller", a->smaller,
-                  "github-action-benchmark customSmallerIsBetter JSON file (latency)");
+                  "github-action-benchmark customSmallerIsBetter JSON file (latency; '-': stdout)");
   return command{app, [a] { return export_command(*a); }};
 }
 

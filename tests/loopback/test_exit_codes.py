@@ -90,5 +90,68 @@ class RunExitCodes(unittest.TestCase):
             self.assertIn("4 inconclusive", proc.stdout, cmd)
 
 
+def halve_bandwidth(src, dst):
+    doc = pp.load(src)
+    for r in doc["results"]:
+        if r.get("bandwidth_Bps", {}).get("receiver"):
+            r["bandwidth_Bps"]["receiver"] /= 2
+    with open(dst, "w") as f:
+        json.dump(doc, f)
+
+
+class CompareAndExportExitCodes(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = pp.tmpdir()
+        d = cls.dir.__enter__()
+        cls.a = os.path.join(d, "a.json")
+        proc, _ = pp.run(["run", "-t", "tcp", "--test", "tcp_bw", "--sizes", "64K", "-d", "0.05s", "-q", "--json", cls.a], timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        cls.half = os.path.join(d, "half.json")
+        halve_bandwidth(cls.a, cls.half)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.dir.__exit__(None, None, None)
+
+    def test_half_the_bandwidth_without_repetitions_is_inconclusive_in_the_default_output(self):
+        # Before: "0 regression(s)", exit 0; "not tested" only with --all.
+        proc, _ = pp.run(["compare", self.a, self.half], timeout=60)
+        self.assertEqual(proc.returncode, 4, proc.stdout + proc.stderr)
+        self.assertIn("inconclusive (one value on a side", proc.stdout)
+        self.assertIn("-50.0%", proc.stdout)
+        self.assertIn("exit 4 (inconclusive)", proc.stdout)
+
+    def test_no_case_in_common_is_inconclusive(self):
+        with pp.tmpdir() as d:
+            other = os.path.join(d, "other.json")
+            proc, _ = pp.run(["run", "-t", "tcp", "--test", "tcp_lat", "--sizes", "8", "-n", "100", "-q", "--json", other], timeout=60)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            proc, _ = pp.run(["compare", self.a, other, "--json", "-"], timeout=60)
+        self.assertEqual(proc.returncode, 4, proc.stdout + proc.stderr)
+        doc = json.loads(proc.stdout)
+        self.assertEqual(doc["verdict"], "inconclusive")
+        self.assertIn("no case in common", doc["inconclusive_reason"])
+
+    def test_export_dash_is_stdout_and_files_pool(self):
+        with pp.tmpdir() as d:
+            proc, _ = pp.run(["export", self.a, self.half, "--gab-bigger", "-"], timeout=60, cwd=d)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertFalse(os.path.exists(os.path.join(d, "-")), "wrote a file named '-'")
+        entries = json.loads(proc.stdout)
+        self.assertEqual(len(entries), 1)  # one case, both files: pooled, not the last file's value
+        full = pp.load(self.a)["results"][0]["bandwidth_Bps"]["receiver"]
+        self.assertAlmostEqual(entries[0]["value"], full * 0.75 * 1e-9, places=6)
+        self.assertIn("pooled from 2 results", entries[0]["extra"])
+
+    def test_export_of_nothing_measured_is_inconclusive(self):
+        with pp.tmpdir() as d:
+            skipped = os.path.join(d, "s.json")
+            pp.run(["run", "-t", "tcp", "--test", "tcp_lat", "--mem", "cuda,cuda", "--sizes", "8", "-q", "--json", skipped], timeout=60)
+            proc, _ = pp.run(["export", skipped, "--bmf", os.path.join(d, "b.json")], timeout=60)
+        self.assertEqual(proc.returncode, 4, proc.stdout + proc.stderr)
+        self.assertIn("no measured (ok) case", proc.stderr)
+
+
 if __name__ == "__main__":
-    unittest.main()
+    pp.main()

@@ -233,5 +233,104 @@ TEST(Export, BencherAndGithubActionBenchmark) {
   EXPECT_EQ(smaller[0].at("unit"), "us");
 }
 
+// The minimum detectable change is what it says: a true change of that size is caught about 80%
+// of the time (the power it is computed for) at alpha 0.05, and a smaller one mostly not.
+TEST(Detectability, AChangeOfTheMdeIsCaughtAboutEightyPercentOfTheTime) {
+  std::mt19937_64 rng(11);
+  std::lognormal_distribution<double> noise(0.0, 0.05);
+  const auto sample = [&](double scale, std::size_t n) {
+    std::vector<double> v(n);
+    for (auto& x : v) x = scale * noise(rng);
+    return v;
+  };
+  const auto probe = sample(1.0, 10);
+  const detectability d = detectable_change(probe, sample(1.0, 10), 0.05, 0.05);
+  ASSERT_TRUE(d.mde.has_value());
+  ASSERT_TRUE(d.noise.has_value());
+  EXPECT_NEAR(*d.noise, 0.05, 0.02);
+  const double mde = std::log1p(*d.mde) * 0.05 / *d.noise;  // the MDE for exactly 5% noise
+  int caught = 0, caught_half = 0;
+  const int trials = 2000;
+  for (int i = 0; i < trials; ++i) {
+    const auto base = sample(1.0, 10);
+    caught += mann_whitney_p(base, sample(std::exp(mde), 10)) < 0.05 ? 1 : 0;
+    caught_half += mann_whitney_p(base, sample(std::exp(mde / 2), 10)) < 0.05 ? 1 : 0;
+  }
+  std::printf("change = MDE (%.1f%%): caught %.1f%%; half of it: %.1f%%\n", std::expm1(mde) * 100,
+              100.0 * caught / trials, 100.0 * caught_half / trials);
+  EXPECT_NEAR(static_cast<double>(caught) / trials, 0.80, 0.07);
+  EXPECT_LT(static_cast<double>(caught_half) / trials, 0.45);
+}
+
+TEST(Detectability, TooFewValuesHaveNoMde) {
+  const std::vector<double> one{1.0}, three{1.0, 1.1, 0.9}, four{1.0, 1.1, 0.9, 1.05};
+  EXPECT_FALSE(detectable_change(one, four, 0.05, 0.05).mde.has_value());
+  EXPECT_FALSE(detectable_change(three, three, 0.05, 0.05).mde.has_value());  // min p is 0.1
+  EXPECT_TRUE(detectable_change(four, four, 0.05, 0.05).mde.has_value());
+  EXPECT_GE(detectable_change(three, three, 0.05, 0.05).needed, 4U);
+}
+
+// The issue's case: a baseline whose repetitions spread 0.5-1.86 GB/s and a 45% drop were "no
+// significant change", exit 0. Now the metric is inconclusive and says what it would need.
+TEST(Compare, WideBaselineIsInconclusiveNotNoChange) {
+  synth g(5);
+  result_set base = g.run(1e9, 3e-6, 4);
+  result_set next = g.run(0.55e9, 3e-6, 4);
+  const std::vector<double> spread{0.5e9, 1.86e9, 0.7e9, 1.5e9};
+  const std::vector<double> dropped{0.6e9, 0.4e9, 1.2e9, 0.75e9};
+  for (std::size_t i = 0; i < 4; ++i) {
+    base.results[0].repetitions[i].bandwidth_Bps = bandwidth{spread[i], spread[i]};
+    next.results[0].repetitions[i].bandwidth_Bps = bandwidth{dropped[i], dropped[i]};
+  }
+  const comparison c = compare_results(base, next, {});
+  const metric_change& bw = c.cases.at(0).metrics.at(0);
+  ASSERT_EQ(bw.metric, "bandwidth");
+  EXPECT_FALSE(bw.regression);
+  EXPECT_TRUE(bw.inconclusive) << bw.note;
+  EXPECT_NE(bw.note.find("noise ±"), std::string::npos) << bw.note;
+  EXPECT_NE(bw.note.find("repetitions a side"), std::string::npos) << bw.note;
+  EXPECT_GT(bw.detect.needed, 20U);
+  EXPECT_EQ(c.exit_code(), 4);
+}
+
+TEST(Compare, OneValueASideAndNothingInCommonAreExitFour) {
+  synth g(6);
+  comparison c = compare_results(g.run(10e9, 3e-6, 1), g.run(5e9, 6e-6, 1), {});
+  EXPECT_EQ(c.exit_code(), 4);
+  EXPECT_EQ(c.inconclusive, 3U);  // bandwidth, p50, p99
+  result_set other = g.run(10e9, 3e-6, 5);
+  for (auto& r : other.results) r.test.size_bytes = 4096;
+  c = compare_results(g.run(10e9, 3e-6, 5), other, {});
+  EXPECT_TRUE(c.cases.empty());
+  EXPECT_EQ(c.exit_code(), 4);
+  EXPECT_NE(c.inconclusive_reason().find("no case in common"), std::string::npos);
+  // Enough quiet repetitions and no change: judged, exit 0.
+  synth quiet(8);
+  c = compare_results(quiet.run(10e9, 3e-6, 10), quiet.run(10e9, 3e-6, 10),
+                      compare_options{0.10, 0.5, 0.05});
+  EXPECT_EQ(c.exit_code(), 0) << nlohmann::json(c).dump(1);
+}
+
+// The same case in two inputs: one entry, the repetitions pooled, never the last file's value.
+TEST(Export, SeveralFilesPoolACaseInsteadOfKeepingTheLast) {
+  synth g(9);
+  result_set a = g.run(10e9, 3e-6, 1);
+  result_set b = g.run(20e9, 3e-6, 1);
+  result_set both = a;
+  both.results.insert(both.results.end(), b.results.begin(), b.results.end());
+  const nlohmann::json bigger = to_gab_bigger_is_better(both);
+  ASSERT_EQ(bigger.size(), 1U);
+  const double va = *a.results[0].bandwidth_Bps->receiver_Bps;
+  const double vb = *b.results[0].bandwidth_Bps->receiver_Bps;
+  EXPECT_NEAR(bigger[0].at("value").get<double>(), (va + vb) / 2 * 1e-9, 1e-9);
+  EXPECT_NE(bigger[0].at("extra").get<std::string>().find("pooled from 2 results"),
+            std::string::npos);
+  const nlohmann::json bmf = to_bencher(both);
+  ASSERT_EQ(bmf.size(), 2U);
+  const auto& bw = bmf.at(case_key(a.results[0].test)).at("bandwidth-bytes-per-second");
+  EXPECT_DOUBLE_EQ(bw.at("lower_value").get<double>(), std::min(va, vb));
+  EXPECT_DOUBLE_EQ(bw.at("upper_value").get<double>(), std::max(va, vb));
+}
+
 }  // namespace
 }  // namespace pairperf
