@@ -61,10 +61,16 @@ class Compare(unittest.TestCase):
         self.assertIn("| case | metric | base | new | change | adjusted p | verdict |", proc.stdout)
         self.assertIn("**provenance change**", proc.stdout)
 
-    def test_no_change_is_exit_0(self):
+    def test_no_change_is_exit_0_only_where_the_data_could_show_one(self):
+        # 5 repetitions a side with 2-6% noise cannot show a 5% change: inconclusive, not green.
         proc, _ = pp.run(["compare", BASE, BASE], timeout=60)
+        self.assertEqual(proc.returncode, 4, proc.stdout)
+        self.assertIn("inconclusive (noise", proc.stdout)
+        # A threshold the data can resolve: judged, no change, exit 0.
+        proc, _ = pp.run(["compare", BASE, BASE, "--threshold", "20", "--tail-threshold", "80"], timeout=60)
         self.assertEqual(proc.returncode, 0, proc.stdout)
         self.assertIn("0 regression(s)", proc.stdout)
+        self.assertIn("0 inconclusive", proc.stdout)
 
     def test_bad_inputs_exit_2_with_the_reason(self):
         with pp.tmpdir() as d:
