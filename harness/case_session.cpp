@@ -168,8 +168,12 @@ pattern_outcome case_session::run(std::uint64_t iterations, const where& place, 
   }
   const pattern_buffers buffers{m_send_slots, m_recv_slots,      m_sync_send,
                                 m_sync_recv,  m_peer_recv_slots, m_peer_send_slots};
-  return run_pattern(*m_transport, run, buffers, m_samples, m_checker ? &*m_checker : nullptr,
-                     place);
+  // The measured phases (those probed for provenance) are watched for host noise.
+  if (probe) m_noise.begin();
+  pattern_outcome out =
+      run_pattern(*m_transport, run, buffers, m_samples, m_checker ? &*m_checker : nullptr, place);
+  if (probe) m_noise.end();
+  return out;
 }
 
 std::optional<validation> case_session::validated() const {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "harness/config.h"
+#include "harness/noise.h"
 #include "harness/patterns.h"
 #include "harness/payload.h"
 #include "harness/result.h"
@@ -47,6 +48,8 @@ class case_session {
   [[nodiscard]] unsigned window() const noexcept { return m_window; }
   [[nodiscard]] const test_case& test() const noexcept { return m_params.test; }
   [[nodiscard]] op_kind data_op() const noexcept { return m_data_op; }
+  // This side's host noise over the measured phases so far (noise.h).
+  [[nodiscard]] const noise_meter& noise() const noexcept { return m_noise; }
 
  private:
   void allocate(allocator& alloc, std::size_t slots);
@@ -66,6 +69,7 @@ class case_session {
   std::size_t m_peer_recv_slots = 0, m_peer_send_slots = 0;
   std::optional<payload_checker> m_checker;
   sample_recorder m_samples;
+  noise_meter m_noise;
 };
 
 }  // namespace pairperf

@@ -11,6 +11,7 @@
 #include "harness/gpus.h"
 #include "harness/hex.h"
 #include "harness/interfaces.h"
+#include "harness/noise.h"
 #include "harness/pair.h"
 #include "harness/units.h"
 
@@ -285,8 +286,12 @@ case_result client_run::run_case(const test_case& c) {
     }
     const unsigned reps = std::max(1U, m_options.config.repeat);
     std::vector<std::int64_t> pooled;  // round trips of every repetition (ping-pong)
+    nlohmann::json server_noise;       // the server's, over its measured phases so far
     for (unsigned i = 0; i < reps; ++i) {
       const server_view theirs = phase(*session, "measure", r.iterations, mine);
+      server_noise = theirs.body.value("host_noise", nlohmann::json());
+      r.host_noise =
+          judge_noise(session->noise().side(), server_noise, m_options.config.noise_threshold);
       compose(r, *session, mine, theirs);
       if (reps == 1) break;
       r.repetitions.push_back(repetition{r.iterations, r.elapsed_s, r.latency_s, r.bandwidth_Bps,

@@ -81,6 +81,7 @@ void to_json(nlohmann::json& j, const run_config& c) {
       {"window", c.window},
       {"repeat", c.repeat},
       {"validate", c.validate},
+      {"noise_threshold_share", c.noise_threshold},
       {"progress", to_string(c.transport.progress)},
       {"streams", c.transport.streams},
       {"send_buffer_bytes", c.transport.send_buffer_bytes},
@@ -113,6 +114,7 @@ void from_json(const nlohmann::json& j, run_config& c) {
   j.at("window").get_to(c.window);
   c.repeat = j.value("repeat", 1U);
   j.at("validate").get_to(c.validate);
+  c.noise_threshold = j.value("noise_threshold_share", c.noise_threshold);
   c.transport.progress = parse_progress(j.at("progress").get<std::string>());
   j.at("streams").get_to(c.transport.streams);
   j.at("send_buffer_bytes").get_to(c.transport.send_buffer_bytes);

@@ -70,6 +70,9 @@ struct run_config {
   unsigned window = 32;                      // outstanding operations in stream patterns
   unsigned repeat = 1;  // measured phases per case (after one warm-up), each kept in the results
   bool validate = false;
+  // A case is noisy when a side's measuring thread waited for a CPU longer than this share of
+  // the measured time (harness/noise.h).
+  double noise_threshold = 0.05;
   transport_options transport;
   struct timeouts timeouts;
 };

@@ -48,18 +48,22 @@ struct expectation_hint {
 // case passed nothing: the run is inconclusive (exit 4), never green.
 struct expectation_tally {
   explicit expectation_tally(std::size_t expectations)
-      : judged(expectations, 0), why_not(expectations) {}
+      : judged(expectations, 0), noisy_misses(expectations, 0), why_not(expectations) {}
   std::vector<std::size_t> judged;
+  // Misses on noisy cases, not judged: each makes the run inconclusive even where the
+  // expectation judged other cases (the miss may be real).
+  std::vector<std::size_t> noisy_misses;
   // Per expectation: (case number, why that case could not be judged).
   std::vector<std::vector<std::pair<std::size_t, std::string>>> why_not;
-  // One line per expectation that judged no case, with the first reasons; empty when every
-  // expectation judged at least one.
+  // One line per expectation that judged no case or missed on a noisy one, with the reasons;
+  // empty when every expectation judged at least one case and no miss was noisy.
   [[nodiscard]] std::vector<std::string> unjudged(
       const std::vector<expectation>& expectations) const;
 };
 
 // Checks every applicable expectation against an ok result; on a miss sets status fail and its
-// message. Always fills r.verdict when any expectation applied, and r.unjudged when one covered
+// message. A bandwidth or latency miss on a noisy case (noise.h) is not judged instead: the host,
+// not the path, may have missed it. Always fills r.verdict when any expectation applied, and r.unjudged when one covered
 // the case but could not judge it. A missed transport expectation about shared memory
 // (transport=posix|sysv|cma|..., transport!=tcp) carries `hint` when given. `tally` (may be
 // null) counts per expectation.

@@ -246,7 +246,10 @@ void client_handler::on_run(const nlohmann::json& body) {
   const auto v = m_session->validated().value_or(validation{});
   results["validation"] = {{"messages_checked", v.messages_checked},
                            {"corrupt_bytes", v.corrupt_bytes}};
-  if (phase == "measure") results["provenance"] = m_session->describe().server;
+  if (phase == "measure") {
+    results["provenance"] = m_session->describe().server;
+    results["host_noise"] = m_session->noise().side();
+  }
   m_channel.send(msg_type::results, std::move(results), place.step, m_options.timeouts.handshake);
 }
 

@@ -17,6 +17,7 @@
 #include "harness/errors.h"
 #include "harness/json_reporter.h"
 #include "harness/matrix.h"
+#include "harness/noise.h"
 #include "harness/patterns.h"
 #include "harness/units.h"
 #include "transports/memory/gpu_select.h"
@@ -47,6 +48,8 @@ struct run_args {
   bool quiet = false;
   verbs_options verbs;
   std::string gpu;
+  std::string cpu;
+  double noise_threshold = default_noise_threshold * 100;  // percent
 };
 
 void register_options(CLI::App* app, run_args& a) {
@@ -110,6 +113,13 @@ void register_options(CLI::App* app, run_args& a) {
   app->add_option("--signal-every", a.verbs.signal_every,
                   "verbs: in stream tests, ask for a completion every N posts")
       ->capture_default_str();
+  app->add_option("--cpu", a.cpu,
+                  "Pin the client to CPU CLIENT and a local server to SERVER (CLIENT[,SERVER], "
+                  "as ucx_perftest -c and iperf3 -A); each side's CPUs are recorded per case");
+  app->add_option("--noise-threshold", a.noise_threshold,
+                  "Mark a case noisy when a side's measuring thread waited for a CPU longer "
+                  "than this share of the measured time, in percent")
+      ->capture_default_str();
   app->add_option("--expect", a.expect,
                   "Check each case, e.g. transport=cma, transport!=tcp, bw>=8GB/s@1M, lat<=5us@8 "
                   "(repeatable); a miss is "
@@ -158,6 +168,9 @@ run_config make_config(const run_args& a, const CLI::App& app) {
   c.timeouts.handshake = parse_duration(a.t_handshake);
   c.timeouts.per_case = parse_duration(a.t_case);
   c.transport.verbs = a.verbs;
+  if (!(a.noise_threshold > 0 && a.noise_threshold <= 100))
+    throw usage_error("--noise-threshold must be above 0 and at most 100 (%)");
+  c.noise_threshold = a.noise_threshold / 100;
   return c;
 }
 
@@ -201,6 +214,20 @@ void check_transport_options(const std::vector<test_case>& cases,
     throw usage_error("--ucx given, but no UCX case is selected");
 }
 
+// --cpu CLIENT[,SERVER]: -1 where not given.
+std::pair<int, int> parse_cpu_pair(const std::string& text) {
+  if (text.empty()) return {-1, -1};
+  const auto number = [&](const std::string& part) {
+    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos ||
+        part.size() > 5)
+      throw usage_error(fmt::format("--cpu {}: expected CLIENT[,SERVER], CPU numbers", text));
+    return std::stoi(part);
+  };
+  const auto comma = text.find(',');
+  if (comma == std::string::npos) return {number(text), -1};
+  return {number(text.substr(0, comma)), number(text.substr(comma + 1))};
+}
+
 std::string default_results_path() {
   std::string host(256, '\0');
   ::gethostname(host.data(), host.size());
@@ -215,6 +242,11 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   const std::string client_gpu = a.gpu.substr(0, comma);
   const std::string server_gpu = comma == std::string::npos ? client_gpu : a.gpu.substr(comma + 1);
   set_gpu_selection(parse_gpu_selector(client_gpu));
+  const auto [client_cpu, server_cpu] = parse_cpu_pair(a.cpu);
+  if (server_cpu >= 0 && !a.peer.empty())
+    throw usage_error("--cpu CLIENT,SERVER: the SERVER CPU applies to a local server only; pin a "
+                      "remote one with `pairperf server --cpu N`");
+  if (client_cpu >= 0) pin_to_cpu(client_cpu);
   (void)parse_gpu_selector(server_gpu);  // a bad value is a usage error before anything starts
   client_options o;
   o.config = make_config(a, app);
@@ -259,9 +291,10 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
 
   std::optional<local_server> local;
   if (a.peer.empty()) {
-    local.emplace(o.config.timeouts.connect + o.config.timeouts.handshake, true,
-                  server_gpu.empty() ? std::vector<std::string>{}
-                                     : std::vector<std::string>{"--gpu", server_gpu});
+    std::vector<std::string> extra;
+    if (!server_gpu.empty()) extra = {"--gpu", server_gpu};
+    if (server_cpu >= 0) extra.insert(extra.end(), {"--cpu", std::to_string(server_cpu)});
+    local.emplace(o.config.timeouts.connect + o.config.timeouts.handshake, true, extra);
     o.server = endpoint{"127.0.0.1", local->port()};
   } else {
     o.server = parse_endpoint(a.peer, default_control_port);

@@ -5,6 +5,7 @@
 
 #include "bench/pairperf/commands.h"
 #include "harness/control.h"
+#include "harness/noise.h"
 #include "harness/server.h"
 #include "harness/units.h"
 #include "transports/memory/gpu_select.h"
@@ -25,6 +26,7 @@ struct server_args {
   std::string idle = "60s";
   bool quiet = false;
   std::string gpu;
+  int cpu = -1;
 };
 
 }  // namespace
@@ -49,7 +51,11 @@ command add_server(CLI::App& root) {
   app->add_option(
       "--gpu", args->gpu,
       "GPU for cuda buffers: an index (CUDA_VISIBLE_DEVICES applies), a UUID or a PCI bus id");
+  app->add_option("--cpu", args->cpu,
+                  "Pin the server to this CPU (as ucx_perftest -c, iperf3 -A); recorded per case "
+                  "in host_noise.server.cpus_allowed");
   return command{app, [args] {
+                   if (args->cpu >= 0) pin_to_cpu(args->cpu);
                    set_gpu_selection(parse_gpu_selector(args->gpu));
                    server_options o;
                    o.listen_host = args->listen;

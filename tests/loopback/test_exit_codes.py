@@ -83,6 +83,39 @@ class RunExitCodes(unittest.TestCase):
             self.assertEqual(lines[0]["schema"], "pairperf.result")
             self.assertEqual(lines[1]["status"], "ok")
 
+    def test_a_descheduled_run_is_marked_noisy_and_its_misses_not_judged(self):
+        # Client and server busy-polling on one CPU: each waits for the other about half the
+        # time, the host-noise twin of "4.00 ms one-way during a compile, called fast path".
+        with pp.tmpdir() as d:
+            out = os.path.join(d, "n.json")
+            proc, _ = pp.run(["run", "-t", "tcp", "--test", "tcp_lat", "--sizes", "8", "--cpu", "0,0",
+                              "--expect", "lat<=1ns", "--json", out], timeout=60)
+            self.assertEqual(proc.returncode, 4, proc.stdout + proc.stderr)
+            self.assertIn("noisy: the client was descheduled", proc.stdout)
+            self.assertIn("1 noisy", proc.stdout)
+            doc = pp.load(out)
+            noise = doc["results"][0]["host_noise"]
+            self.assertTrue(noise["noisy"], noise)
+            self.assertGreater(noise["client"]["descheduled_share"], 0.2, noise)
+            self.assertEqual(noise["client"]["cpus_allowed"], "0")
+            self.assertEqual(noise["server"]["cpus_allowed"], "0")
+            self.assertEqual(doc["outcome"]["counts"]["noisy"], 1)
+            ok, why = valid(out)
+            self.assertTrue(ok, why)
+        # Apart (one CPU each where there are two), the same case is quiet enough to judge.
+        if os.cpu_count() >= 2:
+            proc, _ = pp.run(["run", "-t", "tcp", "--test", "tcp_lat", "--sizes", "8", "--cpu", "0,1", "--no-json",
+                              "--expect", "lat<=10s"], timeout=60)
+            self.assertIn(proc.returncode, (0, 4), proc.stdout + proc.stderr)
+            if proc.returncode == 4:  # a busy CI host: then it must say why
+                self.assertIn("noisy", proc.stdout)
+
+    def test_bad_cpu_is_a_usage_error(self):
+        for bad in ("x", "99999", "0,x"):
+            proc, _ = pp.run(["run", "-t", "tcp", "--test", "tcp_lat", "--sizes", "8", "--no-json", "--cpu", bad], timeout=30)
+            self.assertEqual(proc.returncode, 2, bad + proc.stderr)
+            self.assertIn("--cpu", proc.stderr)
+
     def test_help_states_the_contract(self):
         for cmd in ("run", "compare", "doctor", "mesh", "export"):
             proc, _ = pp.run([cmd, "--help"], timeout=30)

@@ -1,0 +1,72 @@
+#pragma once
+// Host noise: how much a measuring thread was kept off the CPU while it measured, and what the
+// host was doing meanwhile. On a shared host (a compile beside the run, a noisy VM neighbour) a
+// latency can move a thousandfold; a result that says so is worth more than one that hides it.
+//
+// Per side and per case, over every measured phase (repetitions add up):
+//   wall_s, cpu_s            the phases' wall time and this thread's CPU time
+//   runqueue_wait_s          time the thread was runnable but waiting for a CPU
+//                            (/proc/thread-self/schedstat, the kernel's own account)
+//   descheduled_share        runqueue_wait_s / wall_s: the share of the measurement during which
+//                            the measuring thread wanted the CPU and did not have it
+//   involuntary_switches     context switches forced on the thread (getrusage RUSAGE_THREAD)
+//   load1_before/after       /proc/loadavg; steal_share: the host's steal time over the phases
+//                            as a share of all CPU time (/proc/stat), what a hypervisor took
+// A case is noisy when either side's descheduled share or the host's steal share exceeds the
+// threshold (run --noise-threshold, 5% by default).
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+namespace pairperf {
+
+inline constexpr double default_noise_threshold = 0.05;
+
+struct noise_snapshot {
+  std::int64_t wall_ns = 0;
+  std::int64_t cpu_ns = 0;
+  std::optional<std::int64_t> runqueue_wait_ns;
+  std::int64_t involuntary_switches = 0;
+  double load1 = 0;
+  std::optional<std::uint64_t> steal_ticks, total_ticks;
+};
+
+// Of the calling thread and this host, now. Never throws: what cannot be read is left empty.
+noise_snapshot take_noise_snapshot() noexcept;
+
+// Adds up the measured phases of one case on one side; begin()/end() around each phase, from
+// the thread that measures.
+class noise_meter {
+ public:
+  void begin() noexcept { m_start = take_noise_snapshot(); }
+  void end() noexcept;
+  void reset() noexcept { *this = noise_meter{}; }
+  [[nodiscard]] bool measured() const noexcept { return m_phases > 0; }
+  // The side block (see above); null when no phase was measured.
+  [[nodiscard]] nlohmann::json side() const;
+
+ private:
+  noise_snapshot m_start;
+  unsigned m_phases = 0;
+  std::int64_t m_wall_ns = 0, m_cpu_ns = 0, m_switches = 0;
+  std::optional<std::int64_t> m_wait_ns = 0;
+  std::uint64_t m_steal = 0, m_total = 0;
+  bool m_ticks = true;
+  double m_load_before = 0, m_load_after = 0;
+};
+
+// The case's host_noise block from both sides' blocks (the server's may be null: an older
+// server, or a one-sided case it did not time): {"noisy", "why", "threshold_share", "client",
+// "server"}.
+nlohmann::json judge_noise(const nlohmann::json& client, const nlohmann::json& server,
+                           double threshold);
+
+// Pins this process (the calling thread, and every thread it starts later) to one CPU, as
+// ucx_perftest -c and iperf3 -A do. Throws usage_error naming the CPUs allowed.
+void pin_to_cpu(int cpu);
+
+// Whether a result's host_noise block says noisy, and its one-line reason ("" when quiet).
+bool is_noisy(const nlohmann::json& host_noise) noexcept;
+std::string noise_reason(const nlohmann::json& host_noise);
+
+}  // namespace pairperf
