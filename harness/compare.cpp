@@ -11,6 +11,7 @@
 #include <set>
 
 #include "harness/exit_codes.h"
+#include "harness/noise.h"
 #include "harness/units.h"
 
 namespace pairperf {
@@ -164,6 +165,14 @@ std::string status_of(const side_cases& s) {
   return fmt::format("{}", fmt::join(seen, ","));
 }
 
+// The first noisy result of a side, as "SIDE: reason"; empty when all were quiet.
+std::string noisy_of(const side_cases& s, const char* side) {
+  for (const auto* r : s.results) {
+    if (is_noisy(r->host_noise)) return fmt::format("{}: {}", side, noise_reason(r->host_noise));
+  }
+  return {};
+}
+
 bool all_ok(const side_cases& s) {
   return std::all_of(s.results.begin(), s.results.end(),
                      [](const case_result* r) { return r->status == case_status::ok; });
@@ -266,6 +275,11 @@ void decide(comparison& out, const compare_options& o) {
   for (auto& c : out.cases) {
     for (auto& m : c.metrics) {
       judge_detectability(m, o);
+      if (!c.noisy.empty() && !m.regression && !m.improvement && !m.base.empty() &&
+          !m.next.empty()) {
+        m.inconclusive = true;
+        m.note = "noisy: " + c.noisy + (m.note.empty() ? "" : "; " + m.note);
+      }
       out.inconclusive += m.inconclusive ? 1 : 0;
     }
   }
@@ -465,6 +479,10 @@ comparison compare_results(const result_set& base, const result_set& next,
     c.provenance_changed =
         !c.base_lanes.empty() && !c.new_lanes.empty() && c.base_lanes != c.new_lanes;
     c.status_regressed = all_ok(bs) && !all_ok(ns);
+    const std::string noisy_base = noisy_of(bs, "base");
+    const std::string noisy_new = noisy_of(ns, "new");
+    c.noisy = noisy_base.empty() ? noisy_new
+                                 : (noisy_new.empty() ? noisy_base : noisy_base + "; " + noisy_new);
     std::vector<std::string> metrics;
     if (c.test.pattern == pattern_kind::pingpong) {
       metrics = {"latency p50", "latency p99"};

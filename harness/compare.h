@@ -92,6 +92,9 @@ struct case_comparison {
   std::vector<std::string> base_lanes, new_lanes;  // data lanes, sorted, over all files
   bool provenance_changed = false;
   bool status_regressed = false;  // ok before, not ok now
+  // Why a side's measurement was noisy (noise.h), e.g. "new: the client was descheduled 40% ...";
+  // empty when both were quiet. A noisy case's "no change" is inconclusive.
+  std::string noisy;
   std::vector<metric_change> metrics;
 };
 

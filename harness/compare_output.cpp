@@ -73,6 +73,7 @@ void to_json(nlohmann::json& j, const comparison& c) {
                      {"status_regressed", k.status_regressed},
                      {"lanes", {{"base", k.base_lanes}, {"new", k.new_lanes}}},
                      {"provenance_changed", k.provenance_changed},
+                     {"noisy", k.noisy.empty() ? nlohmann::json() : nlohmann::json(k.noisy)},
                      {"metrics", metrics}});
   }
   j = {{"schema", "pairperf.compare"},

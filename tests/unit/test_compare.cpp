@@ -311,6 +311,25 @@ TEST(Compare, OneValueASideAndNothingInCommonAreExitFour) {
   EXPECT_EQ(c.exit_code(), 0) << nlohmann::json(c).dump(1);
 }
 
+// A case measured while the host took the CPU away is not "no change": inconclusive, saying so.
+TEST(Compare, NoisyCaseIsInconclusiveUnlessAFindingShows) {
+  synth quiet(8);
+  result_set base = quiet.run(10e9, 3e-6, 10);
+  result_set next = quiet.run(10e9, 3e-6, 10);
+  for (auto& r : next.results)
+    r.host_noise = {{"noisy", true}, {"why", "the server was descheduled 45%"}};
+  comparison c = compare_results(base, next, compare_options{0.10, 0.5, 0.05});
+  EXPECT_EQ(c.exit_code(), 4);
+  EXPECT_EQ(c.cases.at(0).noisy, "new: the server was descheduled 45%");
+  EXPECT_NE(c.cases.at(0).metrics.at(0).note.find("noisy: new:"), std::string::npos);
+  // A real drop on noisy data is still a regression.
+  result_set dropped = quiet.run(5e9, 3e-6, 10);
+  for (auto& r : dropped.results) r.host_noise = next.results[0].host_noise;
+  c = compare_results(base, dropped, compare_options{0.10, 0.5, 0.05});
+  EXPECT_EQ(c.regressions, 1U);
+  EXPECT_EQ(c.exit_code(), 3);
+}
+
 // The same case in two inputs: one entry, the repetitions pooled, never the last file's value.
 TEST(Export, SeveralFilesPoolACaseInsteadOfKeepingTheLast) {
   synth g(9);
