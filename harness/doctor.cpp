@@ -8,6 +8,8 @@
 
 #include "harness/client.h"
 #include "harness/context.h"
+#include "harness/exit_codes.h"
+#include "harness/noise.h"
 #include "harness/reporter.h"
 
 namespace pairperf {
@@ -70,7 +72,10 @@ void fill_reach(side_view& s, const std::vector<probe_result>& cells, bool local
   std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first > b.first : a.second < b.second;
   });
-  for (const auto& [rate, name] : order) s.ranked.push_back(name);
+  for (const auto& [rate, name] : order) {
+    s.ranked.push_back(name);
+    if (s.loopback.count(name) == 0) s.recommendable.push_back(name);
+  }
 }
 
 side_view make_side(const std::string& name, const nlohmann::json& host, const nlohmann::json& env,
@@ -80,6 +85,9 @@ side_view make_side(const std::string& name, const nlohmann::json& host, const n
   if (env.is_object()) s.env = env;
   const auto ifaces = interfaces_of(host);
   s.ifaces = names_of(ifaces);
+  for (const auto& i : ifaces) {
+    if (i.loopback) s.loopback.insert(i.name);
+  }
   if (host.is_object()) {
     for (const auto& d : host.value("rdma_devices", nlohmann::json::array()))
       s.rdma.push_back(d.value("name", std::string()));
@@ -238,6 +246,7 @@ doctor_report run_doctor(const doctor_options& o, std::FILE* progress) {
   const auto start = std::chrono::steady_clock::now();
   doctor_report r;
   r.probe_timeout = o.probe_timeout;
+  r.this_host_only = o.this_host_only;
   run_cases(o, {}, nullptr, &r.context);  // hello only: the server's interfaces and variables
 
   const bool with_library = o.probes.library.has_value();
@@ -308,12 +317,31 @@ doctor_report run_doctor(const doctor_options& o, std::FILE* progress) {
       cases.push_back(g);
     }
     r.path = run_cases(o, cases, progress, nullptr);
+    // A verdict on probes the host descheduled is no verdict: measure once more, then say so.
+    const auto noisy = [&] {
+      for (const auto& c : r.path) {
+        if (is_noisy(c.host_noise)) return noise_reason(c.host_noise);
+      }
+      return std::string();
+    };
+    if (!noisy().empty()) {
+      if (progress != nullptr)
+        fmt::print(progress, "pairperf doctor: the path probe was noisy ({}); measuring again\n",
+                   noisy());
+      r.path_retried = true;
+      r.path = run_cases(o, cases, progress, nullptr);
+    }
+    r.path_noisy = noisy();
     analyze(r);
   }
   r.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }
 
-int exit_code(const doctor_report& r) { return r.findings.empty() ? 0 : 3; }
+int exit_code(const doctor_report& r) {
+  if (!r.findings.empty()) return code(exit_status::missed);
+  if (!r.path_noisy.empty()) return code(exit_status::inconclusive);
+  return code(exit_status::held);
+}
 
 }  // namespace pairperf

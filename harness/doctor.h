@@ -40,6 +40,9 @@ struct doctor_options {
   std::chrono::nanoseconds probe_timeout = std::chrono::seconds(4);
   std::chrono::nanoseconds duration = std::chrono::milliseconds(200);  // each bandwidth probe
   std::vector<std::string> argv;
+  // No peer was given: the server is a local one, so only this host is checked (loopback to
+  // itself); the report says so and recommends no interface for multi-node variables.
+  bool this_host_only = false;
 };
 
 // One cell of the interface matrix: a local interface and one address the peer advertises.
@@ -80,6 +83,10 @@ struct doctor_report {
   std::chrono::nanoseconds probe_timeout{};  // each connection attempt's bound
   std::chrono::nanoseconds bound{};          // the most the probes could take, announced up front
   double elapsed_s = 0;
+  bool this_host_only = false;               // doctor_options::this_host_only
+  // The path probes were noisy (noise.h) twice: why; the verdict then cannot be trusted.
+  std::string path_noisy;
+  bool path_retried = false;  // the first path probe was noisy and was run again
 };
 
 // Everything after the measurements: side views, ranking, variable checks, path verdict,
@@ -97,7 +104,8 @@ doctor_report run_doctor(const doctor_options& o, std::FILE* progress);
 
 void to_json(nlohmann::json& j, const doctor_report& r);
 void print_report(std::FILE* out, const doctor_report& r, rate_unit unit);
-// 0: no finding; 3: findings (as a failed --expect).
+// The exit-code contract: 3 findings (as a failed --expect); else 4 when the path verdict rests
+// on noisy probes (twice); else 0.
 int exit_code(const doctor_report& r);
 
 }  // namespace pairperf

@@ -64,16 +64,16 @@ void to_json(nlohmann::json& j, const doctor_report& r) {
         {"interfaces", s.ifaces},
         {"reaching", s.ranked},
         {"variables", vars},
-        {"recommended", s.ranked.empty()
+        {"recommended", s.recommendable.empty()
                             ? nlohmann::json()
-                            : nlohmann::json{{"UCX_NET_DEVICES", s.ranked.front()},
-                                             {"NCCL_SOCKET_IFNAME", s.ranked.front()},
-                                             {"GLOO_SOCKET_IFNAME", s.ranked.front()}}},
+                            : nlohmann::json{{"UCX_NET_DEVICES", s.recommendable.front()},
+                                             {"NCCL_SOCKET_IFNAME", s.recommendable.front()},
+                                             {"GLOO_SOCKET_IFNAME", s.recommendable.front()}}},
         {"hostname_address", s.hostname_address},
         {"hostname_iface", s.hostname_iface}};
   };
   j = {{"schema", "pairperf.doctor"},
-       {"schema_version", "1.0.0"},
+       {"schema_version", "1.1.0"},
        {"context", r.context},
        {"tcp", cells(r.tcp)},
        {"ucx", cells(r.ucx)},
@@ -87,7 +87,11 @@ void to_json(nlohmann::json& j, const doctor_report& r) {
        {"server", side(r.server)},
        {"findings", r.findings},
        {"bound_s", static_cast<double>(r.bound.count()) * 1e-9},
-       {"elapsed_s", r.elapsed_s}};
+       {"elapsed_s", r.elapsed_s},
+       {"scope", r.this_host_only ? "this host" : "pair"},
+       {"path_noisy", r.path_noisy.empty() ? nlohmann::json() : nlohmann::json(r.path_noisy)},
+       {"path_retried", r.path_retried},
+       {"exit_code", exit_code(r)}};
 }
 
 void print_report(std::FILE* out, const doctor_report& r, rate_unit unit) {
@@ -96,8 +100,16 @@ void print_report(std::FILE* out, const doctor_report& r, rate_unit unit) {
       ctx.contains("server") ? ctx.at("server").value("hostname", std::string("?")) : "?";
   const std::string client_host =
       ctx.contains("client") ? ctx.at("client").value("hostname", std::string("?")) : "?";
-  fmt::print(out, "\npairperf doctor: {} -> {} ({}), {:.1f} s\n", client_host,
-             ctx.value("server_address", std::string("?")), server_host, r.elapsed_s);
+  if (r.this_host_only) {
+    fmt::print(out,
+               "\npairperf doctor: this host only ({}, against a local server on {}), {:.1f} s\n"
+               "  No peer was given: the network between nodes is not checked. To check it, run "
+               "`pairperf server` on another node and `pairperf doctor NODE` here.\n",
+               client_host, ctx.value("server_address", std::string("?")), r.elapsed_s);
+  } else {
+    fmt::print(out, "\npairperf doctor: {} -> {} ({}), {:.1f} s\n", client_host,
+               ctx.value("server_address", std::string("?")), server_host, r.elapsed_s);
+  }
 
   const auto timeout = r.probe_timeout;
   const std::string ucx_title = r.ucx.empty() ? "" : "UCX (UCX_TLS=tcp)";
@@ -130,12 +142,21 @@ void print_report(std::FILE* out, const doctor_report& r, rate_unit unit) {
 
   fmt::print(out, "\nRecommendation (interfaces that reach, fastest first):\n");
   for (const side_view* s : {&r.client, &r.server}) {
+    if (r.this_host_only && s == &r.server) break;  // the same host: said once
+    const std::string who = r.this_host_only ? "this host" : s->name;
     if (s->ranked.empty()) {
-      fmt::print(out, "  {}: none reaches\n", s->name);
+      fmt::print(out, "  {}: none reaches\n", who);
       continue;
     }
-    fmt::print(out, "  {}: {}\n", s->name, fmt::join(s->ranked, ", "));
-    const std::string& b = s->ranked.front();
+    fmt::print(out, "  {}: {}\n", who, fmt::join(s->ranked, ", "));
+    if (s->recommendable.empty()) {
+      fmt::print(out,
+                 "    no interface to name in UCX_NET_DEVICES, NCCL_SOCKET_IFNAME or "
+                 "GLOO_SOCKET_IFNAME: loopback reaches only this host{}\n",
+                 r.this_host_only ? " (run doctor against a server on another node)" : "");
+      continue;
+    }
+    const std::string& b = s->recommendable.front();
     fmt::print(out, "    export UCX_NET_DEVICES={} NCCL_SOCKET_IFNAME={} GLOO_SOCKET_IFNAME={}\n",
                b, b, b);
   }
@@ -165,7 +186,12 @@ void print_report(std::FILE* out, const doctor_report& r, rate_unit unit) {
       rates += fmt::format(", {} one-way at 8 B", format_seconds(r.path[1].latency_s->p50));
     fmt::print(out, "Path (UCX's default transports{}): expected {}; seen {}{} -> {}\n",
                r.path_iface.empty() ? "" : ", UCX_NET_DEVICES=" + r.path_iface, v.expected, v.seen,
-               rates, v.verdict);
+               rates, v.verdict + (r.path_noisy.empty() ? "" : " (noisy: not a verdict to trust)"));
+    if (!r.path_noisy.empty())
+      fmt::print(out,
+                 "  noisy: this verdict rests on probes the host descheduled{} ({}); measure again "
+                 "on a quiet host, or pin with `pairperf run --cpu`\n",
+                 r.path_retried ? ", twice" : "", r.path_noisy);
     if (!v.cause.empty()) fmt::print(out, "  cause: {}\n", v.cause);
     if (!v.fix.empty()) fmt::print(out, "  fix: {}\n", v.fix);
   }
@@ -190,7 +216,15 @@ void print_report(std::FILE* out, const doctor_report& r, rate_unit unit) {
   }
 
   if (r.findings.empty()) {
-    fmt::print(out, "\nNo findings.\n");
+    if (!r.path_noisy.empty()) {
+      fmt::print(out, "\nNo findings, but inconclusive: the path verdict rests on noisy probes.\n");
+    } else if (r.this_host_only) {
+      fmt::print(out,
+                 "\nNo findings on this host. The path to other nodes was not checked: run "
+                 "`pairperf server` on a peer and `pairperf doctor PEER` here.\n");
+    } else {
+      fmt::print(out, "\nNo findings.\n");
+    }
     return;
   }
   fmt::print(out, "\nFindings ({}):\n", r.findings.size());

@@ -47,10 +47,17 @@ std::vector<std::string> unreaching(const side_view& s, const std::vector<std::s
 }
 
 // The value to recommend for an interface variable on this side: the fastest reaching interface.
-std::string best(const side_view& s) { return s.ranked.empty() ? std::string() : s.ranked.front(); }
+// Never a loopback interface (recommendable leaves them out).
+std::string best(const side_view& s) {
+  return s.recommendable.empty() ? std::string() : s.recommendable.front();
+}
 
 std::string fix_line(const side_view& s, const char* var) {
   const std::string b = best(s);
+  if (b.empty() && !s.ranked.empty())
+    return fmt::format("only loopback reached the peer from the {} (the two are on one host); "
+                       "name the interface that reaches the other nodes",
+                       s.name);
   if (b.empty())
     return fmt::format("no interface of the {} reached the peer: fix the network first", s.name);
   return fmt::format("on the {}: {}={}", s.name, var, b);

@@ -50,6 +50,10 @@ struct side_view {
   std::set<std::string> tested;                   // interfaces the matrix tried on this side
   std::set<std::string> reaching;                 // of those, the ones that reached the peer
   std::vector<std::string> ranked;                // reaching interfaces, fastest first
+  // Of `ranked`, those a multi-node variable may name: never a loopback interface, which
+  // reaches only this host (pasted into a multi-node job, "lo" breaks it).
+  std::vector<std::string> recommendable;
+  std::set<std::string> loopback;  // this side's loopback interfaces
   std::vector<std::string> ucx_transports;        // UCX transports this side's library has
   std::optional<std::vector<gpu_info>> gpus;      // nullopt: unknown (no NVML)
   std::string hostname_address;        // what the hostname resolves to ("" if it does not)

@@ -90,6 +90,7 @@ int doctor_command(const doctor_args& a, const std::vector<std::string>& argv) {
   const bool json_stdout = a.json == "-";
 
   std::optional<local_server> local;
+  o.this_host_only = a.peer.empty();
   if (a.peer.empty()) {
     local.emplace(std::chrono::seconds(8), false);
     o.server = endpoint{"127.0.0.1", local->port()};
@@ -132,7 +133,8 @@ command add_doctor(CLI::App& root, const std::vector<std::string>& argv) {
       "Diagnose a pair: which interfaces reach the server and how fast, UCX per interface, fast "
       "path or fallback, and the UCX/NCCL/gloo interface variables of both sides");
   app->add_option("peer", a->peer,
-                  "pairperf server host[:port]; none = a local server on 127.0.0.1");
+                  "pairperf server host[:port]; none = a local server on 127.0.0.1, which checks "
+                  "this host only");
   app->add_option("-i,--iface", a->ifaces, "Only these local interfaces (repeatable)")
       ->delimiter(',');
   app->add_option("-s,--size", a->size, "Message size of the bandwidth probes")

@@ -13,11 +13,11 @@ import pairperf_testlib as pp
 
 
 class Doctor(unittest.TestCase):
-    def doctor(self, server, *args, env=None):
+    def doctor(self, server, *args, env=None, prefix=()):
         with pp.tmpdir() as d:
             out = os.path.join(d, "doctor.json")
             proc, took = pp.run(["doctor", server.address, "--json", out, "--duration", "0.1s"] + list(args),
-                                timeout=120, env=env or pp.clean_env())
+                                timeout=120, env=env or pp.clean_env(), prefix=prefix)
             doc = pp.load(out) if os.path.exists(out) else None
             if doc is not None:
                 v = subprocess.run([sys.executable, os.path.join(pp.SOURCE_DIR, "scripts", "validate-results"), out],
@@ -26,8 +26,10 @@ class Doctor(unittest.TestCase):
         return proc, doc, took
 
     def test_a_healthy_local_pair_reaches_over_loopback_with_the_fast_path(self):
-        with pp.Server(env=pp.clean_env()) as s:
-            proc, doc, took = self.doctor(s)
+        # One CPU each, so the path verdict is not judged on probes that share a CPU (noisy).
+        apart = os.cpu_count() >= 2
+        with pp.Server(env=pp.clean_env(), prefix=("taskset", "-c", "1") if apart else ()) as s:
+            proc, doc, took = self.doctor(s, prefix=("taskset", "-c", "0") if apart else ())
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
         self.assertEqual(doc["schema"], "pairperf.doctor")
         self.assertEqual(doc["findings"], [])
@@ -38,7 +40,11 @@ class Doctor(unittest.TestCase):
         self.assertTrue(cell["reachable"])
         self.assertEqual(cell["result"]["provenance"]["lanes"], [{"transport": "tcp", "device": "lo"}])
         self.assertGreater(cell["result"]["bandwidth_Bps"]["receiver"], 1e8)
-        self.assertEqual(doc["client"]["recommended"]["UCX_NET_DEVICES"], "lo")
+        # Loopback reaches, but is never recommended for a multi-node variable.
+        self.assertEqual(doc["client"]["reaching"], ["lo"])
+        self.assertIsNone(doc["client"]["recommended"])
+        self.assertNotIn("export UCX_NET_DEVICES=lo", proc.stdout)
+        self.assertIn("no interface to name in UCX_NET_DEVICES", proc.stdout)
         self.assertTrue(doc["pair"]["same_host"] and doc["pair"]["same_ipc_namespace"])
         self.assertIn("Interface matrix", proc.stdout)
         self.assertIn("No findings.", proc.stdout)
@@ -57,7 +63,8 @@ class Doctor(unittest.TestCase):
         self.assertEqual(len(gloo), 1, doc["findings"])
         self.assertEqual(gloo[0]["side"], "server")
         self.assertIn("ppnosuch0", gloo[0]["problem"])
-        self.assertEqual(gloo[0]["fix"], "on the server: GLOO_SOCKET_IFNAME=lo")
+        # The fix never names loopback (only lo reaches on one host): it says what to name instead.
+        self.assertIn("only loopback reached the peer from the server", gloo[0]["fix"])
         self.assertEqual(doc["server"]["variables"]["GLOO_SOCKET_IFNAME"], "ppnosuch0")
         self.assertIn("Findings (1)", proc.stdout)
 
@@ -98,8 +105,32 @@ class Doctor(unittest.TestCase):
     def test_without_a_peer_it_starts_a_local_server(self):
         proc, took = pp.run(["doctor", "--no-ucx", "--duration", "0.1s", "--json", "-"], timeout=60, env=pp.clean_env())
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        self.assertTrue(json.loads(proc.stdout)["tcp"][0]["reachable"])
+        doc = json.loads(proc.stdout)
+        self.assertTrue(doc["tcp"][0]["reachable"])
+        self.assertEqual(doc["scope"], "this host")
         self.assertLess(took, 20)
+
+    def test_without_a_peer_it_says_it_checked_this_host_only_and_never_recommends_loopback(self):
+        # Before: "export UCX_NET_DEVICES=lo NCCL_SOCKET_IFNAME=lo GLOO_SOCKET_IFNAME=lo" and
+        # "No findings", which breaks a multi-node job it is pasted into.
+        proc, _ = pp.run(["doctor", "--no-ucx", "--duration", "0.1s"], timeout=60, env=pp.clean_env())
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn("this host only", proc.stdout)
+        self.assertIn("`pairperf server` on another node and `pairperf doctor NODE`", proc.stdout)
+        self.assertNotIn("export UCX_NET_DEVICES", proc.stdout)
+        self.assertNotIn("=lo", proc.stdout)
+        self.assertIn("No findings on this host", proc.stdout)
+
+    def test_a_path_probed_on_one_shared_cpu_is_retried_and_inconclusive(self):
+        if not pp.has_transport("ucx"):
+            self.skipTest("built without UCX: no path probe")
+        # The local server inherits the CPU: client and server busy-poll on one CPU and wait for
+        # each other half the time. The doctor measures again, then refuses to call it fast.
+        proc, _ = pp.run(["doctor", "--duration", "0.1s"], timeout=120, env=pp.clean_env(), prefix=("taskset", "-c", "0"))
+        self.assertEqual(proc.returncode, 4, proc.stdout + proc.stderr)
+        self.assertIn("the path probe was noisy", proc.stderr)
+        self.assertIn("(noisy: not a verdict to trust)", proc.stdout)
+        self.assertIn("No findings, but inconclusive", proc.stdout)
 
 
 if __name__ == "__main__":

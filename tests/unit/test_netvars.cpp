@@ -45,14 +45,14 @@ struct pair_fixture {
     client.ifaces = {"lo", "bond0.118", "enp141s0"};
     client.tested = {"bond0.118", "enp141s0"};
     client.reaching = {"bond0.118"};
-    client.ranked = {"bond0.118"};
+    client.ranked = client.recommendable = {"bond0.118"};
     client.hostname_address = "10.118.0.1";
     client.hostname_iface = "bond0.118";
     server.name = "server";
     server.ifaces = {"lo", "eth0"};
     server.tested = {"eth0"};
     server.reaching = {"eth0"};
-    server.ranked = {"eth0"};
+    server.ranked = server.recommendable = {"eth0"};
     server.hostname_address = "10.118.0.2";
     server.hostname_iface = "eth0";
   }
@@ -220,6 +220,21 @@ TEST(CheckVariables, CudaVisibleDevicesAgainstTheGpusSeen) {
   // Unknown GPUs (no NVML on that side): nothing is claimed.
   p.server.env["CUDA_VISIBLE_DEVICES"] = "7";
   EXPECT_FALSE(has(check_variables(p.client, p.server), "server", "CUDA_VISIBLE_DEVICES"));
+}
+
+// Loopback may reach (two processes on one host) but a fix never names it: pasted into a
+// multi-node job, "lo" breaks it.
+TEST(CheckVariables, AFixNeverNamesLoopback) {
+  pair_fixture p;
+  auto& client = p.client;
+  auto& server = p.server;
+  server.ranked = {"lo"};
+  server.recommendable.clear();
+  server.loopback = {"lo"};
+  client.env["NCCL_SOCKET_IFNAME"] = "bond0.118";
+  const auto f = check_variables(client, server);
+  for (const auto& x : f) EXPECT_EQ(x.fix.find("=lo"), std::string::npos) << x.fix;
+  EXPECT_TRUE(has(f, "pair", "NCCL_SOCKET_IFNAME", "only loopback reached the peer from the server"));
 }
 
 }  // namespace
