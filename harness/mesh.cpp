@@ -74,7 +74,9 @@ const char* to_string(mesh_pattern p) noexcept {
   return "?";
 }
 
-std::vector<mesh_round> mesh_schedule(int nodes, mesh_pattern pattern) {
+namespace {
+
+std::vector<mesh_round> one_direction(int nodes, mesh_pattern pattern) {
   std::vector<mesh_round> rounds;
   if (nodes < 2) return rounds;
   if (pattern == mesh_pattern::all_pairs) {
@@ -108,6 +110,76 @@ std::vector<mesh_round> mesh_schedule(int nodes, mesh_pattern pattern) {
     for (int j = 1; j < nodes; ++j) pairs.push_back(node_pair{0, j});
   }
   return pack_rounds(pairs);
+}
+
+}  // namespace
+
+std::vector<mesh_round> mesh_schedule(int nodes, mesh_pattern pattern, bool both_directions) {
+  std::vector<mesh_round> rounds = one_direction(nodes, pattern);
+  if (!both_directions) return rounds;
+  // The reverse of each round is itself a round of disjoint pairs; a pair the pattern already
+  // measures both ways (a ring of two) is not measured twice.
+  std::set<std::pair<int, int>> planned;
+  for (const auto& r : rounds) {
+    for (const auto& p : r) planned.emplace(p.client, p.server);
+  }
+  const std::size_t forward = rounds.size();
+  for (std::size_t i = 0; i < forward; ++i) {
+    mesh_round back;
+    for (const auto& p : rounds[i]) {
+      if (planned.count({p.server, p.client}) == 0) back.push_back(node_pair{p.server, p.client});
+    }
+    if (!back.empty()) rounds.push_back(std::move(back));
+  }
+  return rounds;
+}
+
+std::vector<finding> find_asymmetric(const std::vector<std::string>& names,
+                                     const std::vector<pair_result>& pairs,
+                                     const outlier_rule& rule) {
+  std::map<std::pair<int, int>, const pair_result*> by_direction;
+  for (const auto& p : pairs) by_direction[{p.pair.client, p.pair.server}] = &p;
+  const auto name = [&](int i) {
+    return i >= 0 && static_cast<std::size_t>(i) < names.size()
+               ? names[static_cast<std::size_t>(i)]
+               : std::to_string(i);
+  };
+  std::vector<finding> out;
+  for (const auto& [key, there] : by_direction) {
+    const auto [a, b] = key;
+    if (a > b) continue;  // each link once, from its lower node
+    const auto it = by_direction.find({b, a});
+    if (it == by_direction.end()) continue;
+    const pair_result* back = it->second;
+    const auto& rs_there = there->retest.empty() ? there->results : there->retest;
+    const auto& rs_back = back->retest.empty() ? back->results : back->retest;
+    std::vector<std::string> what;
+    const auto bw1 = pair_bandwidth(rs_there);
+    const auto bw2 = pair_bandwidth(rs_back);
+    if (bw1 && bw2 && std::min(*bw1, *bw2) < rule.bw_fraction * std::max(*bw1, *bw2)) {
+      what.push_back(fmt::format("bandwidth {} -> {} {}, {} -> {} {} ({:.1f}x)", name(a), name(b),
+                                 format_rate(*bw1, rate_unit::gb), name(b), name(a),
+                                 format_rate(*bw2, rate_unit::gb),
+                                 std::max(*bw1, *bw2) / std::max(std::min(*bw1, *bw2), 1.0)));
+    }
+    const auto l1 = pair_latency(rs_there);
+    const auto l2 = pair_latency(rs_back);
+    if (l1 && l2 && std::max(*l1, *l2) > rule.lat_multiple * std::min(*l1, *l2)) {
+      what.push_back(fmt::format("latency {} -> {} {}, {} -> {} {}", name(a), name(b),
+                                 format_seconds(*l1), name(b), name(a), format_seconds(*l2)));
+    }
+    if (what.empty()) continue;
+    const bool slow_out = bw1 && bw2 ? *bw1 < *bw2 : (l1 && l2 && *l1 > *l2);
+    const std::string slow_from = slow_out ? name(a) : name(b);
+    const std::string slow_to = slow_out ? name(b) : name(a);
+    out.push_back(finding{
+        fmt::format("{},{}", name(a), name(b)), "asymmetric link",
+        fmt::format("one direction of the link is degraded: {}", fmt::join(what, "; ")),
+        fmt::format("check the path from {} to {}: its transmit side (NIC, cable, bond member, "
+                    "switch port, shaping or a qdisc on {}) and {}'s receive side",
+                    slow_from, slow_to, slow_from, slow_to)});
+  }
+  return out;
 }
 
 std::optional<double> pair_bandwidth(const std::vector<case_result>& results) {
@@ -312,12 +384,15 @@ void print_matrix(std::FILE* out, const std::vector<std::string>& names,
   fmt::print(out, "\n{} (row: client, column: server{})\n",
              latency ? "Latency p50, one-way" : "Bandwidth, GB/s",
              latency ? "" : "; ! = slow alone too");
-  fmt::print(out, "  {:>12}", "");
-  for (const auto& name : names) fmt::print(out, " {:>10}", name.substr(0, 10));
+  // Names in full, never cut: the columns are as wide as the longest name.
+  std::size_t width = 10;
+  for (const auto& name : names) width = std::max(width, name.size());
+  fmt::print(out, "  {:>{}}", "", width);
+  for (const auto& name : names) fmt::print(out, " {:>{}}", name, width);
   fmt::print(out, "\n");
   for (std::size_t i = 0; i < n; ++i) {
-    fmt::print(out, "  {:>12}", names[i].substr(0, 12));
-    for (std::size_t j = 0; j < n; ++j) fmt::print(out, " {:>10}", cell[i][j]);
+    fmt::print(out, "  {:>{}}", names[i], width);
+    for (std::size_t j = 0; j < n; ++j) fmt::print(out, " {:>{}}", cell[i][j], width);
     fmt::print(out, "\n");
   }
 }

@@ -26,7 +26,11 @@ struct node_pair {
 using mesh_round = std::vector<node_pair>;
 
 // Rounds of disjoint pairs. all_pairs: each unordered pair once, the lower rank as client.
-std::vector<mesh_round> mesh_schedule(int nodes, mesh_pattern pattern);
+// both_directions: every pair is measured again with client and server swapped (each direction
+// of a link carries its own traffic; a bad cable or a mismatched bond degrades one), in as many
+// rounds again.
+std::vector<mesh_round> mesh_schedule(int nodes, mesh_pattern pattern,
+                                      bool both_directions = false);
 
 // One pair's measurement: the cases run between them, the first time and (outliers) alone.
 struct pair_result {
@@ -43,6 +47,13 @@ struct outlier_rule {
 // The pairs whose first measurement is an outlier (or failed), by index into `pairs`.
 std::vector<std::size_t> find_outliers(const std::vector<pair_result>& pairs,
                                        const outlier_rule& rule);
+
+// Links whose two directions differ beyond the outlier rule (one direction's bandwidth below
+// bw_fraction of the other's, or its latency above lat_multiple of the other's), on the final
+// figures (the retest where there was one): a finding per link naming both directions.
+std::vector<finding> find_asymmetric(const std::vector<std::string>& names,
+                                     const std::vector<pair_result>& pairs,
+                                     const outlier_rule& rule);
 
 // A pair's headline figures: the best bandwidth over its stream cases, the p50 of its ping-pong.
 std::optional<double> pair_bandwidth(const std::vector<case_result>& results);

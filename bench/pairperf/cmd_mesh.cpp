@@ -121,6 +121,9 @@ command add_mesh(CLI::App& root, const std::vector<std::string>& argv) {
   app->add_option("--pattern", a->pattern, "all-pairs, ring or one-to-all")->capture_default_str();
   app->add_option("-d,--duration", a->duration, "Time budget per case")->capture_default_str();
   app->add_flag("--no-retest", a->no_retest, "Do not rerun outliers alone");
+  app->add_flag("--one-way", a->one_way,
+                "Measure each pair in one direction only (half the rounds; an asymmetric link, "
+                "one direction degraded, then goes unseen)");
   app->add_option("--retest-bw", a->retest_bw,
                   "Outlier: bandwidth below this fraction of the median")
       ->capture_default_str();

@@ -8,6 +8,7 @@
 
 #include "harness/context.h"
 #include "harness/errors.h"
+#include "harness/exit_codes.h"
 #include "harness/units.h"
 #include "transports/registry.h"
 
@@ -46,7 +47,7 @@ mesh_plan make_plan(const mesh_args& a, int nodes) {
     }
   }
   for (const auto& e : a.expect) p.expectations.push_back(parse_expectation(e));
-  p.schedule = mesh_schedule(nodes, parse_mesh_pattern(a.pattern));
+  p.schedule = mesh_schedule(nodes, parse_mesh_pattern(a.pattern), !a.one_way);
   if (a.retest_bw <= 0 || a.retest_bw >= 1)
     throw usage_error("--retest-bw must be between 0 and 1");
   if (a.retest_lat <= 1) throw usage_error("--retest-lat must be above 1");
@@ -59,10 +60,19 @@ mesh_plan make_plan(const mesh_args& a, int nodes) {
 }
 
 void name_nodes(std::vector<mesh_node>& nodes) {
+  // A hostname several nodes share becomes host:port (each has its own server port), or
+  // host#rank where the ports repeat too.
   std::map<std::string, int> count;
-  for (const auto& n : nodes) ++count[n.name];
+  std::map<std::string, int> with_port;
+  for (const auto& n : nodes) {
+    ++count[n.name];
+    ++with_port[fmt::format("{}:{}", n.name, n.port)];
+  }
   for (std::size_t i = 0; i < nodes.size(); ++i) {
-    if (count[nodes[i].name] > 1) nodes[i].name = fmt::format("{}:{}", nodes[i].name, i);
+    auto& n = nodes[i];
+    if (count[n.name] < 2) continue;
+    const std::string host_port = fmt::format("{}:{}", n.name, n.port);
+    n.name = n.port != 0 && with_port[host_port] == 1 ? host_port : fmt::format("{}#{}", n.name, i);
   }
 }
 
@@ -93,6 +103,8 @@ int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const 
                 const std::vector<pair_result>& retests, const std::vector<double>& round_seconds,
                 double retest_seconds, std::chrono::steady_clock::time_point start) {
   const outlier_rule rule{a.retest_bw, a.retest_lat};
+  // "--json -": the document on stdout, the tables on stderr.
+  std::FILE* out = a.json == "-" ? stderr : stdout;
   for (const auto& r : retests) {
     for (std::size_t idx = 0; idx < pairs.size(); ++idx) {
       auto& p = pairs[idx];
@@ -124,44 +136,57 @@ int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const 
     hosts.push_back(n.host);
     envs.push_back(n.env);
   }
-  const std::vector<finding> findings = compare_nodes(names, hosts, envs);
+  std::vector<finding> findings = compare_nodes(names, hosts, envs);
+  for (auto& f : find_asymmetric(names, pairs, rule)) findings.push_back(std::move(f));
   const double total =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const auto nodes_n = static_cast<int>(nodes.size());
-  fmt::print("pairperf mesh: {} nodes, {} ({} rounds of up to {} pairs), {} {}\n", nodes_n,
+  fmt::print(out, "pairperf mesh: {} nodes, {} ({} rounds of up to {} pairs), {} {}\n", nodes_n,
              a.pattern, plan.schedule.size(),
              plan.schedule.empty() ? 0 : plan.schedule.front().size(), a.transport,
              fmt::join(plan.tests, ","));
   for (std::size_t i = 0; i < nodes.size(); ++i) {
-    fmt::print("  {:>3} {:<14} {}\n", i, nodes[i].name,
+    fmt::print(out, "  {:>3} {:<14} {}\n", i, nodes[i].name,
                nodes[i].address.empty() ? "serves nothing: " + nodes[i].note
                                         : fmt::format("{}:{}", nodes[i].address, nodes[i].port));
   }
-  print_matrix(stdout, names, pairs, false);
-  print_matrix(stdout, names, pairs, true);
-  std::size_t bad = 0;
+  print_matrix(out, names, pairs, false);
+  print_matrix(out, names, pairs, true);
+  std::size_t bad = 0, slow = 0;
   for (const auto& p : pairs) {
     if (p.verdict == "ok" || p.verdict == "contention") continue;
-    ++bad;
+    ++(p.verdict == "slow link" ? slow : bad);
     const auto& rs = p.retest.empty() ? p.results : p.retest;
-    fmt::print("  {} -> {}: {}{}\n", names[static_cast<std::size_t>(p.pair.client)],
+    fmt::print(out, "  {} -> {}: {}{}\n", names[static_cast<std::size_t>(p.pair.client)],
                names[static_cast<std::size_t>(p.pair.server)], p.verdict,
                rs.empty() || rs.front().message.empty() ? "" : ": " + rs.front().message);
   }
   if (!findings.empty()) {
-    fmt::print("\nFindings ({}):\n", findings.size());
+    fmt::print(out, "\nFindings ({}):\n", findings.size());
     std::size_t k = 0;
     for (const auto& f : findings)
-      fmt::print("  {}. [{}] {}: {}\n     fix: {}\n", ++k, f.side, f.subject, f.problem, f.fix);
+      fmt::print(out, "  {}. [{}] {}: {}\n     fix: {}\n", ++k, f.side, f.subject, f.problem, f.fix);
   }
   fmt::print(
-      "\n{} pair(s), {} not ok; rounds {:.1f} s, retests {:.1f} s ({} pairs), total {:.1f} s\n",
-      pairs.size(), bad, std::accumulate(round_seconds.begin(), round_seconds.end(), 0.0),
-      retest_seconds, retests.size(), total);
+      out, "\n{} pair(s) ({}), {} failed, {} slow; rounds {:.1f} s, retests {:.1f} s ({} pairs), total "
+      "{:.1f} s\n",
+      pairs.size(), a.one_way ? "one direction each" : "both directions", bad, slow,
+      std::accumulate(round_seconds.begin(), round_seconds.end(), 0.0), retest_seconds,
+      retests.size(), total);
+  // The exit-code contract: a failed pair is a failed measurement (1); a slow link, a finding
+  // or a missed expectation is a check that missed (3).
+  verdict_outcome outcome;
+  if (bad > 0) outcome.add(exit_status::failed, fmt::format("{} pair(s) failed", bad));
+  if (slow > 0) outcome.add(exit_status::missed, fmt::format("{} slow link(s)", slow));
+  if (!findings.empty())
+    outcome.add(exit_status::missed, fmt::format("{} finding(s)", findings.size()));
+  if (failed_checks > 0)
+    outcome.add(exit_status::missed, fmt::format("{} case(s) missed --expect", failed_checks));
+  if (pairs.empty()) outcome.add(exit_status::inconclusive, "no pair was measured");
   if (!a.json.empty()) {
     nlohmann::json doc{
         {"schema", "pairperf.mesh"},
-        {"schema_version", "1.0.0"},
+        {"schema_version", "1.1.0"},
         {"context",
          {{"tool", tool_context()},
           {"argv", argv},
@@ -169,7 +194,12 @@ int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const 
           {"pattern", a.pattern},
           {"transport", a.transport},
           {"tests", plan.tests},
+          {"directions", a.one_way ? "one-way" : "both"},
           {"config", plan.config}}},
+        {"outcome",
+         {{"exit_code", code(outcome.status)},
+          {"verdict", to_string(outcome.status)},
+          {"reasons", outcome.reasons}}},
         {"nodes", nlohmann::json::array()},
         {"mesh", mesh_matrices(nodes_n, names, pairs)},
         {"findings", findings},
@@ -182,12 +212,16 @@ int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const 
                               {"host", n.host},
                               {"env", n.env}});
     }
-    std::ofstream f(a.json);
-    f << doc.dump(2) << '\n';
-    if (!f) throw std::runtime_error(fmt::format("cannot write {}", a.json));
-    fmt::print("results: {}\n", a.json);
+    if (a.json == "-") {
+      fmt::print("{}\n", doc.dump(2));
+    } else {
+      std::ofstream f(a.json);
+      f << doc.dump(2) << '\n';
+      if (!f) throw std::runtime_error(fmt::format("cannot write {}", a.json));
+      fmt::print(out, "results: {}\n", a.json);
+    }
   }
-  return bad > 0 ? 1 : (!findings.empty() || failed_checks > 0) ? 3 : 0;
+  return code(outcome.status);
 }
 
 }  // namespace pairperf::cli

@@ -20,6 +20,7 @@ struct mesh_args {
   std::string pattern = "all-pairs";
   std::string duration = "0.2s";
   bool no_retest = false;
+  bool one_way = false;  // each pair in one direction only (half the rounds)
   double retest_bw = 0.5, retest_lat = 3.0;
   std::vector<std::string> expect;
   std::string json;

@@ -52,6 +52,29 @@ TEST(MeshSchedule, RingAndOneToAll) {
   EXPECT_THROW(parse_mesh_pattern("star"), std::exception);
 }
 
+// Both directions: every ordered pair once, in twice the rounds, each round still disjoint.
+TEST(MeshSchedule, BothDirectionsMeasureEveryOrderedPairOnce) {
+  for (int n = 2; n <= 9; ++n) {
+    SCOPED_TRACE(n);
+    const auto one = mesh_schedule(n, mesh_pattern::all_pairs);
+    const auto both = mesh_schedule(n, mesh_pattern::all_pairs, true);
+    EXPECT_EQ(both.size(), 2 * one.size());
+    std::set<std::pair<int, int>> ordered;
+    for (const auto& round : both) {
+      std::set<int> busy;
+      for (const auto& p : round) {
+        EXPECT_TRUE(busy.insert(p.client).second);
+        EXPECT_TRUE(busy.insert(p.server).second);
+        EXPECT_TRUE(ordered.insert({p.client, p.server}).second) << p.client << "->" << p.server;
+      }
+    }
+    EXPECT_EQ(ordered.size(), static_cast<std::size_t>(n * (n - 1)));
+  }
+  // A ring of two already goes one way; both directions add the other once.
+  EXPECT_EQ(mesh_schedule(2, mesh_pattern::ring, true).size(), 2U);
+  EXPECT_EQ(mesh_schedule(5, mesh_pattern::one_to_all, true).size(), 8U);
+}
+
 case_result bw(double Bps, case_status s = case_status::ok) {
   case_result r;
   r.test.pattern = pattern_kind::stream_uni;
@@ -71,6 +94,38 @@ TEST(MeshOutliers, SlowAndFailedPairs) {
   EXPECT_DOUBLE_EQ(m["bandwidth_Bps"][0][1].get<double>(), 10e9);
   EXPECT_TRUE(m["bandwidth_Bps"][0][5].is_null());  // unreachable: no figure
   EXPECT_TRUE(m["bandwidth_Bps"][1][0].is_null());  // not measured that way
+}
+
+// One direction of one link degraded: found once, naming the slow direction; symmetric links
+// and a link measured one way only are not findings.
+TEST(MeshAsymmetry, OneDegradedDirectionIsAFinding) {
+  std::vector<pair_result> pairs{
+      {{0, 1}, {bw(0.02e9)}, {}, "slow link"}, {{1, 0}, {bw(2.0e9)}, {}, "ok"},
+      {{0, 2}, {bw(2.1e9)}, {}, "ok"},         {{2, 0}, {bw(1.9e9)}, {}, "ok"},
+      {{1, 2}, {bw(1.5e9)}, {}, "ok"}};
+  const std::vector<std::string> names{"node1.cluster.example", "node2.cluster.example", "n3"};
+  auto f = find_asymmetric(names, pairs, {});
+  ASSERT_EQ(f.size(), 1U);
+  EXPECT_EQ(f[0].side, "node1.cluster.example,node2.cluster.example");
+  EXPECT_NE(f[0].problem.find("node1.cluster.example -> node2.cluster.example 0.020 GB/s"),
+            std::string::npos)
+      << f[0].problem;
+  EXPECT_NE(f[0].fix.find("from node1.cluster.example to node2.cluster.example"),
+            std::string::npos);
+  // The retest stands for the pair where there was one: fine alone, no finding.
+  pairs[0].retest = {bw(1.95e9)};
+  EXPECT_TRUE(find_asymmetric(names, pairs, {}).empty());
+  // Latency: one direction 5x the other.
+  case_result fast, slow;
+  fast.test.pattern = slow.test.pattern = pattern_kind::pingpong;
+  fast.latency_s = sample_stats{};
+  fast.latency_s->p50 = 10e-6;
+  slow.latency_s = sample_stats{};
+  slow.latency_s->p50 = 50e-6;
+  f = find_asymmetric(names, {{{1, 2}, {slow}, {}, "ok"}, {{2, 1}, {fast}, {}, "ok"}}, {});
+  ASSERT_EQ(f.size(), 1U);
+  EXPECT_NE(f[0].problem.find("latency"), std::string::npos);
+  EXPECT_NE(f[0].fix.find("from node2.cluster.example to n3"), std::string::npos) << f[0].fix;
 }
 
 nlohmann::json host(std::vector<std::tuple<std::string, std::string, unsigned>> ifs) {
