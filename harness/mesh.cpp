@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -134,47 +135,90 @@ std::vector<mesh_round> mesh_schedule(int nodes, mesh_pattern pattern, bool both
   return rounds;
 }
 
+namespace {
+
+// How the two directions of a link differ beyond the rule, in words ("" when they do not), and
+// whether a -> b is the slow one. `final`: the retest where there was one, else the first figures.
+struct asymmetry {
+  std::vector<std::string> what;
+  bool slow_out = false;
+};
+
+asymmetry asymmetry_of(const pair_result& there, const pair_result& back,
+                       const outlier_rule& rule, bool final,
+                       const std::function<std::string(int)>& name) {
+  const auto& rs_there = final && !there.retest.empty() ? there.retest : there.results;
+  const auto& rs_back = final && !back.retest.empty() ? back.retest : back.results;
+  const int a = there.pair.client;
+  const int b = there.pair.server;
+  asymmetry out;
+  const auto bw1 = pair_bandwidth(rs_there);
+  const auto bw2 = pair_bandwidth(rs_back);
+  if (bw1 && bw2 && std::min(*bw1, *bw2) < rule.bw_fraction * std::max(*bw1, *bw2)) {
+    out.what.push_back(fmt::format("bandwidth {} -> {} {}, {} -> {} {} ({:.1f}x)", name(a),
+                                   name(b), format_rate(*bw1, rate_unit::gb), name(b), name(a),
+                                   format_rate(*bw2, rate_unit::gb),
+                                   std::max(*bw1, *bw2) / std::max(std::min(*bw1, *bw2), 1.0)));
+  }
+  const auto l1 = pair_latency(rs_there);
+  const auto l2 = pair_latency(rs_back);
+  if (l1 && l2 && std::max(*l1, *l2) > rule.lat_multiple * std::min(*l1, *l2)) {
+    out.what.push_back(fmt::format("latency {} -> {} {}, {} -> {} {}", name(a), name(b),
+                                   format_seconds(*l1), name(b), name(a), format_seconds(*l2)));
+  }
+  out.slow_out = bw1 && bw2 ? *bw1 < *bw2 : (l1 && l2 && *l1 > *l2);
+  return out;
+}
+
+// Each link measured both ways once, as (index of a -> b, index of b -> a) with a < b.
+std::vector<std::pair<std::size_t, std::size_t>> links(const std::vector<pair_result>& pairs) {
+  std::map<std::pair<int, int>, std::size_t> by_direction;
+  for (std::size_t i = 0; i < pairs.size(); ++i)
+    by_direction[{pairs[i].pair.client, pairs[i].pair.server}] = i;
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  for (const auto& [key, i] : by_direction) {
+    if (key.first > key.second) continue;
+    const auto it = by_direction.find({key.second, key.first});
+    if (it != by_direction.end()) out.emplace_back(i, it->second);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::size_t> find_retests(const std::vector<pair_result>& pairs,
+                                      const outlier_rule& rule) {
+  std::vector<std::size_t> out = find_outliers(pairs, rule);
+  const auto number = [](int i) { return std::to_string(i); };
+  for (const auto& [there, back] : links(pairs)) {
+    if (asymmetry_of(pairs[there], pairs[back], rule, false, number).what.empty()) continue;
+    out.push_back(there);
+    out.push_back(back);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 std::vector<finding> find_asymmetric(const std::vector<std::string>& names,
                                      const std::vector<pair_result>& pairs,
                                      const outlier_rule& rule) {
-  std::map<std::pair<int, int>, const pair_result*> by_direction;
-  for (const auto& p : pairs) by_direction[{p.pair.client, p.pair.server}] = &p;
   const auto name = [&](int i) {
     return i >= 0 && static_cast<std::size_t>(i) < names.size()
                ? names[static_cast<std::size_t>(i)]
                : std::to_string(i);
   };
   std::vector<finding> out;
-  for (const auto& [key, there] : by_direction) {
-    const auto [a, b] = key;
-    if (a > b) continue;  // each link once, from its lower node
-    const auto it = by_direction.find({b, a});
-    if (it == by_direction.end()) continue;
-    const pair_result* back = it->second;
-    const auto& rs_there = there->retest.empty() ? there->results : there->retest;
-    const auto& rs_back = back->retest.empty() ? back->results : back->retest;
-    std::vector<std::string> what;
-    const auto bw1 = pair_bandwidth(rs_there);
-    const auto bw2 = pair_bandwidth(rs_back);
-    if (bw1 && bw2 && std::min(*bw1, *bw2) < rule.bw_fraction * std::max(*bw1, *bw2)) {
-      what.push_back(fmt::format("bandwidth {} -> {} {}, {} -> {} {} ({:.1f}x)", name(a), name(b),
-                                 format_rate(*bw1, rate_unit::gb), name(b), name(a),
-                                 format_rate(*bw2, rate_unit::gb),
-                                 std::max(*bw1, *bw2) / std::max(std::min(*bw1, *bw2), 1.0)));
-    }
-    const auto l1 = pair_latency(rs_there);
-    const auto l2 = pair_latency(rs_back);
-    if (l1 && l2 && std::max(*l1, *l2) > rule.lat_multiple * std::min(*l1, *l2)) {
-      what.push_back(fmt::format("latency {} -> {} {}, {} -> {} {}", name(a), name(b),
-                                 format_seconds(*l1), name(b), name(a), format_seconds(*l2)));
-    }
-    if (what.empty()) continue;
-    const bool slow_out = bw1 && bw2 ? *bw1 < *bw2 : (l1 && l2 && *l1 > *l2);
-    const std::string slow_from = slow_out ? name(a) : name(b);
-    const std::string slow_to = slow_out ? name(b) : name(a);
+  for (const auto& [there, back] : links(pairs)) {
+    const asymmetry d = asymmetry_of(pairs[there], pairs[back], rule, true, name);
+    if (d.what.empty()) continue;
+    const int a = pairs[there].pair.client;
+    const int b = pairs[there].pair.server;
+    const std::string slow_from = d.slow_out ? name(a) : name(b);
+    const std::string slow_to = d.slow_out ? name(b) : name(a);
     out.push_back(finding{
         fmt::format("{},{}", name(a), name(b)), "asymmetric link",
-        fmt::format("one direction of the link is degraded: {}", fmt::join(what, "; ")),
+        fmt::format("one direction of the link is degraded: {}", fmt::join(d.what, "; ")),
         fmt::format("check the path from {} to {}: its transmit side (NIC, cable, bond member, "
                     "switch port, shaping or a qdisc on {}) and {}'s receive side",
                     slow_from, slow_to, slow_from, slow_to)});

@@ -48,6 +48,12 @@ struct outlier_rule {
 std::vector<std::size_t> find_outliers(const std::vector<pair_result>& pairs,
                                        const outlier_rule& rule);
 
+// What to measure again alone: the outliers, and both directions of every link whose two
+// directions differ beyond the rule on the first figures (a round's contention can make one
+// direction look slow; alone, both show what the link does). Sorted indices into `pairs`.
+std::vector<std::size_t> find_retests(const std::vector<pair_result>& pairs,
+                                      const outlier_rule& rule);
+
 // Links whose two directions differ beyond the outlier rule (one direction's bandwidth below
 // bw_fraction of the other's, or its latency above lat_multiple of the other's), on the final
 // figures (the retest where there was one): a finding per link naming both directions.

@@ -89,7 +89,7 @@ int mesh_hosts(const mesh_args& a, const std::vector<std::string>& argv) {
   std::vector<pair_result> retests;
   double retest_seconds = 0;
   if (!a.no_retest) {
-    for (const auto idx : find_outliers(pairs, outlier_rule{a.retest_bw, a.retest_lat})) {
+    for (const auto idx : find_retests(pairs, outlier_rule{a.retest_bw, a.retest_lat})) {
       const auto t0 = std::chrono::steady_clock::now();
       retests.push_back(run_pair(pairs[idx].pair));
       retest_seconds +=

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <numeric>
@@ -103,6 +104,9 @@ int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const 
                 const std::vector<pair_result>& retests, const std::vector<double>& round_seconds,
                 double retest_seconds, std::chrono::steady_clock::time_point start) {
   const outlier_rule rule{a.retest_bw, a.retest_lat};
+  // Retested as outliers (slow link or contention), or only to see both directions of a link
+  // alone (their verdict stays as it was).
+  const std::vector<std::size_t> outliers = find_outliers(pairs, rule);
   // "--json -": the document on stdout, the tables on stderr.
   std::FILE* out = a.json == "-" ? stderr : stdout;
   for (const auto& r : retests) {
@@ -114,6 +118,7 @@ int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const 
         p.verdict = r.verdict;
         continue;
       }
+      if (std::find(outliers.begin(), outliers.end(), idx) == outliers.end()) continue;
       // Alone it is fine: the first figure was contention. Still an outlier alone: a slow link.
       std::vector<pair_result> probe = pairs;
       probe[idx].results = r.results;

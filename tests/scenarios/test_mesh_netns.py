@@ -119,18 +119,21 @@ class HostsMesh(unittest.TestCase):
 class NamespaceCluster(unittest.TestCase):
     def test_one_direction_of_one_link_throttled_is_found(self):
         # node1's data interface sends to node2 through a 200 Mbit/s class (htb + a u32 filter on
-        # the destination), and to everyone else at full speed: node1 -> node2 is degraded,
-        # node2 -> node1 is not. Measured one way only, half the time that link looks healthy.
+        # the destination); everything else is unclassified and leaves through htb's direct queue,
+        # unshaped (a default class would shape it too, and the mesh rightly calls node1 -> node3
+        # degraded then): node1 -> node2 is degraded, node2 -> node1 is not. Measured one way
+        # only, half the time that link looks healthy.
         with netns_cluster.Cluster(TAG, 3) as c, pp.tmpdir() as d:
             tc = ["ip", "netns", "exec", f"{c.prefix}1", "tc"]
-            netns_cluster.sh(*tc, "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "20")
+            netns_cluster.sh(*tc, "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb")
             netns_cluster.sh(*tc, "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:10", "htb", "rate", "200mbit")
-            netns_cluster.sh(*tc, "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:20", "htb", "rate", "100gbit")
             netns_cluster.sh(*tc, "filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ip", "prio", "1", "u32",
                              "match", "ip", "dst", "10.90.0.2/32", "flowid", "1:10")
             out = os.path.join(d, "mesh.json")
+            # --retest-bw 0.25: on this 2-core VM two healthy directions of a veth link measured alone
+            # still differ up to 2x now and then; the throttled one is 50-100x slower.
             proc = c.mpirun(pp.BIN, ["mesh", "--iface", "eth0", "--test", "tcp_bw", "--sizes", "64K", "--duration", "0.1s",
-                                     "--json", out], os.path.join(d, "hosts"))
+                                     "--retest-bw", "0.25", "--json", out], os.path.join(d, "hosts"))
             doc = pp.load(out) if os.path.exists(out) else None
             self.assertIsNotNone(doc, proc.stdout + proc.stderr)
         self.assertEqual(proc.returncode, 3, proc.stdout + proc.stderr)  # a finding, not a failed pair

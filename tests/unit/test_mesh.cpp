@@ -112,6 +112,8 @@ TEST(MeshAsymmetry, OneDegradedDirectionIsAFinding) {
       << f[0].problem;
   EXPECT_NE(f[0].fix.find("from node1.cluster.example to node2.cluster.example"),
             std::string::npos);
+  // Both directions of the asymmetric link are measured again alone (and the slow outlier).
+  EXPECT_EQ(find_retests(pairs, {}), (std::vector<std::size_t>{0, 1}));
   // The retest stands for the pair where there was one: fine alone, no finding.
   pairs[0].retest = {bw(1.95e9)};
   EXPECT_TRUE(find_asymmetric(names, pairs, {}).empty());
