@@ -130,7 +130,7 @@ class NoDeviceHere(unittest.TestCase):
         if "verbs" not in json.loads(proc.stdout)["tool"]["transports"]:
             self.skipTest("built without verbs")
         proc, took = pp.run(["run", "-t", "verbs", "--sizes", "8", "--no-json", "-n", "10"], timeout=60)
-        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(proc.returncode, 4, proc.stderr)  # every case skipped: inconclusive
         self.assertIn("7 skipped", proc.stdout)
         self.assertIn("no RDMA device on this host", proc.stdout)
         proc, _ = pp.run(["info"], timeout=30)
