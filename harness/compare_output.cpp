@@ -27,6 +27,16 @@ std::string summary_text(const comparison& c) {
       c.missing.size(), c.added.size());
 }
 
+// Repetitions within one run share its process, placement and buffers: they show that run's
+// noise, not how much two runs of the same build differ (on the development VM two consecutive
+// runs moved 1 MiB TCP bandwidth by 28%). Said wherever a side is a single run.
+std::string single_run_caveat(const comparison& c) {
+  if (c.base_files.size() > 1 && c.new_files.size() > 1) return {};
+  return "each side with one results file: its repetitions show that run's own noise, not how "
+         "much runs of one build differ; a baseline folder of several runs (compare pools them) "
+         "shows that too";
+}
+
 std::string verdict_word(const comparison& c) {
   switch (c.exit_code()) {
     case 3:
@@ -99,7 +109,8 @@ void to_json(nlohmann::json& j, const comparison& c) {
        {"inconclusive", c.inconclusive},
        {"inconclusive_reason", c.inconclusive_reason()},
        {"exit_code", c.exit_code()},
-       {"verdict", verdict_word(c)}};
+       {"verdict", verdict_word(c)},
+       {"caveat", single_run_caveat(c)}};
 }
 
 void print_comparison(std::FILE* out, const comparison& c, bool all_rows) {
@@ -130,6 +141,8 @@ void print_comparison(std::FILE* out, const comparison& c, bool all_rows) {
   for (const auto& k : c.added) fmt::print(out, "  new in NEW:     {}\n", k);
   if (const std::string why = c.inconclusive_reason(); !why.empty() && !c.has_finding())
     fmt::print(out, "inconclusive: {}\n", why);
+  if (const std::string note = single_run_caveat(c); !note.empty() && c.regressions > 0)
+    fmt::print(out, "note: {}\n", note);
   fmt::print(out, "{}: exit {} ({})\n", summary_text(c), c.exit_code(), verdict_word(c));
 }
 
@@ -143,6 +156,8 @@ std::string markdown(const comparison& c) {
       c.options.tail_threshold * 100, c.options.alpha);
   if (const std::string why = c.inconclusive_reason(); !why.empty() && !c.has_finding())
     md += fmt::format("**Inconclusive**: {}.\n\n", why);
+  if (const std::string note = single_run_caveat(c); !note.empty() && c.regressions > 0)
+    md += fmt::format("Note: {}.\n\n", note);
   const auto row = [](const case_comparison& k, const metric_change& m) {
     return fmt::format("| `{}` | {} | {} | {} | {:+.1f}% | {} | {} |\n", k.key, m.metric,
                        value_text(m, m.base_median), value_text(m, m.new_median), m.change * 100,
