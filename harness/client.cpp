@@ -196,7 +196,7 @@ run_summary client_run::run() {
       }
     }
     apply_expectations(m_options.expectations, r, m_hint, &tally);
-    if (r.host_noise.is_object() && r.host_noise.value("noisy", false)) ++sum.noisy;
+    if (is_noisy(r.host_noise)) ++sum.noisy;
     switch (r.status) {
       case case_status::ok:
         ++sum.ok;
@@ -286,12 +286,12 @@ case_result client_run::run_case(const test_case& c) {
     }
     const unsigned reps = std::max(1U, m_options.config.repeat);
     std::vector<std::int64_t> pooled;  // round trips of every repetition (ping-pong)
-    nlohmann::json server_noise;       // the server's, over its measured phases so far
     for (unsigned i = 0; i < reps; ++i) {
       const server_view theirs = phase(*session, "measure", r.iterations, mine);
-      server_noise = theirs.body.value("host_noise", nlohmann::json());
-      r.host_noise =
-          judge_noise(session->noise().side(), server_noise, m_options.config.noise_threshold);
+      // Both sides' meters add up the measured phases so far: the last judgement covers all.
+      r.host_noise = judge_noise(session->noise().side(),
+                                 theirs.body.value("host_noise", nlohmann::json()),
+                                 m_options.config.noise_threshold);
       compose(r, *session, mine, theirs);
       if (reps == 1) break;
       r.repetitions.push_back(repetition{r.iterations, r.elapsed_s, r.latency_s, r.bandwidth_Bps,
@@ -439,7 +439,7 @@ verdict_outcome run_summary::outcome() const {
           fmt::format("{} case(s) errored, {} unreachable", error, unreachable));
   if (fail > 0) o.add(exit_status::missed, fmt::format("{} case(s) failed a check", fail));
   for (const auto& u : unjudged) o.add(exit_status::inconclusive, u);
-  if (fatal.empty() && ok + fail == 0)
+  if (fatal.empty() && !aborted && error + unreachable + ok + fail == 0)
     o.add(exit_status::inconclusive,
           skipped > 0 ? fmt::format("nothing was measured: all {} case(s) were skipped", skipped)
                       : std::string("nothing was measured: no case ran"));
