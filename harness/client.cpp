@@ -289,9 +289,9 @@ case_result client_run::run_case(const test_case& c) {
     for (unsigned i = 0; i < reps; ++i) {
       const server_view theirs = phase(*session, "measure", r.iterations, mine);
       // Both sides' meters add up the measured phases so far: the last judgement covers all.
-      r.host_noise = judge_noise(session->noise().side(),
-                                 theirs.body.value("host_noise", nlohmann::json()),
-                                 m_options.config.noise_threshold);
+      r.host_noise =
+          judge_noise(session->noise().side(), theirs.body.value("host_noise", nlohmann::json()),
+                      m_options.config.noise_threshold);
       compose(r, *session, mine, theirs);
       if (reps == 1) break;
       r.repetitions.push_back(repetition{r.iterations, r.elapsed_s, r.latency_s, r.bandwidth_Bps,

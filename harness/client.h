@@ -23,8 +23,8 @@ struct client_options {
 
 struct run_summary {
   std::size_t ok = 0, skipped = 0, error = 0, unreachable = 0, fail = 0, noisy = 0;
-  bool aborted = false;      // the control channel was lost; later cases were not run
-  std::string fatal;         // why the run could not start (control connect or hello failed)
+  bool aborted = false;  // the control channel was lost; later cases were not run
+  std::string fatal;     // why the run could not start (control connect or hello failed)
   std::vector<std::string> unjudged;  // expectations that judged no case, with the reasons
 
   // The exit-code contract (exit_codes.h): failed when a case errored, was unreachable or the

@@ -55,25 +55,26 @@ void to_json(nlohmann::json& j, const comparison& c) {
   for (const auto& k : c.cases) {
     nlohmann::json metrics = nlohmann::json::array();
     for (const auto& m : k.metrics) {
-      nlohmann::json mj{{"metric", m.metric},
-                        {"unit", m.higher_is_better ? "B/s" : "s"},
-                        {"higher_is_better", m.higher_is_better},
-                        {"base", m.base},
-                        {"new", m.next},
-                        {"base_median", m.base_median},
-                        {"new_median", m.new_median},
-                        {"change", m.change},
-                        {"p_value", m.p_value ? nlohmann::json(*m.p_value) : nlohmann::json()},
-                        {"q_value", m.q_value ? nlohmann::json(*m.q_value) : nlohmann::json()},
-                        {"significant", m.significant},
-                        {"regression", m.regression},
-                        {"improvement", m.improvement},
-                        {"inconclusive", m.inconclusive},
-                        {"threshold", m.threshold},
-                        {"min_detectable_change",
-                         m.detect.mde ? nlohmann::json(*m.detect.mde) : nlohmann::json()},
-                        {"noise", m.detect.noise ? nlohmann::json(*m.detect.noise) : nlohmann::json()},
-                        {"repetitions_needed", m.detect.needed}};
+      nlohmann::json mj{
+          {"metric", m.metric},
+          {"unit", m.higher_is_better ? "B/s" : "s"},
+          {"higher_is_better", m.higher_is_better},
+          {"base", m.base},
+          {"new", m.next},
+          {"base_median", m.base_median},
+          {"new_median", m.new_median},
+          {"change", m.change},
+          {"p_value", m.p_value ? nlohmann::json(*m.p_value) : nlohmann::json()},
+          {"q_value", m.q_value ? nlohmann::json(*m.q_value) : nlohmann::json()},
+          {"significant", m.significant},
+          {"regression", m.regression},
+          {"improvement", m.improvement},
+          {"inconclusive", m.inconclusive},
+          {"threshold", m.threshold},
+          {"min_detectable_change",
+           m.detect.mde ? nlohmann::json(*m.detect.mde) : nlohmann::json()},
+          {"noise", m.detect.noise ? nlohmann::json(*m.detect.noise) : nlohmann::json()},
+          {"repetitions_needed", m.detect.needed}};
       if (!m.note.empty()) mj["note"] = m.note;
       metrics.push_back(std::move(mj));
     }

@@ -21,6 +21,7 @@ client_options base_options(const doctor_options& o) {
   c.token = o.token;
   c.argv = o.argv;
   c.config.duration = o.duration;
+  c.config.noise_threshold = o.noise_threshold;
   c.config.timeouts.connect = o.probe_timeout;
   c.config.timeouts.handshake =
       std::max<std::chrono::nanoseconds>(o.probe_timeout, std::chrono::seconds(2));
@@ -222,12 +223,12 @@ void analyze(doctor_report& r) {
       continue;
     }
     const std::string cause = r.gpus && !r.gpus->problem.empty() ? r.gpus->problem : c.gpu_path_why;
-    r.findings.push_back(finding{
-        "pair", "GPU path", fmt::format("GPU buffers: {} ({})", c.gpu_path, cause),
-        r.gpus && !r.gpus->fix.empty()
-            ? r.gpus->fix
-            : "make cuda_ipc possible: both processes must see both GPUs, and "
-              "UCX_TLS must include cuda_copy and cuda_ipc"});
+    r.findings.push_back(
+        finding{"pair", "GPU path", fmt::format("GPU buffers: {} ({})", c.gpu_path, cause),
+                r.gpus && !r.gpus->fix.empty()
+                    ? r.gpus->fix
+                    : "make cuda_ipc possible: both processes must see both GPUs, and "
+                      "UCX_TLS must include cuda_copy and cuda_ipc"});
   }
   r.verdict.reset();
   if (!r.path.empty()) {

@@ -23,7 +23,7 @@ namespace pairperf {
 // The cases doctor runs, chosen by the command that calls it (the harness names no transport);
 // sizes, interfaces and targets are filled in per probe.
 struct doctor_probes {
-  test_case reach;                    // per interface pair, bound to the interface, aimed at the address
+  test_case reach;  // per interface pair, bound to the interface, aimed at the address
   std::optional<test_case> library;   // per local interface, restricted to it (e.g. UCX over tcp)
   std::optional<test_case> path_bw;   // the library's own choice of transports, at the probe size
   std::optional<test_case> path_lat;  // ... and at its own (small) size
@@ -39,6 +39,7 @@ struct doctor_options {
   // on the link shows as EHOSTUNREACH rather than a timeout.
   std::chrono::nanoseconds probe_timeout = std::chrono::seconds(4);
   std::chrono::nanoseconds duration = std::chrono::milliseconds(200);  // each bandwidth probe
+  double noise_threshold = 0.05;  // a probe is noisy beyond this descheduled share (noise.h)
   std::vector<std::string> argv;
   // No peer was given: the server is a local one, so only this host is checked (loopback to
   // itself); the report says so and recommends no interface for multi-node variables.
@@ -83,7 +84,7 @@ struct doctor_report {
   std::chrono::nanoseconds probe_timeout{};  // each connection attempt's bound
   std::chrono::nanoseconds bound{};          // the most the probes could take, announced up front
   double elapsed_s = 0;
-  bool this_host_only = false;               // doctor_options::this_host_only
+  bool this_host_only = false;  // doctor_options::this_host_only
   // The path probes were noisy (noise.h) twice: why; the verdict then cannot be trusted.
   std::string path_noisy;
   bool path_retried = false;  // the first path probe was noisy and was run again

@@ -264,11 +264,11 @@ std::vector<std::string> expectation_tally::unjudged(
     for (const auto& [why, numbers] : grouped)
       parts.push_back(fmt::format("case{} {}: {}", numbers.size() > 1 ? "s" : "",
                                   fmt::join(numbers, ","), why));
-    out.push_back(fmt::format("--expect {}: {}: {}", expectations[i].text,
-                              judged[i] > 0 ? fmt::format("{} miss(es) on noisy cases not judged",
-                                                          noisy_misses[i])
-                                            : std::string("judged no case"),
-                              fmt::join(parts, "; ")));
+    out.push_back(fmt::format(
+        "--expect {}: {}: {}", expectations[i].text,
+        judged[i] > 0 ? fmt::format("{} miss(es) on noisy cases not judged", noisy_misses[i])
+                      : std::string("judged no case"),
+        fmt::join(parts, "; ")));
   }
   return out;
 }

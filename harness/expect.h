@@ -63,10 +63,10 @@ struct expectation_tally {
 
 // Checks every applicable expectation against an ok result; on a miss sets status fail and its
 // message. A bandwidth or latency miss on a noisy case (noise.h) is not judged instead: the host,
-// not the path, may have missed it. Always fills r.verdict when any expectation applied, and r.unjudged when one covered
-// the case but could not judge it. A missed transport expectation about shared memory
-// (transport=posix|sysv|cma|..., transport!=tcp) carries `hint` when given. `tally` (may be
-// null) counts per expectation.
+// not the path, may have missed it. Always fills r.verdict when any expectation applied, and
+// r.unjudged when one covered the case but could not judge it. A missed transport expectation about
+// shared memory (transport=posix|sysv|cma|..., transport!=tcp) carries `hint` when given. `tally`
+// (may be null) counts per expectation.
 void apply_expectations(const std::vector<expectation>& expectations, case_result& r,
                         const std::optional<expectation_hint>& hint = std::nullopt,
                         expectation_tally* tally = nullptr);

@@ -35,8 +35,8 @@ class json_reporter final : public reporter {
 };
 
 // One line per finished case, flushed as it goes, so a run that dies half-way leaves every
-// finished case on disk ("-": standard output). The first line is {"schema", "schema_version", "context"}; every later
-// line is one element of the results file's "results" array.
+// finished case on disk ("-": standard output). The first line is {"schema", "schema_version",
+// "context"}; every later line is one element of the results file's "results" array.
 class jsonl_reporter final : public reporter {
  public:
   explicit jsonl_reporter(const std::filesystem::path& path);

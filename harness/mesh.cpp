@@ -144,9 +144,8 @@ struct asymmetry {
   bool slow_out = false;
 };
 
-asymmetry asymmetry_of(const pair_result& there, const pair_result& back,
-                       const outlier_rule& rule, bool final,
-                       const std::function<std::string(int)>& name) {
+asymmetry asymmetry_of(const pair_result& there, const pair_result& back, const outlier_rule& rule,
+                       bool final, const std::function<std::string(int)>& name) {
   const auto& rs_there = final && !there.retest.empty() ? there.retest : there.results;
   const auto& rs_back = final && !back.retest.empty() ? back.retest : back.results;
   const int a = there.pair.client;
@@ -155,8 +154,8 @@ asymmetry asymmetry_of(const pair_result& there, const pair_result& back,
   const auto bw1 = pair_bandwidth(rs_there);
   const auto bw2 = pair_bandwidth(rs_back);
   if (bw1 && bw2 && std::min(*bw1, *bw2) < rule.bw_fraction * std::max(*bw1, *bw2)) {
-    out.what.push_back(fmt::format("bandwidth {} -> {} {}, {} -> {} {} ({:.1f}x)", name(a),
-                                   name(b), format_rate(*bw1, rate_unit::gb), name(b), name(a),
+    out.what.push_back(fmt::format("bandwidth {} -> {} {}, {} -> {} {} ({:.1f}x)", name(a), name(b),
+                                   format_rate(*bw1, rate_unit::gb), name(b), name(a),
                                    format_rate(*bw2, rate_unit::gb),
                                    std::max(*bw1, *bw2) / std::max(std::min(*bw1, *bw2), 1.0)));
   }
@@ -204,9 +203,8 @@ std::vector<finding> find_asymmetric(const std::vector<std::string>& names,
                                      const std::vector<pair_result>& pairs,
                                      const outlier_rule& rule) {
   const auto name = [&](int i) {
-    return i >= 0 && static_cast<std::size_t>(i) < names.size()
-               ? names[static_cast<std::size_t>(i)]
-               : std::to_string(i);
+    return i >= 0 && static_cast<std::size_t>(i) < names.size() ? names[static_cast<std::size_t>(i)]
+                                                                : std::to_string(i);
   };
   std::vector<finding> out;
   for (const auto& [there, back] : links(pairs)) {

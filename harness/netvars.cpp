@@ -55,9 +55,10 @@ std::string best(const side_view& s) {
 std::string fix_line(const side_view& s, const char* var) {
   const std::string b = best(s);
   if (b.empty() && !s.ranked.empty())
-    return fmt::format("only loopback reached the peer from the {} (the two are on one host); "
-                       "name the interface that reaches the other nodes",
-                       s.name);
+    return fmt::format(
+        "only loopback reached the peer from the {} (the two are on one host); "
+        "name the interface that reaches the other nodes",
+        s.name);
   if (b.empty())
     return fmt::format("no interface of the {} reached the peer: fix the network first", s.name);
   return fmt::format("on the {}: {}={}", s.name, var, b);

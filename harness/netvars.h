@@ -53,12 +53,12 @@ struct side_view {
   // Of `ranked`, those a multi-node variable may name: never a loopback interface, which
   // reaches only this host (pasted into a multi-node job, "lo" breaks it).
   std::vector<std::string> recommendable;
-  std::set<std::string> loopback;  // this side's loopback interfaces
-  std::vector<std::string> ucx_transports;        // UCX transports this side's library has
-  std::optional<std::vector<gpu_info>> gpus;      // nullopt: unknown (no NVML)
-  std::string hostname_address;        // what the hostname resolves to ("" if it does not)
-  std::string hostname_iface;          // the interface holding that address ("" if none)
-  bool loopback_reaches_peer = false;  // one network namespace: 127.0.0.1 is the peer's too
+  std::set<std::string> loopback;             // this side's loopback interfaces
+  std::vector<std::string> ucx_transports;    // UCX transports this side's library has
+  std::optional<std::vector<gpu_info>> gpus;  // nullopt: unknown (no NVML)
+  std::string hostname_address;               // what the hostname resolves to ("" if it does not)
+  std::string hostname_iface;                 // the interface holding that address ("" if none)
+  bool loopback_reaches_peer = false;         // one network namespace: 127.0.0.1 is the peer's too
 };
 
 struct finding {

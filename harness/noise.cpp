@@ -1,10 +1,9 @@
 #include "harness/noise.h"
 
 #include <fmt/format.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <time.h>
-
-#include <sched.h>
 
 #include <cerrno>
 #include <cstring>
@@ -129,10 +128,10 @@ nlohmann::json noise_meter::side() const {
     j["descheduled_share"] = nullptr;
   }
   // Ticks move every 10 ms: a phase shorter than a few of them says nothing about steal.
-  j["steal_share"] = m_ticks && m_total >= 10
-                         ? nlohmann::json(share(static_cast<double>(m_steal),
-                                                static_cast<double>(m_total)))
-                         : nlohmann::json(nullptr);
+  j["steal_share"] =
+      m_ticks && m_total >= 10
+          ? nlohmann::json(share(static_cast<double>(m_steal), static_cast<double>(m_total)))
+          : nlohmann::json(nullptr);
   return j;
 }
 
@@ -159,9 +158,10 @@ nlohmann::json judge_noise(const nlohmann::json& client, const nlohmann::json& s
     }
     const double steal = get("steal_share");
     if (steal > threshold)
-      why.push_back(fmt::format("the {}'s host lost {:.0f}% of its CPU time to steal (a busy "
-                                "hypervisor)",
-                                name, steal * 100));
+      why.push_back(
+          fmt::format("the {}'s host lost {:.0f}% of its CPU time to steal (a busy "
+                      "hypervisor)",
+                      name, steal * 100));
   }
   out["noisy"] = !why.empty();
   if (!why.empty()) out["why"] = fmt::format("{}", fmt::join(why, "; "));

@@ -122,8 +122,9 @@ command add_export(CLI::App& root) {
                   "Results files or folders; a case in several of them pools its repetitions")
       ->required();
   app->add_option("--bmf", a->bmf, "Bencher Metric Format JSON file ('-': stdout)");
-  app->add_option("--gab-bigger", a->bigger,
-                  "github-action-benchmark customBiggerIsBetter JSON file (bandwidth; '-': stdout)");
+  app->add_option(
+      "--gab-bigger", a->bigger,
+      "github-action-benchmark customBiggerIsBetter JSON file (bandwidth; '-': stdout)");
   app->add_option("--gab-smaller", a->smaller,
                   "github-action-benchmark customSmallerIsBetter JSON file (latency; '-': stdout)");
   return command{app, [a] { return export_command(*a); }};

@@ -48,6 +48,7 @@ struct doctor_args {
   std::string units = "GB";
   std::string token;
   bool quiet = false;
+  double noise_threshold = 5;  // percent
 };
 
 test_case probe(const std::string& transport, const std::string& test, std::uint64_t size = 0) {
@@ -84,6 +85,9 @@ int doctor_command(const doctor_args& a, const std::vector<std::string>& argv) {
   if (o.probe_timeout <= std::chrono::nanoseconds(0) || o.duration <= std::chrono::nanoseconds(0))
     throw usage_error("--probe-timeout and --duration must be positive");
   o.probes = probes(a.no_ucx);
+  if (!(a.noise_threshold > 0 && a.noise_threshold <= 100))
+    throw usage_error("--noise-threshold must be above 0 and at most 100 (%)");
+  o.noise_threshold = a.noise_threshold / 100;
   o.token = a.token;
   o.argv = argv;
   const rate_unit unit = parse_rate_unit(a.units);
@@ -149,6 +153,10 @@ command add_doctor(CLI::App& root, const std::vector<std::string>& argv) {
   app->add_option("--units", a->units, "Bandwidth display: GB (1e9 B/s) or GiB")
       ->capture_default_str();
   app->add_option("--token", a->token, "Token the server requires");
+  app->add_option("--noise-threshold", a->noise_threshold,
+                  "A probe is noisy when a side waited for a CPU longer than this share of its "
+                  "measured time, in percent; a noisy path probe is measured again")
+      ->capture_default_str();
   app->add_flag("-q,--quiet", a->quiet, "No report on stdout (exit code and --json only)");
   return command{app, [a, argv] { return doctor_command(*a, argv); }};
 }

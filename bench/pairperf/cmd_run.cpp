@@ -244,8 +244,9 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   set_gpu_selection(parse_gpu_selector(client_gpu));
   const auto [client_cpu, server_cpu] = parse_cpu_pair(a.cpu);
   if (server_cpu >= 0 && !a.peer.empty())
-    throw usage_error("--cpu CLIENT,SERVER: the SERVER CPU applies to a local server only; pin a "
-                      "remote one with `pairperf server --cpu N`");
+    throw usage_error(
+        "--cpu CLIENT,SERVER: the SERVER CPU applies to a local server only; pin a "
+        "remote one with `pairperf server --cpu N`");
   if (client_cpu >= 0) pin_to_cpu(client_cpu);
   (void)parse_gpu_selector(server_gpu);  // a bad value is a usage error before anything starts
   client_options o;
@@ -279,7 +280,8 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
 
   // "-" puts the results on stdout; the table then goes to stderr so stdout stays JSON.
   const bool json_stdout = a.json == "-" || a.jsonl == "-";
-  if (a.json == "-" && a.jsonl == "-") throw usage_error("--json - and --jsonl - both ask for stdout");
+  if (a.json == "-" && a.jsonl == "-")
+    throw usage_error("--json - and --jsonl - both ask for stdout");
   multi_reporter out;
   if (!a.quiet && ::isatty(STDERR_FILENO) == 1)
     out.add(std::make_unique<progress_reporter>(stderr));

@@ -170,10 +170,12 @@ int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const 
     fmt::print(out, "\nFindings ({}):\n", findings.size());
     std::size_t k = 0;
     for (const auto& f : findings)
-      fmt::print(out, "  {}. [{}] {}: {}\n     fix: {}\n", ++k, f.side, f.subject, f.problem, f.fix);
+      fmt::print(out, "  {}. [{}] {}: {}\n     fix: {}\n", ++k, f.side, f.subject, f.problem,
+                 f.fix);
   }
   fmt::print(
-      out, "\n{} pair(s) ({}), {} failed, {} slow; rounds {:.1f} s, retests {:.1f} s ({} pairs), total "
+      out,
+      "\n{} pair(s) ({}), {} failed, {} slow; rounds {:.1f} s, retests {:.1f} s ({} pairs), total "
       "{:.1f} s\n",
       pairs.size(), a.one_way ? "one direction each" : "both directions", bad, slow,
       std::accumulate(round_seconds.begin(), round_seconds.end(), 0.0), retest_seconds,

@@ -99,10 +99,11 @@ TEST(MeshOutliers, SlowAndFailedPairs) {
 // One direction of one link degraded: found once, naming the slow direction; symmetric links
 // and a link measured one way only are not findings.
 TEST(MeshAsymmetry, OneDegradedDirectionIsAFinding) {
-  std::vector<pair_result> pairs{
-      {{0, 1}, {bw(0.02e9)}, {}, "slow link"}, {{1, 0}, {bw(2.0e9)}, {}, "ok"},
-      {{0, 2}, {bw(2.1e9)}, {}, "ok"},         {{2, 0}, {bw(1.9e9)}, {}, "ok"},
-      {{1, 2}, {bw(1.5e9)}, {}, "ok"}};
+  std::vector<pair_result> pairs{{{0, 1}, {bw(0.02e9)}, {}, "slow link"},
+                                 {{1, 0}, {bw(2.0e9)}, {}, "ok"},
+                                 {{0, 2}, {bw(2.1e9)}, {}, "ok"},
+                                 {{2, 0}, {bw(1.9e9)}, {}, "ok"},
+                                 {{1, 2}, {bw(1.5e9)}, {}, "ok"}};
   const std::vector<std::string> names{"node1.cluster.example", "node2.cluster.example", "n3"};
   auto f = find_asymmetric(names, pairs, {});
   ASSERT_EQ(f.size(), 1U);

@@ -234,7 +234,8 @@ TEST(CheckVariables, AFixNeverNamesLoopback) {
   client.env["NCCL_SOCKET_IFNAME"] = "bond0.118";
   const auto f = check_variables(client, server);
   for (const auto& x : f) EXPECT_EQ(x.fix.find("=lo"), std::string::npos) << x.fix;
-  EXPECT_TRUE(has(f, "pair", "NCCL_SOCKET_IFNAME", "only loopback reached the peer from the server"));
+  EXPECT_TRUE(
+      has(f, "pair", "NCCL_SOCKET_IFNAME", "only loopback reached the peer from the server"));
 }
 
 }  // namespace

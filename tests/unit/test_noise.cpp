@@ -71,7 +71,8 @@ TEST(Noise, ACpuHogOnTheSameCpuIsSeen) {
   const nlohmann::json side = m.side();
   const double share = side.at("descheduled_share").get<double>();
   std::printf("sharing a CPU with a hog: descheduled %.0f%%, %lld involuntary switches\n",
-              share * 100, static_cast<long long>(side.at("involuntary_switches").get<long long>()));
+              share * 100,
+              static_cast<long long>(side.at("involuntary_switches").get<long long>()));
   EXPECT_GT(share, 0.25) << side.dump();
   EXPECT_GT(side.at("involuntary_switches").get<long long>(), 0);
   EXPECT_EQ(side.at("cpus_allowed"), std::to_string(cpu));
@@ -96,7 +97,8 @@ TEST(Noise, SleepingIsNotDescheduling) {
 }
 
 TEST(Noise, JudgedOnEitherSideAndOnSteal) {
-  const nlohmann::json quiet{{"wall_s", 1.0}, {"runqueue_wait_s", 0.01}, {"descheduled_share", 0.01}};
+  const nlohmann::json quiet{
+      {"wall_s", 1.0}, {"runqueue_wait_s", 0.01}, {"descheduled_share", 0.01}};
   nlohmann::json busy = quiet;
   busy["descheduled_share"] = 0.3;
   busy["runqueue_wait_s"] = 0.3;
