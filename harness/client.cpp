@@ -13,6 +13,7 @@
 #include "harness/interfaces.h"
 #include "harness/noise.h"
 #include "harness/pair.h"
+#include "harness/stats.h"
 #include "harness/units.h"
 
 namespace pairperf {
@@ -43,13 +44,6 @@ case_result failed(case_result r, const step_error& e) {
   return r;
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 // The headline of a repeated case: latency over every sample of every repetition, bandwidth
 // and message rate the median of the repetitions', elapsed time their sum.
 void merge_repetitions(case_result& r, std::vector<std::int64_t>& pooled_round_trips) {
@@ -64,12 +58,12 @@ void merge_repetitions(case_result& r, std::vector<std::int64_t>& pooled_round_t
     if (rep.bandwidth_Bps->sender_Bps) sender.push_back(*rep.bandwidth_Bps->sender_Bps);
   }
   r.elapsed_s = elapsed;
-  if (!rate.empty()) r.message_rate_per_s = median(rate);
+  if (!rate.empty()) r.message_rate_per_s = median_of(rate);
   if (r.bandwidth_Bps) {
     r.bandwidth_Bps->receiver_Bps =
-        receiver.empty() ? std::nullopt : std::optional<double>(median(receiver));
+        receiver.empty() ? std::nullopt : std::optional<double>(median_of(receiver));
     r.bandwidth_Bps->sender_Bps =
-        sender.empty() ? std::nullopt : std::optional<double>(median(sender));
+        sender.empty() ? std::nullopt : std::optional<double>(median_of(sender));
   }
 }
 

@@ -12,19 +12,13 @@
 
 #include "harness/exit_codes.h"
 #include "harness/noise.h"
+#include "harness/stats.h"
 #include "harness/units.h"
 
 namespace pairperf {
 namespace {
 
 constexpr std::size_t exact_limit = 25;
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 // Coefficients of the q-binomial [n1+n2 choose n1]: how many orderings give each U.
 std::vector<double> u_distribution(std::size_t n1, std::size_t n2) {

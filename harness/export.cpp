@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <map>
 
+#include "harness/stats.h"
+
 namespace pairperf {
 namespace {
 
@@ -13,12 +15,6 @@ struct spread {
   std::optional<double> lower, upper;
   std::size_t values = 0, results = 0;  // repetitions pooled, results (files) they came from
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 // One case key's results across every input file, in the order keys first appear.
 struct keyed {
@@ -57,7 +53,8 @@ std::optional<spread> metric_of(const keyed& k, headline which) {
   spread out;
   out.values = values.size();
   out.results = results;
-  out.value = results == 1 ? headline_of(*only, which).value_or(median(values)) : median(values);
+  out.value =
+      results == 1 ? headline_of(*only, which).value_or(median_of(values)) : median_of(values);
   if (values.size() > 1) {
     out.lower = *std::min_element(values.begin(), values.end());
     out.upper = *std::max_element(values.begin(), values.end());

@@ -4,8 +4,9 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <stdexcept>
+
+#include "harness/output.h"
 
 namespace pairperf {
 
@@ -18,25 +19,7 @@ nlohmann::json json_reporter::document() const {
   return doc;
 }
 
-void json_reporter::finalize() {
-  if (m_path == "-") {
-    const std::string text = document().dump(2) + "\n";
-    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
-      throw std::runtime_error("cannot write the results to standard output");
-    return;
-  }
-  if (m_path.has_parent_path()) std::filesystem::create_directories(m_path.parent_path());
-  const std::filesystem::path tmp = m_path.string() + ".tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out)
-      throw std::runtime_error(
-          fmt::format("cannot write {}: {}", tmp.string(), std::strerror(errno)));
-    out << document().dump(2) << '\n';
-    if (!out) throw std::runtime_error(fmt::format("cannot write {}", tmp.string()));
-  }
-  std::filesystem::rename(tmp, m_path);
-}
+void json_reporter::finalize() { write_output(m_path.string(), document().dump(2) + "\n"); }
 
 jsonl_reporter::jsonl_reporter(const std::filesystem::path& path) : m_path(path.string()) {
   if (m_path == "-") {

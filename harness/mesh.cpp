@@ -10,6 +10,7 @@
 
 #include "harness/errors.h"
 #include "harness/interfaces.h"
+#include "harness/stats.h"
 #include "harness/units.h"
 
 namespace pairperf {
@@ -31,13 +32,6 @@ std::vector<mesh_round> pack_rounds(const std::vector<node_pair>& pairs) {
     busy[r].insert(p.server);
   }
   return rounds;
-}
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  if (n == 0) return 0;
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 bool failed(const std::vector<case_result>& rs) {

@@ -24,6 +24,13 @@ void from_json(const nlohmann::json& j, sample_stats& s) {
   j.at("stddev").get_to(s.stddev);
 }
 
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 double percentile_sorted(std::span<const std::int64_t> sorted, double q) noexcept {
   if (sorted.empty()) return 0;
   q = std::clamp(q, 0.0, 1.0);

@@ -21,6 +21,9 @@ void from_json(const nlohmann::json& j, sample_stats& s);
 // (numpy's default, "type 7"). Empty input gives 0.
 double percentile_sorted(std::span<const std::int64_t> sorted, double q) noexcept;
 
+// The median of a handful of values (repetitions, per-pair figures); 0 for none.
+double median_of(std::vector<double> v);
+
 // Sorts `samples` in place and returns their statistics multiplied by `scale` (e.g. 1e-9 for
 // seconds, 0.5e-9 for one-way seconds from round trips). stddev is the population deviation.
 sample_stats summarize(std::span<std::int64_t> samples, double scale);

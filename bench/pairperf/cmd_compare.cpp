@@ -1,6 +1,5 @@
 #include <fmt/format.h>
 
-#include <fstream>
 #include <memory>
 
 #include "bench/pairperf/commands.h"
@@ -8,6 +7,7 @@
 #include "harness/errors.h"
 #include "harness/exit_codes.h"
 #include "harness/export.h"
+#include "harness/output.h"
 
 namespace pairperf::cli {
 namespace {
@@ -21,18 +21,6 @@ struct compare_args {
   std::string json;
   bool all = false;
 };
-
-// "-" is standard output, as for every output option of pairperf.
-void write_file(const std::string& path, const std::string& text) {
-  if (path == "-") {
-    fmt::print("{}", text);
-    std::fflush(stdout);
-    return;
-  }
-  std::ofstream f(path);
-  f << text;
-  if (!f) throw std::runtime_error(fmt::format("cannot write {}", path));
-}
 
 int compare_command(const compare_args& a) {
   if (a.threshold < 0 || a.threshold > 1000 || a.tail_threshold < 0 || a.tail_threshold > 1000)
@@ -53,7 +41,7 @@ int compare_command(const compare_args& a) {
   } else {
     print_comparison(stdout, c, a.all);
   }
-  if (!a.json.empty() && a.json != "-") write_file(a.json, nlohmann::json(c).dump(2) + "\n");
+  if (!a.json.empty() && a.json != "-") write_output(a.json, nlohmann::json(c).dump(2) + "\n");
   return c.exit_code();
 }
 
@@ -78,14 +66,15 @@ int export_command(const export_args& a) {
     fmt::print(stderr, "pairperf export: {}\n", e.what());
     return code(exit_status::usage);
   }
-  if (to_bencher(all).empty()) {
+  const nlohmann::json bencher = to_bencher(all);
+  if (bencher.empty()) {
     fmt::print(stderr, "pairperf export: inconclusive: no measured (ok) case in {}\n",
                fmt::join(a.inputs, ", "));
     return code(exit_status::inconclusive);
   }
-  if (!a.bmf.empty()) write_file(a.bmf, to_bencher(all).dump(2) + "\n");
-  if (!a.bigger.empty()) write_file(a.bigger, to_gab_bigger_is_better(all).dump(2) + "\n");
-  if (!a.smaller.empty()) write_file(a.smaller, to_gab_smaller_is_better(all).dump(2) + "\n");
+  if (!a.bmf.empty()) write_output(a.bmf, bencher.dump(2) + "\n");
+  if (!a.bigger.empty()) write_output(a.bigger, to_gab_bigger_is_better(all).dump(2) + "\n");
+  if (!a.smaller.empty()) write_output(a.smaller, to_gab_smaller_is_better(all).dump(2) + "\n");
   return 0;
 }
 

@@ -2,7 +2,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <optional>
 
@@ -11,6 +10,7 @@
 #include "harness/control.h"
 #include "harness/doctor.h"
 #include "harness/errors.h"
+#include "harness/output.h"
 #include "harness/units.h"
 #include "transports/registry.h"
 
@@ -119,9 +119,7 @@ int doctor_command(const doctor_args& a, const std::vector<std::string>& argv) {
   } else {
     if (!a.quiet) print_report(stdout, r, unit);
     if (!a.json.empty()) {
-      std::ofstream f(a.json);
-      f << j.dump(2) << '\n';
-      if (!f) throw std::runtime_error(fmt::format("cannot write {}", a.json));
+      write_output(a.json, j.dump(2) + "\n");
       if (!a.quiet) fmt::print("\nreport: {}\n", a.json);
     }
   }

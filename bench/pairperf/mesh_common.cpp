@@ -3,13 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <numeric>
 
 #include "harness/context.h"
 #include "harness/errors.h"
 #include "harness/exit_codes.h"
+#include "harness/output.h"
 #include "harness/units.h"
 #include "transports/registry.h"
 
@@ -219,14 +219,8 @@ int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const 
                               {"host", n.host},
                               {"env", n.env}});
     }
-    if (a.json == "-") {
-      fmt::print("{}\n", doc.dump(2));
-    } else {
-      std::ofstream f(a.json);
-      f << doc.dump(2) << '\n';
-      if (!f) throw std::runtime_error(fmt::format("cannot write {}", a.json));
-      fmt::print(out, "results: {}\n", a.json);
-    }
+    write_output(a.json, doc.dump(2) + "\n");
+    if (a.json != "-") fmt::print(out, "results: {}\n", a.json);
   }
   return code(outcome.status);
 }
