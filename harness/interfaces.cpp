@@ -176,15 +176,12 @@ bool is_link_local(const std::string& address) {
   return address.rfind("fe80", 0) == 0 || address.rfind("169.254.", 0) == 0;
 }
 
-std::vector<std::string> hostname_addresses() {
-  std::string host(256, '\0');
-  if (::gethostname(host.data(), host.size()) != 0) return {};
-  host.resize(host.find('\0'));
+std::vector<std::string> name_addresses(const std::string& name) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return {};
+  if (name.empty() || ::getaddrinfo(name.c_str(), nullptr, &hints, &found) != 0) return {};
   std::vector<std::string> out;
   for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
     std::array<char, NI_MAXHOST> text{};
@@ -195,6 +192,13 @@ std::vector<std::string> hostname_addresses() {
   }
   ::freeaddrinfo(found);
   return out;
+}
+
+std::vector<std::string> hostname_addresses() {
+  std::string host(256, '\0');
+  if (::gethostname(host.data(), host.size()) != 0) return {};
+  host.resize(host.find('\0'));
+  return name_addresses(host);
 }
 
 }  // namespace pairperf

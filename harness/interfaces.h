@@ -46,6 +46,10 @@ bool is_loopback(const std::string& address);
 // fe80::/10 and 169.254.0.0/16: meaningless beyond the link (and, for IPv6, without a scope id).
 bool is_link_local(const std::string& address);
 
+// The numeric addresses `name` resolves to (/etc/hosts or DNS), in the resolver's order, without
+// repeats; empty if it does not resolve. A Kubernetes headless Service resolves to all its pods.
+std::vector<std::string> name_addresses(const std::string& name);
+
 // The numeric addresses this host's name resolves to (/etc/hosts or DNS), e.g. what gloo binds
 // when GLOO_SOCKET_IFNAME is unset. Empty if it does not resolve.
 std::vector<std::string> hostname_addresses();

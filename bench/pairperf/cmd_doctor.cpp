@@ -150,7 +150,7 @@ command add_doctor(CLI::App& root, const std::vector<std::string>& argv) {
                   "Also write the report as JSON to this file ('-': stdout only)");
   app->add_option("--units", a->units, "Bandwidth display: GB (1e9 B/s) or GiB")
       ->capture_default_str();
-  app->add_option("--token", a->token, "Token the server requires");
+  app->add_option("--token", a->token, "Token the server requires")->envname("PAIRPERF_TOKEN");
   app->add_option("--noise-threshold", a->noise_threshold,
                   "A probe is noisy when a side waited for a CPU longer than this share of its "
                   "measured time, in percent; a noisy path probe is measured again")

@@ -4,18 +4,38 @@
 // control message), all pairs of a round at once.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <thread>
 
 #include "bench/pairperf/commands.h"
 #include "bench/pairperf/mesh_common.h"
+#include "bench/pairperf/private_files.h"
 #include "harness/client.h"
 #include "harness/control.h"
 #include "harness/errors.h"
+#include "harness/interfaces.h"
 
 namespace pairperf::cli {
+std::vector<std::string> hosts_from_name(const std::string& name_port) {
+  const endpoint ep = parse_endpoint(name_port, default_control_port);
+  std::vector<std::string> v4, v6;
+  for (auto& address : name_addresses(ep.host))
+    (address.find(':') == std::string::npos ? v4 : v6).push_back(std::move(address));
+  std::vector<std::string>& chosen = v4.empty() ? v6 : v4;
+  if (chosen.empty())
+    throw usage_error(fmt::format("--hosts-from {}: the name resolves to no address", ep.host));
+  std::sort(chosen.begin(), chosen.end());
+  std::vector<std::string> hosts;
+  for (const auto& address : chosen) hosts.push_back(endpoint{address, ep.port}.to_string());
+  return hosts;
+}
+
 int mesh_hosts(const mesh_args& a, const std::vector<std::string>& argv) {
   const auto start = std::chrono::steady_clock::now();
   const int n = static_cast<int>(a.hosts.size());
@@ -106,8 +126,13 @@ command add_mesh(CLI::App& root, const std::vector<std::string>& argv) {
       "All pairs of many nodes: under mpirun/srun (`mpirun -np N pairperf mesh`), or --hosts "
       "against pairperf servers already running. n x n bandwidth and latency matrices, outliers "
       "retested alone, interface and variable differences between nodes");
-  app->add_option("--hosts", a->hosts, "Servers host[:port] to mesh, instead of MPI ranks")
-      ->delimiter(',');
+  CLI::Option* hosts =
+      app->add_option("--hosts", a->hosts, "Servers host[:port] to mesh, instead of MPI ranks")
+          ->delimiter(',');
+  app->add_option("--hosts-from", a->hosts_from,
+                  "NAME[:PORT]: every address NAME resolves to is a server (a Kubernetes headless "
+                  "Service in front of the pairperf-server DaemonSet)")
+      ->excludes(hosts);
   app->add_option("-t,--transport", a->transport, "Transport for every pair")
       ->capture_default_str();
   app->add_option("--test", a->tests,
@@ -138,15 +163,24 @@ command add_mesh(CLI::App& root, const std::vector<std::string>& argv) {
       ->capture_default_str();
   app->add_option("--deadline", a->deadline,
                   "MPI: abort the whole job after this long (default: from the timeouts)");
-  app->add_option("--token", a->token, "--hosts: the token the servers require");
+  app->add_option("--token", a->token, "--hosts: the token the servers require")
+      ->envname("PAIRPERF_TOKEN");
   return command{app, [a, argv] {
+                   if (!a->hosts_from.empty()) a->hosts = hosts_from_name(a->hosts_from);
                    if (!a->hosts.empty()) return mesh_hosts(*a, argv);
 #if PAIRPERF_HAVE_MPI
                    return mesh_mpi(*a, argv);
 #else
+                   // The MPI mesh is its own binary (package pairperf-mpi): hand over to it.
+                   if (const std::string mpi = find_private_file("pairperf-mpi"); !mpi.empty()) {
+                     exec_private(mpi, argv);
+                     throw std::runtime_error(fmt::format("cannot run {}: {}", mpi,
+                                                          std::strerror(errno)));
+                   }
                    throw usage_error(
-                       "this pairperf was built without MPI: give --hosts (servers already running), or "
-                       "rebuild with -DPAIRPERF_WITH_MPI=ON");
+                       "this pairperf has no MPI mesh: install pairperf-mpi (Debian package) or "
+                       "build with -DPAIRPERF_WITH_MPI=ON, or give --hosts (servers already "
+                       "running)");
 #endif
                  }};
 }

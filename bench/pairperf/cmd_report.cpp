@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "bench/pairperf/commands.h"
+#include "bench/pairperf/private_files.h"
 
 namespace pairperf::cli {
 namespace {
@@ -17,33 +18,19 @@ struct report_args {
   std::string out;
 };
 
-// scripts/report: $PAIRPERF_SCRIPTS, else the source tree this binary was built from, else
-// beside the binary (an installed or copied tree).
-std::string find_script() {
-  namespace fs = std::filesystem;
-  std::vector<fs::path> candidates;
-  if (const char* env = std::getenv("PAIRPERF_SCRIPTS"); env != nullptr && *env != '\0')
-    candidates.emplace_back(fs::path(env) / "report");
-  candidates.emplace_back(fs::path(PAIRPERF_SOURCE_DIR) / "scripts" / "report");
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    candidates.push_back(self.parent_path() / ".." / "scripts" / "report");
-    candidates.push_back(self.parent_path() / "scripts" / "report");
-  }
-  for (const auto& c : candidates) {
-    if (fs::is_regular_file(c, ec)) return c.string();
-  }
-  return {};
-}
-
 int report_command(const report_args& a) {
-  const std::string script = find_script();
+  // $PAIRPERF_SCRIPTS first: a source checkout's scripts/ (scripts/gpu-bundle sets it).
+  const char* scripts = std::getenv("PAIRPERF_SCRIPTS");
+  const std::string also = scripts != nullptr ? scripts : "";
+  const std::string script = find_private_file("report", also);
   if (script.empty()) {
+    std::string looked;
+    for (const auto& f : private_file_folders(also)) looked += (looked.empty() ? "" : ", ") + f;
     fmt::print(stderr,
-               "pairperf report: scripts/report not found (set PAIRPERF_SCRIPTS to the folder "
-               "holding it)\n");
-    return 2;
+               "pairperf report: its script 'report' is not installed (looked in {}); set "
+               "PAIRPERF_LIBEXEC_DIR to the folder holding it\n",
+               looked);
+    return 1;
   }
   // Debian's interpreter has python3-matplotlib (scripts/setup installs it); another python3 on
   // PATH may not.

@@ -138,7 +138,7 @@ void register_options(CLI::App* app, run_args& a) {
       ->capture_default_str();
   app->add_option("--timeout-case", a.t_case, "Bound on each phase of a case")
       ->capture_default_str();
-  app->add_option("--token", a.token, "Token the server requires");
+  app->add_option("--token", a.token, "Token the server requires")->envname("PAIRPERF_TOKEN");
   app->add_flag("-q,--quiet", a.quiet, "No table and no progress line");
 }
 

@@ -42,7 +42,7 @@ command add_server(CLI::App& root) {
   app->add_option("--ready-fd", args->ready_fd,
                   "Write the port to this file descriptor once listening")
       ->group("");
-  app->add_option("--token", args->token, "Require clients to present this token");
+  app->add_option("--token", args->token, "Require clients to present this token")->envname("PAIRPERF_TOKEN");
   app->add_option("--timeout-handshake", args->handshake, "Bound on each control reply, e.g. 5s")
       ->capture_default_str();
   app->add_option("--timeout-idle", args->idle, "Bound on a client's silence between cases")

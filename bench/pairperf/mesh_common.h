@@ -26,6 +26,7 @@ struct mesh_args {
   std::string json;
   std::string t_connect = "3s", t_case = "10s", deadline;
   std::vector<std::string> hosts;
+  std::string hosts_from;  // NAME[:PORT] whose addresses are the servers (a headless Service)
   std::string token;
 };
 
@@ -66,5 +67,8 @@ int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const 
 int mesh_mpi(const mesh_args& a, const std::vector<std::string>& argv);
 #endif
 int mesh_hosts(const mesh_args& a, const std::vector<std::string>& argv);
+// --hosts-from NAME[:PORT]: every address NAME resolves to (IPv4 when it has any, else IPv6),
+// sorted, as host:port. Throws usage_error when it resolves to none.
+std::vector<std::string> hosts_from_name(const std::string& name_port);
 
 }  // namespace pairperf::cli

@@ -1,0 +1,23 @@
+#pragma once
+// The files pairperf ships beside its binary (scripts/report, pairperf-mpi), found relative to the
+// running binary, never through the build or source path: installed, they are in
+// <prefix>/libexec/pairperf (PAIRPERF_LIBEXEC_REL from the binary's folder); in a build tree, in
+// libexec/ beside build/pairperf. $PAIRPERF_LIBEXEC_DIR overrides both.
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pairperf::cli {
+
+// The path of `name` among pairperf's private files, or "" when none exists. `also` is a folder
+// to look in first (a tool-specific override such as $PAIRPERF_SCRIPTS), ignored when empty.
+std::string find_private_file(std::string_view name, std::string_view also = {});
+
+// The folders find_private_file looks in, in order (for error messages).
+std::vector<std::string> private_file_folders(std::string_view also = {});
+
+// Replaces this process with `path`, given `argv` (argv[0] becomes `path`). Returns only on
+// failure, with errno set.
+void exec_private(const std::string& path, std::vector<std::string> argv);
+
+}  // namespace pairperf::cli
