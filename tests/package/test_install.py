@@ -1,0 +1,116 @@
+"""`cmake --install` into an empty prefix gives a working pairperf: the installed binary finds its
+private files (report, pairperf-mpi) relative to itself, with the prefix moved after install and
+no build or source path, and the binaries are stripped."""
+import glob
+import gzip
+import os
+import shutil
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import pairperf_testlib as pp
+
+BUILD = os.path.dirname(pp.BIN)
+HAVE_MPI = os.path.exists(os.path.join(BUILD, "libexec", "pairperf-mpi"))
+
+
+class Installed(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = pp.tmpdir()
+        first = os.path.join(cls.tmp.name, "first")
+        r = subprocess.run(["cmake", "--install", BUILD, "--prefix", first, "--strip"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        # Moved after install: nothing may depend on where it was installed.
+        cls.prefix = os.path.join(cls.tmp.name, "moved")
+        shutil.move(first, cls.prefix)
+        cls.bin = os.path.join(cls.prefix, "bin", "pairperf")
+        # No hint of the build or source tree: a clean environment, another working folder.
+        cls.env = {"PATH": "/usr/bin:/bin", "HOME": cls.tmp.name}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def run_installed(self, *args, timeout=120, env=None):
+        return subprocess.run([self.bin] + list(args), capture_output=True, text=True,
+                              timeout=timeout, cwd=self.tmp.name, env=env or self.env)
+
+    def test_installs_what_the_readme_lists(self):
+        files = sorted(os.path.relpath(p, self.prefix)
+                       for p in glob.glob(os.path.join(self.prefix, "**"), recursive=True)
+                       if os.path.isfile(p))
+        for want in ["bin/pairperf", "libexec/pairperf/report", "share/pairperf/schemas/schema.json",
+                     "share/pairperf/schemas/doctor.schema.json",
+                     "share/pairperf/schemas/mesh.schema.json", "share/doc/pairperf/README.md"]:
+            self.assertIn(want, files)
+        if HAVE_MPI:
+            self.assertIn("libexec/pairperf/pairperf-mpi", files)
+        pages = [f for f in files if f.startswith("share/man/man1/")]
+        if shutil.which("help2man"):
+            self.assertIn("share/man/man1/pairperf-run.1.gz", pages, files)
+            with gzip.open(os.path.join(self.prefix, "share/man/man1/pairperf-run.1.gz"), "rt") as f:
+                page = f.read()
+            self.assertIn(".TH PAIRPERF-RUN", page)
+            self.assertIn(r"\-\-expect", page)
+
+    def test_binaries_are_stripped_and_name_no_build_path(self):
+        for rel in ["bin/pairperf"] + (["libexec/pairperf/pairperf-mpi"] if HAVE_MPI else []):
+            path = os.path.join(self.prefix, rel)
+            sections = subprocess.run(["readelf", "-S", path], capture_output=True, text=True).stdout
+            self.assertNotIn(".debug_info", sections, rel)
+            with open(path, "rb") as f:
+                blob = f.read()
+            self.assertNotIn(pp.SOURCE_DIR.encode(), blob, f"{rel} names the source tree")
+            self.assertLess(len(blob), 16 << 20, f"{rel}: {len(blob)} bytes")
+
+    def test_run_and_report_work_from_the_prefix_alone(self):
+        out = os.path.join(self.tmp.name, "r.json")
+        r = self.run_installed("run", "-t", "tcp", "--test", "tcp_lat", "--sizes", "8", "-n", "200",
+                               "--json", out)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            self.skipTest("python3-matplotlib is not installed here")
+        pics = os.path.join(self.tmp.name, "pics")
+        r = self.run_installed("report", out, "--out", pics)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertTrue(os.path.exists(os.path.join(pics, "index.html")), os.listdir(pics))
+
+    def test_report_without_its_script_says_so(self):
+        bare = os.path.join(self.tmp.name, "bare")
+        os.makedirs(os.path.join(bare, "bin"), exist_ok=True)
+        shutil.copy2(self.bin, os.path.join(bare, "bin", "pairperf"))
+        r = subprocess.run([os.path.join(bare, "bin", "pairperf"), "report", "x.json", "--out", "o"],
+                           capture_output=True, text=True, timeout=30, cwd=self.tmp.name, env=self.env)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("its script 'report' is not installed", r.stderr)
+        self.assertIn("libexec/pairperf", r.stderr)
+        # Without pairperf-mpi beside it, mesh under MPI says what to install.
+        r = subprocess.run([os.path.join(bare, "bin", "pairperf"), "mesh"], capture_output=True,
+                           text=True, timeout=30, cwd=self.tmp.name, env=self.env)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("install pairperf-mpi", r.stderr)
+
+    @unittest.skipUnless(HAVE_MPI, "built without MPI")
+    def test_mesh_hands_over_to_pairperf_mpi(self):
+        mpirun = shutil.which("mpirun")
+        if not mpirun:
+            self.skipTest("no mpirun")
+        env = dict(self.env, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        r = subprocess.run([mpirun, "--oversubscribe", "-np", "2", self.bin, "mesh", "--iface", "lo",
+                            "--test", "tcp_lat", "--one-way", "--no-retest", "-d", "0.05s",
+                            "--json", os.path.join(self.tmp.name, "mesh.json")],
+                           capture_output=True, text=True, timeout=180, cwd=self.tmp.name, env=env)
+        # Two busy ranks on a small machine may make the link slow (3); none may fail (1).
+        self.assertIn(r.returncode, (0, 3), r.stdout + r.stderr)
+        doc = pp.load(os.path.join(self.tmp.name, "mesh.json"))
+        self.assertEqual(len(doc["mesh"]["nodes"]), 2, doc.get("outcome"))
+
+
+if __name__ == "__main__":
+    pp.main()
