@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "bench/pairperf/commands.h"
+#include "bench/pairperf/private_files.h"
 #include "harness/context.h"
 #include "harness/errors.h"
 #include "harness/gpus.h"
@@ -21,6 +22,17 @@ nlohmann::json memory_types() {
   for (auto m : {memory_type::host, memory_type::cuda}) {
     std::string why;
     out[to_string(m)] = find_allocator(m, why) != nullptr ? std::string("available") : why;
+  }
+  return out;
+}
+
+// The files pairperf ships beside its binary: where each was found, or why it is missing.
+nlohmann::json private_files() {
+  const nlohmann::json missing = nullptr;
+  nlohmann::json out = nlohmann::json::object();
+  for (const char* name : {"report", "pairperf-mpi"}) {
+    const std::string path = find_private_file(name);
+    out[name] = path.empty() ? missing : nlohmann::json(path);
   }
   return out;
 }
@@ -125,6 +137,15 @@ void print_table(const nlohmann::json& host, const nlohmann::json& topo) {
   const nlohmann::json memory = memory_types();  // items() must not outlive it
   for (const auto& [name, state] : memory.items())
     fmt::print("  {:<6} {}\n", name, state.get<std::string>());
+  const nlohmann::json files = private_files();
+  fmt::print("\ncommands beside this binary:\n");
+  fmt::print("  report  {}\n", files["report"].is_null()
+                                   ? "not installed: `pairperf report` cannot run"
+                                   : files["report"].get<std::string>());
+  fmt::print("  mesh    {}\n",
+             files["pairperf-mpi"].is_null()
+                 ? "no MPI mesh (install pairperf-mpi); --hosts still works"
+                 : "under mpirun/srun: " + files["pairperf-mpi"].get<std::string>());
 }
 
 }  // namespace
@@ -133,8 +154,9 @@ command add_info(CLI::App& root) {
   auto as_json = std::make_shared<bool>(false);
   auto topo_file = std::make_shared<std::string>();
   CLI::App* app = root.add_subcommand(
-      "info", "Show this host: interfaces, RDMA devices, GPUs and their topology, transports, "
-              "memory types");
+      "info",
+      "Show this host: interfaces, RDMA devices, GPUs and their topology, transports, "
+      "memory types");
   app->add_flag("--json", *as_json, "Print JSON instead of a table");
   app->add_option("--topo-file", *topo_file,
                   "Read the GPU topology from this saved `nvidia-smi topo -m` output instead of "
@@ -143,11 +165,10 @@ command add_info(CLI::App& root) {
                    const nlohmann::json topo = topology(*topo_file);
                    const nlohmann::json host = host_context();
                    if (*as_json) {
-                     const nlohmann::json doc{{"tool", tool_context()},
-                                              {"host", host},
-                                              {"gpu_topology", topo},
-                                              {"env", relevant_environment()},
-                                              {"memory_types", memory_types()}};
+                     const nlohmann::json doc{
+                         {"tool", tool_context()},         {"host", host},
+                         {"gpu_topology", topo},           {"env", relevant_environment()},
+                         {"memory_types", memory_types()}, {"private_files", private_files()}};
                      fmt::print("{}\n", doc.dump(2));
                    } else {
                      print_table(host, topo);

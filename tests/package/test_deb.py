@@ -45,7 +45,10 @@ class DebInCleanDebian(unittest.TestCase):
         r = shiplib.in_root(self.root, "pairperf", "info", "--json")
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         info = json.loads(r.stdout)
-        self.assertIn("ucx", json.dumps(info))
+        self.assertIn("ucx", info["tool"]["transports"])
+        self.assertEqual(info["private_files"]["report"], "/usr/libexec/pairperf/report")
+        if HAVE_MPI:
+            self.assertEqual(info["private_files"]["pairperf-mpi"], "/usr/libexec/pairperf/pairperf-mpi")
 
     def test_loopback_run_and_report(self):
         script = ("pairperf run -t tcp,ucx --tls posix,sysv,cma --test tcp_lat,tcp_bw,tag_lat,tag_bw --sizes 8,64K "

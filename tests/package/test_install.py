@@ -3,6 +3,7 @@ private files (report, pairperf-mpi) relative to itself, with the prefix moved a
 no build or source path, and the binaries are stripped."""
 import glob
 import gzip
+import json
 import os
 import shutil
 import subprocess
@@ -81,6 +82,15 @@ class Installed(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertTrue(os.path.exists(os.path.join(pics, "index.html")), os.listdir(pics))
 
+    def test_info_names_the_files_beside_the_binary(self):
+        r = self.run_installed("info", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        files = json.loads(r.stdout)["private_files"]
+        self.assertEqual(files["report"], os.path.join(self.prefix, "libexec", "pairperf", "report"))
+        if HAVE_MPI:
+            self.assertEqual(files["pairperf-mpi"],
+                             os.path.join(self.prefix, "libexec", "pairperf", "pairperf-mpi"))
+
     def test_report_without_its_script_says_so(self):
         bare = os.path.join(self.tmp.name, "bare")
         os.makedirs(os.path.join(bare, "bin"), exist_ok=True)
@@ -95,6 +105,9 @@ class Installed(unittest.TestCase):
                            text=True, timeout=30, cwd=self.tmp.name, env=self.env)
         self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
         self.assertIn("install pairperf-mpi", r.stderr)
+        r = subprocess.run([os.path.join(bare, "bin", "pairperf"), "info", "--json"],
+                           capture_output=True, text=True, timeout=60, cwd=self.tmp.name, env=self.env)
+        self.assertEqual(json.loads(r.stdout)["private_files"], {"report": None, "pairperf-mpi": None})
 
     @unittest.skipUnless(HAVE_MPI, "built without MPI")
     def test_mesh_hands_over_to_pairperf_mpi(self):
