@@ -79,6 +79,7 @@ message control_channel::receive(std::string_view step, std::chrono::nanoseconds
                                                       : "peer closed the connection";
       throw step_error(error_kind::closed, at(step), why);
     }
+    m_received += n;
     m_decoder.feed(std::string_view(chunk.data(), n));
   }
 }

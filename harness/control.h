@@ -26,6 +26,7 @@
 // peer address and the local interface. A malformed, truncated or oversized frame is answered
 // with an `error` message to the peer and then thrown as a protocol error. Not thread-safe.
 #include <chrono>
+#include <cstddef>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -79,6 +80,8 @@ class control_channel {
 
   [[nodiscard]] const where& place() const noexcept { return m_place; }
   [[nodiscard]] int fd() const noexcept { return m_fd.get(); }
+  // Whether the peer has sent a single byte yet.
+  [[nodiscard]] bool received_anything() const noexcept { return m_received > 0; }
 
  private:
   [[nodiscard]] where at(std::string_view step) const;
@@ -86,6 +89,7 @@ class control_channel {
   unique_fd m_fd;
   where m_place;
   frame_decoder m_decoder;
+  std::size_t m_received = 0;
 };
 
 }  // namespace pairperf

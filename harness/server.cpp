@@ -60,7 +60,15 @@ class client_handler {
 };
 
 bool client_handler::hello() {
-  const nlohmann::json h = m_channel.expect(msg_type::hello, "hello", m_options.timeouts.handshake);
+  nlohmann::json h;
+  try {
+    h = m_channel.expect(msg_type::hello, "hello", m_options.timeouts.handshake);
+  } catch (const step_error& e) {
+    // Closed before its first byte: a probe (a Kubernetes tcpSocket readiness probe, a load
+    // balancer's health check), not a client. Logging it would add a line every few seconds.
+    if (e.kind() == error_kind::closed && !m_channel.received_anything()) return false;
+    throw;
+  }
   const int version = h.value("protocol", -1);
   if (version != control_protocol_version) {
     const std::string why = fmt::format(

@@ -72,6 +72,19 @@ class ServerSide(unittest.TestCase):
     def test_truncated_frame_then_close_is_survived(self):
         self.check_bad_bytes(pp.frame(pp.hello())[:7], None, close_after=True)
 
+    def test_a_probe_is_not_logged_but_a_cut_hello_is(self):
+        # A Kubernetes tcpSocket readiness probe connects and closes every few seconds: no log
+        # line for it. A client that starts a hello and goes away is still worth one.
+        with pp.Server() as s:
+            for _ in range(3):
+                with pp.connect(s.port):
+                    pass
+            with pp.connect(s.port) as c:
+                c.sendall(pp.frame(pp.hello())[:7])
+            self.assert_serves_a_real_client(s)
+        self.assertEqual(s.log.count("client dropped"), 1, s.log)
+        self.assertIn("mid-message", s.log)
+
     def test_unknown_message_type_is_refused(self):
         with pp.Server() as s:
             with pp.connect(s.port) as c:
