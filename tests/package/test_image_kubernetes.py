@@ -88,6 +88,27 @@ class ImageAndManifests(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertLess(os.path.getsize(self.archive), 200 << 20)
 
+    def test_cuda_variant_carries_ucx_built_with_cuda(self):
+        ucx = os.path.join(pp.SOURCE_DIR, "build-ucx-cuda", "lib", "ucx", "libuct_cuda.so.0")
+        if not os.path.exists(ucx):
+            self.skipTest("no CUDA-enabled UCX built here (scripts/build-ucx-cuda; scripts/test builds "
+                          "it where the CUDA toolkit is installed)")
+        out = os.path.join(self.tmp.name, "cuda-image")
+        r = shiplib.script("build-image", "--cuda", "--build", shiplib.BUILD, "--out", out, timeout=1200)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        archive = os.path.join(out, [f for f in os.listdir(out) if f.endswith("-cuda.oci.tar")][0])
+        root = os.path.join(self.tmp.name, "cuda-root")
+        os.makedirs(root)
+        env = unpack_oci(archive, root)["config"]["Env"]
+        self.assertIn("LD_LIBRARY_PATH=/opt/ucx-cuda/lib", env)
+        r = shiplib.in_root(root, "pairperf", "info", "--json",
+                            args=["--env", "LD_LIBRARY_PATH=/opt/ucx-cuda/lib"])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        cuda = json.loads(r.stdout)["tool"]["libraries"]["ucx"]["cuda"]
+        self.assertEqual(cuda["module"], "/opt/ucx-cuda/lib/ucx/libuct_cuda.so.0", cuda)
+        # No driver here: the module is there and says why it cannot load.
+        self.assertIn("libcuda.so.1", cuda["why_not"])
+
     def test_two_pods_one_node_broken_misses_its_expectation(self):
         r, jobs, _ = self.kube("two-pods-same-node-broken.yaml", args=HOST_TWIN, nodes=1)
         out = r.stdout + r.stderr
