@@ -173,7 +173,9 @@ command add_mesh(CLI::App& root, const std::vector<std::string>& argv) {
 #else
                    // The MPI mesh is its own binary (package pairperf-mpi): hand over to it.
                    if (const std::string mpi = find_private_file("pairperf-mpi"); !mpi.empty()) {
-                     exec_private(mpi, argv);
+                     std::vector<std::string> args = argv;
+                     args.at(0) = mpi;
+                     exec_program(std::move(args));
                      throw std::runtime_error(fmt::format("cannot run {}: {}", mpi,
                                                           std::strerror(errno)));
                    }

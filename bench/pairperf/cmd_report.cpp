@@ -1,10 +1,10 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 
 #include "bench/pairperf/commands.h"
@@ -24,12 +24,10 @@ int report_command(const report_args& a) {
   const std::string also = scripts != nullptr ? scripts : "";
   const std::string script = find_private_file("report", also);
   if (script.empty()) {
-    std::string looked;
-    for (const auto& f : private_file_folders(also)) looked += (looked.empty() ? "" : ", ") + f;
     fmt::print(stderr,
                "pairperf report: its script 'report' is not installed (looked in {}); set "
                "PAIRPERF_LIBEXEC_DIR to the folder holding it\n",
-               looked);
+               fmt::join(private_file_folders(also), ", "));
     return 1;
   }
   // Debian's interpreter has python3-matplotlib (scripts/setup installs it); another python3 on
@@ -40,13 +38,9 @@ int report_command(const report_args& a) {
   args.insert(args.end(), a.inputs.begin(), a.inputs.end());
   args.emplace_back("--out");
   args.push_back(a.out);
-  std::vector<char*> argv;
-  for (auto& s : args) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  std::fflush(stdout);
-  ::execvp(argv[0], argv.data());
+  exec_program(std::move(args));
   fmt::print(stderr, "pairperf report: cannot run {}: {}\n", python, std::strerror(errno));
-  return 2;
+  return 1;
 }
 
 }  // namespace

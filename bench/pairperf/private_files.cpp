@@ -35,16 +35,15 @@ std::string find_private_file(std::string_view name, std::string_view also) {
   return {};
 }
 
-void exec_private(const std::string& path, std::vector<std::string> argv) {
-  if (argv.empty()) argv.emplace_back();
-  argv[0] = path;
+void exec_program(std::vector<std::string> argv) {
+  if (argv.empty()) return;
   std::vector<char*> raw;
   raw.reserve(argv.size() + 1);
   for (auto& s : argv) raw.push_back(s.data());
   raw.push_back(nullptr);
   std::fflush(stdout);
   std::fflush(stderr);
-  ::execv(path.c_str(), raw.data());
+  ::execvp(raw[0], raw.data());
 }
 
 }  // namespace pairperf::cli

@@ -16,8 +16,8 @@ std::string find_private_file(std::string_view name, std::string_view also = {})
 // The folders find_private_file looks in, in order (for error messages).
 std::vector<std::string> private_file_folders(std::string_view also = {});
 
-// Replaces this process with `path`, given `argv` (argv[0] becomes `path`). Returns only on
-// failure, with errno set.
-void exec_private(const std::string& path, std::vector<std::string> argv);
+// Replaces this process with the program argv[0] (searched on PATH when it has no '/'), given
+// argv. Returns only on failure, with errno set.
+void exec_program(std::vector<std::string> argv);
 
 }  // namespace pairperf::cli
