@@ -83,8 +83,8 @@ case_session::case_session(const run_config& config, const transport_params& par
   m_window = c.pattern == pattern_kind::pingpong ? 1U : std::min(config.window, max_window);
   std::size_t slots = 1;
   if (config.validate) {
-    slots = static_cast<std::size_t>(
-        std::clamp<std::uint64_t>(validate_memory_cap / c.size_bytes, 1, m_window));
+    slots = static_cast<std::size_t>(std::clamp<std::uint64_t>(
+        validate_memory_cap / std::max<std::uint64_t>(c.size_bytes, 1), 1, m_window));
     m_window = static_cast<unsigned>(slots);
   }
   allocate(*alloc, slots);

@@ -31,6 +31,10 @@ class case_session {
   case_session(const run_config& config, const transport_params& params);
 
   std::vector<std::byte> local_address() { return m_transport->local_address(); }
+  // Throws std::invalid_argument when the peer's transport address cannot be right (transport.h).
+  void check_peer_address(std::span<const std::byte> peer) {
+    m_transport->check_peer_address(peer);
+  }
   // This side's registered buffers for the peer: receive slots, then send slots, as
   // [{"address", "length_bytes", "key"}] (key in hex).
   [[nodiscard]] nlohmann::json regions() const;

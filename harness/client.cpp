@@ -14,6 +14,7 @@
 #include "harness/noise.h"
 #include "harness/pair.h"
 #include "harness/stats.h"
+#include "harness/token.h"
 #include "harness/units.h"
 
 namespace pairperf {
@@ -77,6 +78,33 @@ std::optional<double> receiver_rate(std::uint64_t messages, std::int64_t span_ns
   return per_second(static_cast<double>(messages) * size, span_ns);
 }
 
+// Says hello and waits for the server's: through `queued` replies while others are served (up to
+// timeouts.idle in all), or until `refused` / `busy` (thrown, kind refused).
+nlohmann::json say_hello(control_channel& channel, const std::string& token, const timeouts& t) {
+  channel.send(msg_type::hello,
+               {{"protocol", control_protocol_version}, {"token", token}, {"tool", tool_context()}},
+               "hello", t.handshake);
+  const deadline_t give_up = deadline_in(std::max(t.idle, t.handshake));
+  std::chrono::nanoseconds wait = t.handshake;
+  for (;;) {
+    message m = channel.receive("hello", wait);
+    if (m.type != msg_type::queued) {
+      if (m.type == msg_type::hello) return std::move(m.body);
+      // expect() turns refused / busy / error into their errors; give it the message back.
+      channel.unexpected(std::move(m), msg_type::hello, "hello");
+    }
+    const auto left = give_up - steady::now();
+    if (left <= std::chrono::nanoseconds::zero()) {
+      throw step_error(error_kind::timeout, channel.place(),
+                       fmt::format("still queued at position {} after --timeout-idle; the server "
+                                   "is serving other clients",
+                                   m.body.value("position", nlohmann::json()).dump()),
+                       ETIMEDOUT);
+    }
+    wait = std::chrono::duration_cast<std::chrono::nanoseconds>(left);
+  }
+}
+
 struct server_view {
   nlohmann::json body;  // the server's `results` message
   [[nodiscard]] double seconds(const char* key) const {
@@ -128,7 +156,7 @@ auto client_run::control(F&& f) -> decltype(f()) {
 // server is never reached.
 nlohmann::json client_run::own_context() const {
   return {{"tool", tool_context()},
-          {"argv", m_options.argv},
+          {"argv", redact_argv(m_options.argv)},
           {"time_utc", utc_timestamp()},
           {"server_address", m_options.server.to_string()},
           {"config", m_options.config},
@@ -144,12 +172,7 @@ void client_run::hello() {
   m_iface = interface_of_address(local_ip(fd.get()));
   m_peer_ip = peer_ip(fd.get());
   m_channel.emplace(std::move(fd), where{"", m_options.server.to_string(), m_iface});
-  m_channel->send(msg_type::hello,
-                  {{"protocol", control_protocol_version},
-                   {"token", m_options.token},
-                   {"tool", tool_context()}},
-                  "hello", t().handshake);
-  const nlohmann::json reply = m_channel->expect(msg_type::hello, "hello", t().handshake);
+  const nlohmann::json reply = say_hello(*m_channel, m_options.token, t());
   nlohmann::json ctx = own_context();
   const nlohmann::json server_host = reply.value("host", nlohmann::json::object());
   if (const auto blocked = shared_memory_blocked(compare_hosts(ctx.at("client"), server_host)))
@@ -463,11 +486,7 @@ std::vector<case_result> drive_remote(const endpoint& driver, const std::string&
   unique_fd fd = connect_tcp(driver, co, where{"drive connect", driver.to_string(), ""});
   const std::string iface = interface_of_address(local_ip(fd.get()));
   control_channel ch(std::move(fd), where{"", driver.to_string(), iface});
-  ch.send(
-      msg_type::hello,
-      {{"protocol", control_protocol_version}, {"token", options.token}, {"tool", tool_context()}},
-      "hello", t.handshake);
-  (void)ch.expect(msg_type::hello, "hello", t.handshake);
+  (void)say_hello(ch, options.token, t);
   ch.send(msg_type::drive,
           {{"target", target},
            {"config", options.config},

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "harness/errors.h"
@@ -11,8 +13,33 @@ namespace pairperf {
 namespace {
 
 double seconds(std::chrono::nanoseconds d) { return std::chrono::duration<double>(d).count(); }
-std::chrono::nanoseconds from_seconds(double s) {
-  return std::chrono::nanoseconds(static_cast<std::int64_t>(s * 1e9));
+// A peer's message is untrusted: every number is checked before it is converted, so a float
+// where a count belongs, a negative count or 1e300 seconds is refused with its field's name
+// (nlohmann's get<> would wrap, truncate or cast out of range).
+constexpr double max_seconds = 7 * 24 * 3600.0;
+
+std::uint64_t whole_number(const nlohmann::json& v, const char* field, std::uint64_t max) {
+  const bool whole =
+      v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0);
+  if (!whole)
+    throw usage_error(fmt::format("{} must be a whole number >= 0, not {}", field, v.dump()));
+  const auto x = v.get<std::uint64_t>();
+  if (x > max) throw usage_error(fmt::format("{} = {} is above its limit {}", field, x, max));
+  return x;
+}
+
+template <class T>
+void get_whole(const nlohmann::json& j, const char* field, T& out,
+               std::uint64_t max = std::numeric_limits<T>::max()) {
+  out = static_cast<T>(whole_number(j.at(field), field, max));
+}
+
+std::chrono::nanoseconds from_seconds(const nlohmann::json& v, const char* field) {
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0 ||
+      v.get<double>() > max_seconds)
+    throw usage_error(fmt::format("{} must be a number of seconds in [0, {}], not {}", field,
+                                  max_seconds, v.dump()));
+  return std::chrono::nanoseconds(static_cast<std::int64_t>(v.get<double>() * 1e9));
 }
 
 }  // namespace
@@ -105,20 +132,23 @@ void to_json(nlohmann::json& j, const run_config& c) {
 
 void from_json(const nlohmann::json& j, run_config& c) {
   c = run_config{};
-  if (!j.at("iterations").is_null()) c.iterations = j.at("iterations").get<std::uint64_t>();
-  c.duration = from_seconds(j.at("duration_s").get<double>());
-  j.at("min_iterations").get_to(c.min_iterations);
-  j.at("max_iterations").get_to(c.max_iterations);
+  if (!j.at("iterations").is_null())
+    c.iterations = whole_number(j.at("iterations"), "iterations", max_iterations_limit);
+  c.duration = from_seconds(j.at("duration_s"), "duration_s");
+  get_whole(j, "min_iterations", c.min_iterations, max_iterations_limit);
+  get_whole(j, "max_iterations", c.max_iterations, max_iterations_limit);
   if (!j.at("warmup_iterations").is_null())
-    c.warmup = j.at("warmup_iterations").get<std::uint64_t>();
-  j.at("window").get_to(c.window);
-  c.repeat = j.value("repeat", 1U);
+    c.warmup = whole_number(j.at("warmup_iterations"), "warmup_iterations", max_iterations_limit);
+  get_whole(j, "window", c.window, max_window_limit);
+  c.repeat = j.contains("repeat")
+                 ? static_cast<unsigned>(whole_number(j.at("repeat"), "repeat", 1000))
+                 : 1U;
   j.at("validate").get_to(c.validate);
   c.noise_threshold = j.value("noise_threshold_share", c.noise_threshold);
   c.transport.progress = parse_progress(j.at("progress").get<std::string>());
-  j.at("streams").get_to(c.transport.streams);
-  j.at("send_buffer_bytes").get_to(c.transport.send_buffer_bytes);
-  j.at("recv_buffer_bytes").get_to(c.transport.recv_buffer_bytes);
+  get_whole(j, "streams", c.transport.streams, 64);
+  get_whole(j, "send_buffer_bytes", c.transport.send_buffer_bytes, std::uint64_t{1} << 31);
+  get_whole(j, "recv_buffer_bytes", c.transport.recv_buffer_bytes, std::uint64_t{1} << 31);
   c.transport.ucx = j.value("ucx", std::vector<std::string>{});
   if (const auto v = j.find("verbs"); v != j.end() && v->is_object()) {
     auto& o = c.transport.verbs;
@@ -131,10 +161,10 @@ void from_json(const nlohmann::json& j, run_config& c) {
     o.signal_every = v->value("signal_every", 16U);
   }
   const auto& t = j.at("timeouts_s");
-  c.timeouts.connect = from_seconds(t.at("connect").get<double>());
-  c.timeouts.handshake = from_seconds(t.at("handshake").get<double>());
-  c.timeouts.per_case = from_seconds(t.at("case").get<double>());
-  c.timeouts.idle = from_seconds(t.at("idle").get<double>());
+  c.timeouts.connect = from_seconds(t.at("connect"), "timeouts_s.connect");
+  c.timeouts.handshake = from_seconds(t.at("handshake"), "timeouts_s.handshake");
+  c.timeouts.per_case = from_seconds(t.at("case"), "timeouts_s.case");
+  c.timeouts.idle = from_seconds(t.at("idle"), "timeouts_s.idle");
   if (c.window == 0 || c.transport.streams == 0)
     throw usage_error("window and streams must be at least 1");
 }
@@ -152,7 +182,6 @@ void to_json(nlohmann::json& j, const test_case& c) {
 }
 
 void from_json(const nlohmann::json& j, test_case& c) {
-  j.at("index").get_to(c.index);
   j.at("transport").get_to(c.transport);
   j.at("test").get_to(c.test);
   c.pattern = parse_pattern(j.at("pattern").get<std::string>());
@@ -163,7 +192,9 @@ void from_json(const nlohmann::json& j, test_case& c) {
   if (!mem.is_array() || mem.size() != 2) throw usage_error("case memory must be [client, server]");
   c.client_memory = parse_memory_type(mem[0].get<std::string>());
   c.server_memory = parse_memory_type(mem[1].get<std::string>());
-  j.at("size_bytes").get_to(c.size_bytes);
+  get_whole(j, "index", c.index, std::uint64_t{1} << 32);
+  c.size_bytes = whole_number(j.at("size_bytes"), "size_bytes", max_size_bytes);
+  if (c.size_bytes == 0) throw usage_error("size_bytes must be at least 1");
 }
 
 std::uint64_t warmup_iterations(const run_config& config, const test_case& c) {

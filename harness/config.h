@@ -61,6 +61,12 @@ struct transport_options {
   verbs_options verbs;
 };
 
+// Bounds on what a control message may carry (config.cpp refuses anything beyond them, so a
+// peer's numbers never overflow a conversion); the server applies its own, tighter limits on top.
+inline constexpr std::uint64_t max_iterations_limit = std::uint64_t{1} << 40;
+inline constexpr std::uint64_t max_window_limit = std::uint64_t{1} << 16;
+inline constexpr std::uint64_t max_size_bytes = std::uint64_t{1} << 30;  // units.h's too
+
 struct run_config {
   std::optional<std::uint64_t> iterations;  // fixed count (-n); unset = time budget
   std::chrono::nanoseconds duration = std::chrono::milliseconds(200);  // budget per case

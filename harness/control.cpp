@@ -8,7 +8,7 @@
 namespace pairperf {
 
 namespace {
-constexpr std::array<std::pair<msg_type, std::string_view>, 11> msg_names{{
+constexpr std::array<std::pair<msg_type, std::string_view>, 13> msg_names{{
     {msg_type::hello, "hello"},
     {msg_type::case_, "case"},
     {msg_type::ready, "ready"},
@@ -20,6 +20,8 @@ constexpr std::array<std::pair<msg_type, std::string_view>, 11> msg_names{{
     {msg_type::error, "error"},
     {msg_type::drive, "drive"},
     {msg_type::driven, "driven"},
+    {msg_type::queued, "queued"},
+    {msg_type::busy, "busy"},
 }};
 }  // namespace
 
@@ -88,13 +90,26 @@ nlohmann::json control_channel::expect(msg_type want, std::string_view step,
                                        std::chrono::nanoseconds timeout) {
   message msg = receive(step, timeout);
   if (msg.type == want) return std::move(msg.body);
-  const std::string text =
-      msg.body.value("message", msg.body.value("reason", std::string("no reason given")));
+  unexpected(std::move(msg), want, step);
+}
+
+void control_channel::unexpected(message msg, msg_type want, std::string_view step) {
+  const auto field = [&](const char* key) {
+    const auto it = msg.body.find(key);
+    return it != msg.body.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  std::string text = field("message");
+  if (text.empty()) text = field("reason");
+  if (text.empty()) text = "no reason given";
   switch (msg.type) {
     case msg_type::refused:
       throw step_error(error_kind::refused, at(step), "peer refused: " + text);
     case msg_type::error:
       throw step_error(error_kind::error, at(step), "peer reported: " + text);
+    case msg_type::busy:
+      throw step_error(error_kind::refused, at(step),
+                       fmt::format("peer is busy: {} (retry after {} s)", text,
+                                   msg.body.value("retry_after_s", nlohmann::json(5)).dump()));
     case msg_type::hello:
     case msg_type::case_:
     case msg_type::ready:
@@ -104,6 +119,7 @@ nlohmann::json control_channel::expect(msg_type want, std::string_view step,
     case msg_type::bye:
     case msg_type::drive:
     case msg_type::driven:
+    case msg_type::queued:
       break;
   }
   const std::string reason =

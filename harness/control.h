@@ -4,7 +4,9 @@
 //
 //   client                         server
 //   hello {protocol, token, host}  ->
-//                                  <- hello {protocol, host} | refused {reason}
+//                                  <- queued {position} (zero or more: others are being served)
+//                                  <- hello {protocol, host} | refused {reason, protocol}
+//                                     | busy {reason, retry_after_s} (the queue is full)
 //   case {case, config, address,   ->
 //         regions}
 //                                  <- ready {address, regions} | error {status, message}
@@ -39,7 +41,7 @@
 namespace pairperf {
 
 // Version of the control protocol; a hello with another version is refused.
-inline constexpr int control_protocol_version = 1;
+inline constexpr int control_protocol_version = 2;
 inline constexpr std::uint16_t default_control_port = 18515;
 
 enum class msg_type {
@@ -53,7 +55,9 @@ enum class msg_type {
   refused,
   error,
   drive,
-  driven
+  driven,
+  queued,
+  busy
 };
 
 const char* to_string(msg_type type) noexcept;
@@ -75,6 +79,8 @@ class control_channel {
   // Receives and requires `want`. A peer's `refused` throws kind refused, its `error` throws kind
   // error (the peer's text in both); any other type is a protocol error.
   nlohmann::json expect(msg_type want, std::string_view step, std::chrono::nanoseconds timeout);
+  // Throws what expect() would for `msg` when `want` was expected (it never returns).
+  [[noreturn]] void unexpected(message msg, msg_type want, std::string_view step);
   // Best effort: tells the peer why we stop. Never throws.
   void send_error(const std::string& text) noexcept;
 

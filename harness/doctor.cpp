@@ -1,3 +1,4 @@
+#include "harness/token.h"
 #include "harness/doctor.h"
 
 #include <fmt/format.h>
@@ -19,7 +20,7 @@ client_options base_options(const doctor_options& o) {
   client_options c;
   c.server = o.server;
   c.token = o.token;
-  c.argv = o.argv;
+  c.argv = redact_argv(o.argv);
   c.config.duration = o.duration;
   c.config.noise_threshold = o.noise_threshold;
   c.config.timeouts.connect = o.probe_timeout;

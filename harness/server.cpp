@@ -1,321 +1,390 @@
 #include "harness/server.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
-#include "harness/case_session.h"
-#include "harness/client.h"
-#include "harness/context.h"
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <list>
+
 #include "harness/control.h"
-#include "harness/hex.h"
 #include "harness/interfaces.h"
-#include "harness/units.h"
+#include "harness/server_session.h"
+#include "harness/token.h"
 
 namespace pairperf {
 namespace {
 
-void server_log(const server_options& o, const std::string& text) {
-  if (o.log == nullptr) return;
-  fmt::print(o.log, "pairperf server: {}\n", text);
-  std::fflush(o.log);
+using namespace std::chrono_literals;
+
+// A connection that has not said a valid hello yet.
+struct pending_conn {
+  unique_fd fd;
+  std::string peer;
+  deadline_t deadline;
+  frame_decoder decoder;
+  std::size_t received = 0;
+};
+
+// An authenticated client: waiting in the queue, or being served by a session process.
+struct client_conn {
+  unique_fd fd;
+  std::string peer;
+};
+
+struct session_process {
+  pid_t pid = -1;
+  client_conn client;
+  unique_fd others_waiting;           // a byte here tells the session that clients are queued
+  std::optional<deadline_t> kill_at;  // set once the client hung up or the server stops
+};
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return fmt::format("exit {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const char* name = sigabbrev_np(WTERMSIG(status));
+    return fmt::format("signal SIG{}", name != nullptr ? name : std::to_string(WTERMSIG(status)));
+  }
+  return fmt::format("status {}", status);
 }
 
-nlohmann::json outcome_json(const pattern_outcome& o) {
-  return {{"elapsed_s", static_cast<double>(o.elapsed_ns) * 1e-9},
-          {"send_elapsed_s", static_cast<double>(o.send_elapsed_ns) * 1e-9},
-          {"recv_span_s", static_cast<double>(o.recv_span_ns) * 1e-9},
-          {"recv_span_messages", o.recv_span_messages},
-          {"messages_sent", o.messages_sent},
-          {"messages_received", o.messages_received}};
-}
-
-class client_handler {
+class supervisor {
  public:
-  client_handler(const server_options& options, control_channel& channel, std::string listen_host)
-      : m_options(options), m_channel(channel), m_listen_host(std::move(listen_host)) {}
+  supervisor(const server_options& options, const std::atomic<bool>& stop)
+      : m_options(options), m_stop(stop), m_listen(listen_address(options)) {}
 
-  // Returns when the client says bye, goes away or breaks the protocol.
-  void serve();
+  int run();
 
  private:
   void log(const std::string& text) const {
-    server_log(m_options, fmt::format("{}: {}", m_channel.place().peer, text));
+    if (m_options.log == nullptr) return;
+    fmt::print(m_options.log, "pairperf server: {}\n", text);
+    std::fflush(m_options.log);
   }
-  bool hello();
-  void on_drive(const nlohmann::json& body);
-  void on_case(const nlohmann::json& body);
-  void on_run(const nlohmann::json& body);
-  void decline(case_status status, const std::string& why);
+  void send_quietly(int fd, msg_type type, nlohmann::json body) const;
+  void accept_all();
+  bool read_hello(pending_conn& p);  // false: the connection is finished with
+  void authenticated(pending_conn& p);
+  void start_session();
+  void reap();
+  void watch_session(short revents);
+  void expire_pending();
+  void shut_down();
+  [[nodiscard]] bool done() const;
 
   const server_options& m_options;
-  control_channel& m_channel;
-  std::string m_listen_host;
-  std::optional<case_session> m_session;
-  run_config m_config;
-  std::string m_client_address;
-  nlohmann::json m_client_regions;
-  std::optional<std::pair<case_status, std::string>> m_connect_failure;
-  std::string m_label;
+  const std::atomic<bool>& m_stop;
+  std::string m_listen;
+  unique_fd m_listener;
+  std::list<pending_conn> m_pending;
+  std::deque<client_conn> m_queue;
+  std::optional<session_process> m_session;
+  std::size_t m_served = 0;
+  std::size_t m_turned_away = 0;
+  deadline_t m_idle_deadline{};
 };
 
-bool client_handler::hello() {
-  nlohmann::json h;
+// Replies from the supervisor are small: a full socket buffer means a peer that does not read.
+void supervisor::send_quietly(int fd, msg_type type, nlohmann::json body) const {
+  body["type"] = to_string(type);
+  const std::string frame = encode_frame(body);
   try {
-    h = m_channel.expect(msg_type::hello, "hello", m_options.timeouts.handshake);
-  } catch (const step_error& e) {
-    // Closed before its first byte: a probe (a Kubernetes tcpSocket readiness probe, a load
-    // balancer's health check), not a client. Logging it would add a line every few seconds.
-    if (e.kind() == error_kind::closed && !m_channel.received_anything()) return false;
-    throw;
+    write_all(fd, frame.data(), frame.size(), deadline_in(m_options.timeouts.handshake),
+              where{"reply", "", ""});
+  } catch (const step_error&) {  // NOLINT(bugprone-empty-catch): the peer is dropped either way
   }
-  const int version = h.value("protocol", -1);
-  if (version != control_protocol_version) {
-    const std::string why = fmt::format(
-        "control protocol version {} is not supported; this server speaks version {} (pairperf {})",
-        version, control_protocol_version, PAIRPERF_VERSION);
-    m_channel.send(msg_type::refused, {{"reason", why}}, "hello", m_options.timeouts.handshake);
-    log("refused: " + why);
-    return false;
-  }
-  if (!m_options.token.empty() && h.value("token", "") != m_options.token) {
-    m_channel.send(msg_type::refused, {{"reason", "wrong or missing --token"}}, "hello",
-                   m_options.timeouts.handshake);
-    log("refused: wrong token");
-    return false;
-  }
-  m_channel.send(msg_type::hello,
-                 {{"protocol", control_protocol_version},
-                  {"tool", tool_context()},
-                  {"listen", m_listen_host},
-                  {"host", host_context()},
-                  {"env", relevant_environment()}},
-                 "hello", m_options.timeouts.handshake);
-  return true;
 }
 
-void client_handler::serve() {
-  if (!hello()) return;
-  log("connected");
+void supervisor::accept_all() {
   for (;;) {
-    // Within a run the client sends its next message right after the last reply (it only formats
-    // a result in between), so a silence longer than its own handshake bound means it is gone.
-    const std::chrono::nanoseconds wait =
-        m_label.empty() ? m_options.timeouts.idle
-                        : m_config.timeouts.handshake + m_config.timeouts.connect;
-    const message msg = m_channel.receive("waiting for the next request", wait);
-    switch (msg.type) {
-      case msg_type::bye:
-        log("done");
-        return;
-      case msg_type::case_:
-        on_case(msg.body);
-        break;
-      case msg_type::run:
-        on_run(msg.body);
-        break;
-      case msg_type::drive:
-        on_drive(msg.body);
-        break;
-      case msg_type::hello:
-      case msg_type::ready:
-      case msg_type::running:
-      case msg_type::results:
-      case msg_type::refused:
-      case msg_type::driven:
-      case msg_type::error: {
-        const std::string why = fmt::format("unexpected message '{}'", to_string(msg.type));
-        m_channel.send_error(why);
-        throw step_error(error_kind::protocol, m_channel.place(), why);
+    const int fd = ::accept4(m_listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;  // EAGAIN: taken them all (or a transient error: poll says when to retry)
+    unique_fd conn(fd);
+    if (m_pending.size() >= m_options.limits.max_pending) {
+      // Too many hellos in flight: the oldest goes (a real client says hello as soon as it is
+      // connected, so it is never the oldest for long; idle sockets are).
+      if (m_turned_away++ % 100 == 0) {
+        log(
+            fmt::format("{}: dropped: {} connections are saying hello (--max-pending), this was "
+                        "the oldest",
+                        m_pending.front().peer, m_pending.size()));
       }
+      m_pending.pop_front();
     }
+    pending_conn& p = m_pending.emplace_back();
+    p.peer = peer_endpoint(fd);
+    p.fd = std::move(conn);
+    p.deadline = deadline_in(m_options.timeouts.handshake);
   }
 }
 
-// A mesh driver asks this server to measure towards another server, as its client.
-void client_handler::on_drive(const nlohmann::json& body) {
-  client_options o;
-  collecting_reporter got;
-  try {
-    o.server = parse_endpoint(body.at("target").get<std::string>(), default_control_port);
-    o.config = body.at("config").get<run_config>();
-    o.cases = body.at("cases").get<std::vector<test_case>>();
-    o.token = body.value("token", std::string());
-  } catch (const std::exception& e) {
-    m_channel.send(msg_type::error,
-                   {{"message", fmt::format("malformed drive message: {}", e.what())}}, "drive",
-                   m_options.timeouts.handshake);
+bool supervisor::read_hello(pending_conn& p) {
+  std::array<char, 4096> chunk{};
+  for (;;) {
+    const ssize_t n = ::recv(p.fd.get(), chunk.data(), chunk.size(), MSG_DONTWAIT);
+    if (n == 0) {
+      // Closed before its first byte: a probe (a Kubernetes tcpSocket readiness probe, a load
+      // balancer's health check), not a client. Logging it would add a line every few seconds.
+      if (p.received > 0) {
+        log(fmt::format("{}: dropped: closed mid-message before its hello ({})", p.peer,
+                        p.decoder.truncation_message()));
+      }
+      return false;
+    }
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
+      return false;
+    }
+    p.received += static_cast<std::size_t>(n);
+    p.decoder.feed(std::string_view(chunk.data(), static_cast<std::size_t>(n)));
+  }
+  auto item = p.decoder.next();
+  if (std::holds_alternative<frame_decoder::need_more>(item)) return true;
+  if (auto* err = std::get_if<frame_error>(&item)) {
+    send_quietly(p.fd.get(), msg_type::error, {{"message", err->reason}});
+    log(fmt::format("{}: refused: {}", p.peer, err->reason));
+    return false;
+  }
+  const auto& h = std::get<nlohmann::json>(item);
+  // Before the token is checked the peer learns nothing but the protocol version.
+  std::string why;
+  if (h.value("type", "") != "hello") {
+    why = "the first message must be hello";
+  } else if (const auto& v = h.value("protocol", nlohmann::json());
+             !v.is_number_integer() || v.get<std::int64_t>() != control_protocol_version) {
+    why = fmt::format("control protocol version {} is not supported; this server speaks version {}",
+                      v.dump(), control_protocol_version);
+  } else if (!token_matches(m_options.token, h.value("token", nlohmann::json()))) {
+    why = "wrong or missing --token";
+  }
+  if (!why.empty()) {
+    send_quietly(p.fd.get(), msg_type::refused,
+                 {{"reason", why}, {"protocol", control_protocol_version}});
+    log(fmt::format("{}: refused: {}", p.peer, why));
+    return false;
+  }
+  authenticated(p);
+  return false;
+}
+
+void supervisor::authenticated(pending_conn& p) {
+  set_nonblocking(p.fd.get(), false);
+  if (!m_session && m_queue.empty()) {
+    m_queue.push_back(client_conn{std::move(p.fd), p.peer});
+    start_session();
     return;
   }
-  log(fmt::format("driving {} case(s) towards {}", o.cases.size(), o.server.to_string()));
-  nlohmann::json reply{{"target", o.server.to_string()}};
-  try {
-    run_client(o, got);
-    reply["results"] = got.results;
-  } catch (const step_error& e) {
-    reply["results"] = nlohmann::json::array();
-    reply["error"] = e.what();
-    if (e.sys_errno() != 0) reply["error_code"] = errno_name(e.sys_errno());
+  if (m_queue.size() >= m_options.limits.max_queue) {
+    send_quietly(
+        p.fd.get(), msg_type::busy,
+        {{"reason", fmt::format("busy: {} client(s) are waiting (--max-queue)", m_queue.size())},
+         {"retry_after_s", 5}});
+    log(fmt::format("{}: busy: {} client(s) waiting", p.peer, m_queue.size()));
+    return;
   }
-  m_channel.send(msg_type::driven, std::move(reply), "drive", m_options.timeouts.handshake);
+  send_quietly(p.fd.get(), msg_type::queued, {{"position", m_queue.size() + 1}});
+  log(fmt::format("{}: queued at position {}", p.peer, m_queue.size() + 1));
+  m_queue.push_back(client_conn{std::move(p.fd), p.peer});
+  if (m_session) {
+    const char byte = 1;
+    [[maybe_unused]] const auto n = ::write(m_session->others_waiting.get(), &byte, 1);
+  }
 }
 
-void client_handler::decline(case_status status, const std::string& why) {
-  log(fmt::format("{}: {}: {}", m_label, to_string(status), why));
+// Serves the queue's first client in a child process. The supervisor is single-threaded and
+// never loads a transport library, so the child starts from a clean state.
+void supervisor::start_session() {
+  client_conn next = std::move(m_queue.front());
+  m_queue.pop_front();
+  std::array<int, 2> pipe_fds{};
+  if (::pipe2(pipe_fds.data(), O_CLOEXEC | O_NONBLOCK) != 0) pipe_fds = {-1, -1};
+  unique_fd waiting_read(pipe_fds[0]);
+  unique_fd waiting_write(pipe_fds[1]);
+  if (!m_queue.empty()) {
+    const char byte = 1;
+    [[maybe_unused]] const auto n = ::write(waiting_write.get(), &byte, 1);
+  }
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    send_quietly(next.fd.get(), msg_type::refused,
+                 {{"reason", fmt::format("server cannot fork: {}", std::strerror(errno))}});
+    return;
+  }
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the supervisor
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    m_listener.reset();
+    m_pending.clear();
+    m_queue.clear();
+    waiting_write.reset();
+    int code = 0;
+    const std::string iface = interface_of_address(local_ip(next.fd.get()));
+    control_channel channel(std::move(next.fd), where{"", next.peer, iface});
+    try {
+      serve_session(m_options, channel, m_listen, waiting_read.get());
+    } catch (const std::exception& e) {
+      log(fmt::format("{}: client dropped: {}", next.peer, e.what()));
+      code = 1;
+    }
+    std::fflush(nullptr);
+    ::_exit(code);
+  }
+  m_session = session_process{pid, std::move(next), std::move(waiting_write), std::nullopt};
+  for (std::size_t i = 0; i < m_queue.size(); ++i)
+    send_quietly(m_queue[i].fd.get(), msg_type::queued, {{"position", i + 1}});
+}
+
+void supervisor::reap() {
+  if (!m_session) return;
+  int status = 0;
+  const pid_t r = ::waitpid(m_session->pid, &status, WNOHANG);
+  if (r == 0) {
+    if (m_session->kill_at && steady::now() >= *m_session->kill_at) {
+      ::kill(m_session->pid, SIGKILL);
+      m_session->kill_at = steady::now() + 1s;
+    }
+    return;
+  }
+  const bool clean = r == m_session->pid && WIFEXITED(status) && WEXITSTATUS(status) <= 1;
+  if (!clean && !m_stop.load()) {
+    const std::string how = r == m_session->pid ? describe_status(status) : "lost";
+    log(fmt::format("{}: session ended by {}; the server goes on", m_session->client.peer, how));
+    if (!m_stop.load()) {
+      send_quietly(m_session->client.fd.get(), msg_type::error,
+                   {{"message", fmt::format("the server's session process ended by {} (a "
+                                            "transport library failed; see the server's log)",
+                                            how)}});
+    }
+  }
+  if (m_stop.load()) {
+    send_quietly(m_session->client.fd.get(), msg_type::error,
+                 {{"message", "the server is shutting down"}});
+  }
   m_session.reset();
-  m_channel.send(msg_type::error, {{"status", to_string(status)}, {"message", why}}, m_label,
-                 m_options.timeouts.handshake);
+  ++m_served;
+  m_idle_deadline = deadline_in(m_options.timeouts.idle);
 }
 
-void client_handler::on_case(const nlohmann::json& body) {
-  m_session.reset();  // a new case ends the previous one, finished or not
-  test_case c;
-  try {
-    m_config = body.at("config").get<run_config>();
-    c = body.at("case").get<test_case>();
-    m_client_address = body.at("address").get<std::string>();
-    m_client_regions = body.at("regions");
-  } catch (const std::exception& e) {
-    m_label = "case";
-    decline(case_status::error, fmt::format("malformed case message: {}", e.what()));
-    return;
-  }
-  m_label = fmt::format("case {} ({} {})", c.index + 1, c.test, format_size(c.size_bytes));
-  const transport_params params{c,
-                                m_config.transport,
-                                side::server,
-                                peer_ip(m_channel.fd()),
-                                m_listen_host,
-                                m_config.timeouts.connect};
-  try {
-    m_session.emplace(m_config, params);
-  } catch (const case_skipped& e) {
-    decline(case_status::skipped, e.what());
-    return;
-  } catch (const std::exception& e) {
-    decline(case_status::error, e.what());
-    return;
-  }
-  m_channel.send(
-      msg_type::ready,
-      {{"address", to_hex(m_session->local_address())}, {"regions", m_session->regions()}}, m_label,
-      m_options.timeouts.handshake);
-  // Both sides connect now, at the same time (a transport may need both to make progress). A
-  // failure is not reported here: the client saw its own, and a `run` gets this one.
-  m_connect_failure.reset();
-  try {
-    m_session->connect(from_hex(m_client_address), m_client_regions);
-  } catch (const step_error& e) {
-    m_connect_failure = {
-        e.kind() == error_kind::unreachable ? case_status::unreachable : case_status::error,
-        e.what()};
-  } catch (const std::exception& e) {
-    m_connect_failure = {case_status::error, e.what()};
-  }
-  if (m_connect_failure) {
-    log(fmt::format("{}: data connection failed: {}", m_label, m_connect_failure->second));
-    m_session.reset();
-  }
+// The client hung up: its session gets a second to notice, then ends.
+void supervisor::watch_session(short revents) {
+  if (!m_session || m_session->kill_at) return;
+  if ((revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) m_session->kill_at = steady::now() + 1s;
 }
 
-void client_handler::on_run(const nlohmann::json& body) {
-  if (!m_session) {
-    if (m_connect_failure) {
-      decline(m_connect_failure->first, "server side: " + m_connect_failure->second);
-    } else {
-      decline(case_status::error, "'run' without a case");
+void supervisor::expire_pending() {
+  const auto now = steady::now();
+  for (auto it = m_pending.begin(); it != m_pending.end();) {
+    if (now < it->deadline) {
+      ++it;
+      continue;
     }
-    return;
+    if (it->received > 0) {
+      send_quietly(it->fd.get(), msg_type::refused,
+                   {{"reason", "no complete hello within --timeout-handshake"}});
+    }
+    log(fmt::format("{}: dropped: no hello within --timeout-handshake", it->peer));
+    it = m_pending.erase(it);
   }
-  const std::string phase = body.value("phase", "?");
-  const auto n = body.value("iterations", std::uint64_t{0});
-  if (n == 0 || n > m_config.max_iterations + 1'000'000) {
-    decline(case_status::error, fmt::format("bad iteration count {}", n));
-    return;
-  }
-  const where place{m_label + " " + phase, m_channel.place().peer,
-                    interface_of_address(local_ip(m_channel.fd()))};
-  m_channel.send(msg_type::running, nlohmann::json::object(), place.step,
-                 m_options.timeouts.handshake);
-  pattern_outcome outcome;
-  try {
-    outcome = m_session->run(n, place, phase == "measure");
-  } catch (const step_error& e) {
-    const bool gone = e.kind() == error_kind::closed;
-    decline(case_status::error, e.what());
-    if (gone) throw;  // the client went away: stop serving it
-    return;
-  }
-  nlohmann::json results{{"outcome", outcome_json(outcome)}};
-  if (auto samples = m_session->samples().samples();
-      !samples.empty() && m_session->test().pattern != pattern_kind::pingpong) {
-    results["interval_s"] = summarize(samples, 1e-9);
-  }
-  const auto v = m_session->validated().value_or(validation{});
-  results["validation"] = {{"messages_checked", v.messages_checked},
-                           {"corrupt_bytes", v.corrupt_bytes}};
-  if (phase == "measure") {
-    results["provenance"] = m_session->describe().server;
-    results["host_noise"] = m_session->noise().side();
-  }
-  m_channel.send(msg_type::results, std::move(results), place.step, m_options.timeouts.handshake);
 }
 
-// Waits for a client until one arrives, stop is set or (for a --once server) the idle timeout
-// passes; returns an invalid fd then.
-unique_fd next_client(const unique_fd& listener, const std::atomic<bool>& stop,
-                      std::optional<deadline_t> give_up) {
-  while (!stop.load() && (!give_up || steady::now() < *give_up)) {
-    pollfd p{listener.get(), POLLIN, 0};
-    if (::poll(&p, 1, 200) > 0) {
-      try {
-        return accept_until(listener, deadline_in(std::chrono::milliseconds(200)),
-                            where{"control accept", "", ""});
-      } catch (const step_error&) {  // the client went away before we took it: keep waiting
-        continue;
+bool supervisor::done() const {
+  if (m_stop.load()) return true;
+  if (!m_options.once) return false;
+  if (m_served > 0) return !m_session;
+  if (m_session || !m_queue.empty() || !m_pending.empty()) return false;
+  return steady::now() >= m_idle_deadline;
+}
+
+void supervisor::shut_down() {
+  for (auto& q : m_queue)
+    send_quietly(q.fd.get(), msg_type::refused, {{"reason", "the server is shutting down"}});
+  m_queue.clear();
+  if (!m_session) return;
+  ::kill(m_session->pid, SIGTERM);  // a session inside a library call may not hear it
+  const auto hard = steady::now() + 500ms;
+  while (m_session) {
+    if (steady::now() >= hard && !m_session->kill_at) {
+      ::kill(m_session->pid, SIGKILL);
+      m_session->kill_at = steady::now() + 1s;
+    }
+    reap();
+    if (m_session) ::poll(nullptr, 0, 10);
+  }
+}
+
+int supervisor::run() {
+  const int backlog =
+      static_cast<int>(std::min<std::size_t>(4096, 4 * m_options.limits.max_pending + 64));
+  m_listener = listen_tcp(m_listen, m_options.port, where{"control listen", m_listen, ""}, backlog);
+  set_nonblocking(m_listener.get(), true);
+  const std::uint16_t port = local_port(m_listener.get());
+  log(fmt::format("listening on {} (control protocol {}{})",
+                  endpoint{m_listen.empty() ? "*" : m_listen, port}.to_string(),
+                  control_protocol_version,
+                  m_options.token.empty() ? ", no token" : ", token required"));
+  if (m_options.token.empty() && !is_loopback(m_listen))
+    log("warning: no --token, so anyone who reaches this port can run cases on this host");
+  if (m_options.ready_fd) {
+    const std::string line = fmt::format("{}\n", port);
+    [[maybe_unused]] const auto written = ::write(*m_options.ready_fd, line.data(), line.size());
+    ::close(*m_options.ready_fd);
+  }
+  m_idle_deadline = deadline_in(m_options.timeouts.idle);
+  while (!done()) {
+    reap();
+    if (!m_session && !m_queue.empty()) start_session();
+    // Order: the listener, the session's client, the queue, then the pending hellos (which may
+    // start a session or grow the queue, so they come last).
+    std::vector<pollfd> fds{{m_listener.get(), POLLIN, 0}};
+    if (m_session) fds.push_back({m_session->client.fd.get(), POLLRDHUP, 0});
+    for (const auto& q : m_queue) fds.push_back({q.fd.get(), POLLRDHUP, 0});
+    for (const auto& p : m_pending) fds.push_back({p.fd.get(), POLLIN, 0});
+    if (::poll(fds.data(), fds.size(), 50) < 0 && errno != EINTR)
+      throw step_error(error_kind::error, where{"control poll", m_listen, ""},
+                       std::strerror(errno));
+    std::size_t k = 1;
+    if (m_session) watch_session(fds[k++].revents);
+    for (auto it = m_queue.begin(); it != m_queue.end(); ++k) {
+      if ((fds[k].revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) {  // it hung up
+        log(fmt::format("{}: left the queue", it->peer));
+        it = m_queue.erase(it);
+      } else {
+        ++it;
       }
     }
+    for (auto it = m_pending.begin(); it != m_pending.end(); ++k) {
+      const bool keep = fds[k].revents == 0 || read_hello(*it);
+      it = keep ? std::next(it) : m_pending.erase(it);
+    }
+    if ((fds[0].revents & POLLIN) != 0) accept_all();
+    expire_pending();
   }
-  return unique_fd{};
+  if (m_options.once && m_served == 0 && !m_stop.load())
+    log("no client came within --timeout-idle; exiting");
+  shut_down();
+  return 0;
 }
 
 }  // namespace
 
+std::string listen_address(const server_options& options) {
+  if (!options.listen_host.empty()) return options.listen_host;
+  return options.token.empty() ? "127.0.0.1" : "";
+}
+
 int run_server(const server_options& options, const std::atomic<bool>& stop) {
-  const unique_fd listener = listen_tcp(options.listen_host, options.port,
-                                        where{"control listen", options.listen_host, ""});
-  const std::uint16_t port = local_port(listener.get());
-  server_log(
-      options,
-      fmt::format(
-          "listening on {} (control protocol {})",
-          endpoint{options.listen_host.empty() ? "*" : options.listen_host, port}.to_string(),
-          control_protocol_version));
-  if (options.ready_fd) {
-    const std::string line = fmt::format("{}\n", port);
-    [[maybe_unused]] const auto written = ::write(*options.ready_fd, line.data(), line.size());
-    ::close(*options.ready_fd);
-  }
-  while (true) {
-    // A --once server exists for one client: it must not wait forever for one that never comes.
-    unique_fd fd = next_client(
-        listener, stop,
-        options.once ? std::optional(deadline_in(options.timeouts.idle)) : std::nullopt);
-    if (!fd.valid()) {
-      if (!stop.load()) server_log(options, "no client came within --timeout-idle; exiting");
-      break;
-    }
-    const std::string peer = peer_endpoint(fd.get());
-    const std::string iface = interface_of_address(local_ip(fd.get()));
-    control_channel channel(std::move(fd), where{"", peer, iface});
-    try {
-      client_handler(options, channel, options.listen_host).serve();
-    } catch (const std::exception& e) {
-      server_log(options, fmt::format("{}: client dropped: {}", peer, e.what()));
-    }
-    if (options.once) break;
-  }
-  return 0;
+  return supervisor(options, stop).run();
 }
 
 }  // namespace pairperf

@@ -231,7 +231,8 @@ unique_fd connect_tcp(const endpoint& peer, const connect_options& options, cons
                    fmt::format("{} ({})", std::strerror(last_err), errno_name(last_err)), last_err);
 }
 
-unique_fd listen_tcp(const std::string& host, std::uint16_t port, const where& place) {
+unique_fd listen_tcp(const std::string& host, std::uint16_t port, const where& place,
+                     int backlog) {
   auto ai = resolve(host.empty() ? "::" : host, port, true, place);
   int last_err = 0;
   for (const addrinfo* it = ai.get(); it != nullptr; it = it->ai_next) {
@@ -243,7 +244,7 @@ unique_fd listen_tcp(const std::string& host, std::uint16_t port, const where& p
       const int zero = 0;  // dual-stack: the wildcard also takes IPv4
       ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
     }
-    if (::bind(fd.get(), it->ai_addr, it->ai_addrlen) != 0 || ::listen(fd.get(), 16) != 0) {
+    if (::bind(fd.get(), it->ai_addr, it->ai_addrlen) != 0 || ::listen(fd.get(), backlog) != 0) {
       last_err = errno;
       continue;
     }

@@ -56,8 +56,10 @@ struct connect_options {
 // step_error with kind unreachable (ENETUNREACH, EHOSTUNREACH, ECONNREFUSED, timeout).
 unique_fd connect_tcp(const endpoint& peer, const connect_options& options, const where& place);
 
-// A listening TCP socket on host:port (port 0 = ephemeral; host "" = all IPv4 and IPv6).
-unique_fd listen_tcp(const std::string& host, std::uint16_t port, const where& place);
+// A listening TCP socket on host:port (port 0 = ephemeral; host "" = all IPv4 and IPv6), with
+// room for `backlog` connections not yet accepted.
+unique_fd listen_tcp(const std::string& host, std::uint16_t port, const where& place,
+                     int backlog = 16);
 
 // Waits for one connection until the deadline; throws step_error(timeout) when none came.
 unique_fd accept_until(const unique_fd& listener, deadline_t deadline, const where& place);

@@ -41,7 +41,7 @@ std::pair<double, std::string> split_number(std::string_view text, std::string_v
 
 }  // namespace
 
-std::uint64_t parse_size(std::string_view text) {
+std::uint64_t parse_size(std::string_view text, std::uint64_t limit) {
   auto [value, suffix] = split_number(text, "size");
   double scale = 1;
   if (suffix.empty() || suffix == "b") {
@@ -52,9 +52,11 @@ std::uint64_t parse_size(std::string_view text) {
     scale = 1024.0 * 1024;
   } else if (suffix == "g" || suffix == "gb" || suffix == "gib") {
     scale = 1024.0 * 1024 * 1024;
+  } else if (suffix == "t" || suffix == "tb" || suffix == "tib") {
+    scale = 1024.0 * 1024 * 1024 * 1024;
   } else {
     throw usage_error(
-        fmt::format("invalid size '{}': unknown suffix '{}' (use K, M or G)", trim(text), suffix));
+        fmt::format("invalid size '{}': unknown suffix '{}' (use K, M, G or T)", trim(text), suffix));
   }
   const double bytes = value * scale;
   if (bytes != std::floor(bytes)) {
@@ -62,8 +64,9 @@ std::uint64_t parse_size(std::string_view text) {
   }
   if (bytes < 1)
     throw usage_error(fmt::format("invalid size '{}': must be at least 1 byte", trim(text)));
-  if (bytes > static_cast<double>(max_message_bytes)) {
-    throw usage_error(fmt::format("invalid size '{}': larger than the 1G limit", trim(text)));
+  if (bytes > static_cast<double>(limit)) {
+    throw usage_error(
+        fmt::format("invalid size '{}': larger than the {} limit", trim(text), format_size(limit)));
   }
   return static_cast<std::uint64_t>(bytes);
 }

@@ -13,9 +13,9 @@ namespace pairperf {
 // The largest message size pairperf accepts (1 GiB).
 inline constexpr std::uint64_t max_message_bytes = std::uint64_t{1} << 30;
 
-// "64", "4K", "1M", "2G" (K/M/G = 2^10/2^20/2^30; "KiB", "KB" accepted as the same).
-// Throws usage_error naming the bad text.
-std::uint64_t parse_size(std::string_view text);
+// "64", "4K", "1M", "2G", "4T" (K/M/G/T = 2^10/2^20/2^30/2^40; "KiB", "KB" accepted as the
+// same), at most `limit` bytes. Throws usage_error naming the bad text.
+std::uint64_t parse_size(std::string_view text, std::uint64_t limit = max_message_bytes);
 
 // A comma-separated list of sizes and doubling ranges: "1,64,4K,8:4M". The result is sorted and
 // free of duplicates. Throws usage_error.

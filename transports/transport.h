@@ -23,6 +23,10 @@
 
 namespace pairperf {
 
+// The largest transport address a peer may send (a UCX worker address with many devices is a few
+// hundred bytes; a TCP one a short JSON list).
+inline constexpr std::size_t max_peer_address_bytes = 64 * 1024;
+
 enum class op_kind : std::uint8_t { send, recv, put, get };
 
 // Two independent, ordered streams of messages between the peers: `data` carries the measured
@@ -98,6 +102,12 @@ class transport {
   [[nodiscard]] virtual capabilities caps() const = 0;
   // Opaque bytes the peer passes to connect().
   virtual std::vector<std::byte> local_address() = 0;
+  // Checks the peer's address (it came over the control channel: untrusted) before any library
+  // sees it; throws std::invalid_argument saying what is wrong. The default bounds its size.
+  virtual void check_peer_address(std::span<const std::byte> peer_address) {
+    if (peer_address.empty() || peer_address.size() > max_peer_address_bytes)
+      throw std::invalid_argument("the peer's transport address is empty or larger than 64 KiB");
+  }
   // Connects to the peer; both sides call it at the same time. Returns within
   // params.connect_timeout; throws step_error (kind unreachable when the peer cannot be reached).
   virtual void connect(std::span<const std::byte> peer_address) = 0;

@@ -46,7 +46,7 @@ struct doctor_args {
   bool no_ucx = false;
   std::string json;
   std::string units = "GB";
-  std::string token;
+  token_options token;
   bool quiet = false;
   double noise_threshold = 5;  // percent
 };
@@ -88,7 +88,7 @@ int doctor_command(const doctor_args& a, const std::vector<std::string>& argv) {
   if (!(a.noise_threshold > 0 && a.noise_threshold <= 100))
     throw usage_error("--noise-threshold must be above 0 and at most 100 (%)");
   o.noise_threshold = a.noise_threshold / 100;
-  o.token = a.token;
+  o.token = a.token.resolve();
   o.argv = argv;
   const rate_unit unit = parse_rate_unit(a.units);
   const bool json_stdout = a.json == "-";
@@ -150,7 +150,7 @@ command add_doctor(CLI::App& root, const std::vector<std::string>& argv) {
                   "Also write the report as JSON to this file ('-': stdout only)");
   app->add_option("--units", a->units, "Bandwidth display: GB (1e9 B/s) or GiB")
       ->capture_default_str();
-  app->add_option("--token", a->token, "Token the server requires")->envname("PAIRPERF_TOKEN");
+  a->token.add(app, "Token the server requires");
   app->add_option("--noise-threshold", a->noise_threshold,
                   "A probe is noisy when a side waited for a CPU longer than this share of its "
                   "measured time, in percent; a noisy path probe is measured again")

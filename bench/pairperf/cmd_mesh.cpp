@@ -41,6 +41,7 @@ int mesh_hosts(const mesh_args& a, const std::vector<std::string>& argv) {
   const int n = static_cast<int>(a.hosts.size());
   if (n < 2) throw usage_error("--hosts needs at least two servers");
   const mesh_plan plan = make_plan(a, n);
+  const std::string token = a.token.resolve();
   std::vector<endpoint> servers;
   for (const auto& h : a.hosts) servers.push_back(parse_endpoint(h, default_control_port));
   // Each server's facts from its hello; one that does not answer keeps its pairs unreachable.
@@ -51,7 +52,7 @@ int mesh_hosts(const mesh_args& a, const std::vector<std::string>& argv) {
     client_options o;
     o.server = servers[static_cast<std::size_t>(i)];
     o.config = plan.config;
-    o.token = a.token;
+    o.token = token;
     collecting_reporter ctx;
     try {
       run_client(o, ctx);
@@ -78,7 +79,7 @@ int mesh_hosts(const mesh_args& a, const std::vector<std::string>& argv) {
     client_options o;
     o.config = plan.config;
     o.cases = plan.cases;
-    o.token = a.token;
+    o.token = token;
     try {
       pair_result out{
           p,
@@ -163,8 +164,7 @@ command add_mesh(CLI::App& root, const std::vector<std::string>& argv) {
       ->capture_default_str();
   app->add_option("--deadline", a->deadline,
                   "MPI: abort the whole job after this long (default: from the timeouts)");
-  app->add_option("--token", a->token, "--hosts: the token the servers require")
-      ->envname("PAIRPERF_TOKEN");
+  a->token.add(app, "--hosts: the token the servers require");
   return command{app, [a, argv] {
                    if (!a->hosts_from.empty()) a->hosts = hosts_from_name(a->hosts_from);
                    if (!a->hosts.empty()) return mesh_hosts(*a, argv);

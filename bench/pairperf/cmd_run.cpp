@@ -44,7 +44,7 @@ struct run_args {
   bool no_json = false;
   std::string units = "GB";
   std::string t_connect = "3s", t_handshake = "5s", t_case = "20s";
-  std::string token;
+  token_options token;
   bool quiet = false;
   verbs_options verbs;
   std::string gpu;
@@ -138,7 +138,7 @@ void register_options(CLI::App* app, run_args& a) {
       ->capture_default_str();
   app->add_option("--timeout-case", a.t_case, "Bound on each phase of a case")
       ->capture_default_str();
-  app->add_option("--token", a.token, "Token the server requires")->envname("PAIRPERF_TOKEN");
+  a.token.add(app, "Token the server requires");
   app->add_flag("-q,--quiet", a.quiet, "No table and no progress line");
 }
 
@@ -275,7 +275,7 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
     }
     o.expectations.push_back(std::move(e));
   }
-  o.token = a.token;
+  o.token = a.token.resolve();
   o.argv = argv;
 
   // "-" puts the results on stdout; the table then goes to stderr so stdout stays JSON.

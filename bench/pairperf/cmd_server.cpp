@@ -5,6 +5,7 @@
 
 #include "bench/pairperf/commands.h"
 #include "harness/control.h"
+#include "harness/errors.h"
 #include "harness/noise.h"
 #include "harness/server.h"
 #include "harness/units.h"
@@ -21,9 +22,17 @@ struct server_args {
   std::uint16_t port = default_control_port;
   bool once = false;
   int ready_fd = -1;
-  std::string token;
+  token_options token;
   std::string handshake = "5s";
   std::string idle = "60s";
+  std::string connect = "30s";
+  std::string per_case = "120s";
+  std::string case_memory;  // "" = automatic
+  std::uint64_t iterations = server_limits{}.max_iterations;
+  std::string session_bytes = "16T";
+  std::size_t pending = server_limits{}.max_pending;
+  std::size_t queue = server_limits{}.max_queue;
+  std::string allow_drive;
   bool quiet = false;
   std::string gpu;
   int cpu = -1;
@@ -35,18 +44,42 @@ command add_server(CLI::App& root) {
   auto args = std::make_shared<server_args>();
   CLI::App* app =
       root.add_subcommand("server", "Serve clients one after another on the control port");
-  app->add_option("--listen", args->listen, "Address to listen on (default: all)");
+  app->add_option("--listen", args->listen,
+                  "Address to listen on (default: every address with a token, 127.0.0.1 without)");
   app->add_option("-p,--port", args->port, "Control port (0 = any free port)")
       ->capture_default_str();
   app->add_flag("--once", args->once, "Serve one client, then exit");
   app->add_option("--ready-fd", args->ready_fd,
                   "Write the port to this file descriptor once listening")
       ->group("");
-  app->add_option("--token", args->token, "Require clients to present this token")->envname("PAIRPERF_TOKEN");
+  args->token.add(app, "Require clients to present this token");
   app->add_option("--timeout-handshake", args->handshake, "Bound on each control reply, e.g. 5s")
       ->capture_default_str();
   app->add_option("--timeout-idle", args->idle, "Bound on a client's silence between cases")
       ->capture_default_str();
+  app->add_option("--timeout-connect", args->connect,
+                  "The longest a data connection may take, whatever a client asks")
+      ->capture_default_str();
+  app->add_option("--timeout-case", args->per_case,
+                  "The longest one phase of a case may take, whatever a client asks")
+      ->capture_default_str();
+  app->add_option("--max-case-memory", args->case_memory,
+                  "Memory one case may take on the server, buffers and samples (default: a "
+                  "quarter of what this process may still use)");
+  app->add_option("--max-iterations", args->iterations, "Iterations one phase may run")
+      ->capture_default_str();
+  app->add_option("--max-session-bytes", args->session_bytes,
+                  "Data one client session may move through the server")
+      ->capture_default_str();
+  app->add_option("--max-pending", args->pending, "Connections saying hello at once")
+      ->capture_default_str();
+  app->add_option("--max-queue", args->queue,
+                  "Clients waiting for their turn; more are told to retry later")
+      ->capture_default_str();
+  app->add_option("--allow-drive", args->allow_drive,
+                  "Let clients ask this server to measure towards these targets (pairperf mesh "
+                  "--hosts): CIDRs, addresses or host names, comma-separated, or '*'. Needs a "
+                  "token");
   app->add_flag("-q,--quiet", args->quiet, "Do not log clients and cases to stderr");
   app->add_option(
       "--gpu", args->gpu,
@@ -62,9 +95,29 @@ command add_server(CLI::App& root) {
                    o.port = args->port;
                    o.once = args->once;
                    if (args->ready_fd >= 0) o.ready_fd = args->ready_fd;
-                   o.token = args->token;
+                   o.token = args->token.resolve();
                    o.timeouts.handshake = parse_duration(args->handshake);
                    o.timeouts.idle = parse_duration(args->idle);
+                   auto& l = o.limits;
+                   l.max_connect = parse_duration(args->connect);
+                   l.max_case = parse_duration(args->per_case);
+                   l.max_case_memory = args->case_memory.empty()
+                                           ? automatic_case_memory()
+                                           : parse_size(args->case_memory, std::uint64_t{1} << 60);
+                   l.max_iterations = args->iterations;
+                   l.max_session_bytes = parse_size(args->session_bytes, std::uint64_t{1} << 60);
+                   if (args->pending == 0 || args->queue == 0)
+                     throw usage_error("--max-pending and --max-queue must be at least 1");
+                   l.max_pending = args->pending;
+                   l.max_queue = args->queue;
+                   if (!args->allow_drive.empty()) {
+                     if (o.token.empty())
+                       throw usage_error(
+                           "--allow-drive needs a token (--token, --token-file or "
+                           "$PAIRPERF_TOKEN): without one anyone could make this server send "
+                           "data anywhere it allows");
+                     o.drive = drive_allowlist(args->allow_drive);
+                   }
                    o.log = args->quiet ? nullptr : stderr;
                    std::signal(SIGINT, on_stop_signal);
                    std::signal(SIGTERM, on_stop_signal);

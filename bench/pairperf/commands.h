@@ -14,6 +14,15 @@ struct command {
   std::function<int()> run;
 };
 
+// --token (also $PAIRPERF_TOKEN) and --token-file on `app`; resolve() gives the token to use
+// (the file's first line when a file was named), "" for none.
+struct token_options {
+  std::string token;
+  std::string file;
+  void add(CLI::App* app, const std::string& what);
+  [[nodiscard]] std::string resolve() const;
+};
+
 command add_run(CLI::App& root, const std::vector<std::string>& argv);
 command add_server(CLI::App& root);
 command add_info(CLI::App& root);

@@ -6,6 +6,7 @@
 #include <map>
 #include <numeric>
 
+#include "harness/token.h"
 #include "harness/context.h"
 #include "harness/errors.h"
 #include "harness/exit_codes.h"
@@ -196,7 +197,7 @@ int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const 
         {"schema_version", "1.1.0"},
         {"context",
          {{"tool", tool_context()},
-          {"argv", argv},
+          {"argv", redact_argv(argv)},
           {"time_utc", utc_timestamp()},
           {"pattern", a.pattern},
           {"transport", a.transport},

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/pairperf/commands.h"
 #include "harness/config.h"
 #include "harness/expect.h"
 #include "harness/mesh.h"
@@ -27,7 +28,7 @@ struct mesh_args {
   std::string t_connect = "3s", t_case = "10s", deadline;
   std::vector<std::string> hosts;
   std::string hosts_from;  // NAME[:PORT] whose addresses are the servers (a headless Service)
-  std::string token;
+  token_options token;
 };
 
 struct mesh_node {

@@ -167,7 +167,7 @@ def connect(port, host="127.0.0.1", timeout=5):
     return socket.create_connection((host, port), timeout=timeout)
 
 
-def hello(protocol=1, token=""):
+def hello(protocol=2, token=""):
     return {"type": "hello", "protocol": protocol, "token": token, "tool": {"name": "test"}}
 
 

@@ -77,15 +77,26 @@ class LocalMesh(unittest.TestCase):
         self.assertIn("Bandwidth, GB/s", proc.stdout)
 
 
+# Servers a mesh may drive: a token, and drive allowed towards loopback only.
+DRIVE = ("--token", "m3sh", "--allow-drive", "127.0.0.0/8")
+
+
 class HostsMesh(unittest.TestCase):
     """--hosts: servers that something else started; this process drives the rounds."""
 
+    def test_servers_that_do_not_allow_drive_say_so(self):
+        with pp.Server() as s1, pp.Server() as s2, pp.tmpdir() as d:
+            proc, _ = pp.run(["mesh", "--hosts", f"{s1.address},{s2.address}", "--test", "tcp_lat", "--duration", "0.05s",
+                              "--no-retest", "--one-way", "--json", os.path.join(d, "m.json")], timeout=120)
+        self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+        self.assertIn("does not drive measurements towards other hosts", proc.stdout + proc.stderr)
+
     def test_three_servers_and_a_dead_one(self):
         dead = pp.free_port()
-        with pp.Server() as s1, pp.Server() as s2, pp.Server() as s3, pp.tmpdir() as d:
+        with pp.Server(*DRIVE) as s1, pp.Server(*DRIVE) as s2, pp.Server(*DRIVE) as s3, pp.tmpdir() as d:
             out = os.path.join(d, "mesh.json")
             hosts = ",".join([s1.address, s2.address, s3.address, f"127.0.0.1:{dead}"])
-            proc, took = pp.run(["mesh", "--hosts", hosts, "--iface", "lo", "--duration", "0.05s", "--no-retest",
+            proc, took = pp.run(["mesh", "--hosts", hosts, "--token", "m3sh", "--iface", "lo", "--duration", "0.05s", "--no-retest",
                                  "--timeout-connect", "1s", "--json", out], timeout=120)
             doc = pp.load(out)
         self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)  # the dead server's pairs
@@ -104,9 +115,9 @@ class HostsMesh(unittest.TestCase):
         self.assertLess(took, 60)
 
     def test_one_way_halves_the_pairs(self):
-        with pp.Server() as s1, pp.Server() as s2, pp.tmpdir() as d:
+        with pp.Server(*DRIVE) as s1, pp.Server(*DRIVE) as s2, pp.tmpdir() as d:
             out = os.path.join(d, "mesh.json")
-            proc, _ = pp.run(["mesh", "--hosts", f"{s1.address},{s2.address}", "--test", "tcp_lat", "--duration", "0.05s",
+            proc, _ = pp.run(["mesh", "--hosts", f"{s1.address},{s2.address}", "--token", "m3sh", "--test", "tcp_lat", "--duration", "0.05s",
                               "--no-retest", "--one-way", "--json", out], timeout=120)
             doc = pp.load(out)
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)

@@ -103,15 +103,15 @@ ucx_transport::ucx_transport(const transport_params& params) : m_params(params) 
       return t.rfind("cuda", 0) == 0 || t == "gdr_copy";
     });
     const std::string why = wants_cuda ? ucx::explain_missing_cuda(ucx::probe_cuda_support()) : "";
-    throw transport_unsupported(fmt::format("UCX on this host does not offer {} (available: {}){}{}",
-                                            fmt::join(missing, ", "), fmt::join(available, ", "),
-                                            why.empty() ? "" : ": ", why));
+    throw transport_unsupported(fmt::format(
+        "UCX on this host does not offer {} (available: {}){}{}", fmt::join(missing, ", "),
+        fmt::join(available, ", "), why.empty() ? "" : ": ", why));
   }
   if (mine == memory_type::cuda && available.count("cuda_copy") == 0) {
-    throw transport_unsupported(
-        fmt::format("this host's UCX cannot move cuda memory: it has no cuda_copy transport "
-                    "(available: {}): {}",
-                    fmt::join(available, ", "), ucx::explain_missing_cuda(ucx::probe_cuda_support())));
+    throw transport_unsupported(fmt::format(
+        "this host's UCX cannot move cuda memory: it has no cuda_copy transport "
+        "(available: {}): {}",
+        fmt::join(available, ", "), ucx::explain_missing_cuda(ucx::probe_cuda_support())));
   }
   if (mine == memory_type::cuda) {
     if (const std::string why = ucx::cuda_tls_problem(c.tls); !why.empty())
@@ -120,14 +120,15 @@ ucx_transport::ucx_transport(const transport_params& params) : m_params(params) 
   if (m_use_am && mine != memory_type::host)
     throw transport_unsupported("active-message tests copy on the CPU: host memory only");
   const bool one_sided_test = std::any_of(tests.begin(), tests.end(), [&](const ucx_test& t) {
-    return t.spec.name == c.test && (t.spec.data_op == op_kind::put || t.spec.data_op == op_kind::get);
+    return t.spec.name == c.test &&
+           (t.spec.data_op == op_kind::put || t.spec.data_op == op_kind::get);
   });
   if (one_sided_test &&
       (c.client_memory == memory_type::cuda || c.server_memory == memory_type::cuda)) {
     unsigned major = 0, minor = 0, release = 0;
     ucp_get_version(&major, &minor, &release);
-    const bool v2 = ucx::uses_protocols_v2(major, minor, params.options.ucx,
-                                           std::getenv("UCX_PROTO_ENABLE"));
+    const bool v2 =
+        ucx::uses_protocols_v2(major, minor, params.options.ucx, std::getenv("UCX_PROTO_ENABLE"));
     if (const std::string why = ucx::cuda_rma_problem(major, minor, v2); !why.empty())
       throw transport_unsupported(why);
   }
@@ -199,6 +200,23 @@ capabilities ucx_transport::caps() const {
 
 std::vector<std::byte> ucx_transport::local_address() {
   return ucx::worker_address(m_worker.get()).bytes();
+}
+
+// UCX parses a worker address without checking it (an address of 0xff bytes aborts the process
+// in ucp_address_unpack), so the harness checks what it can: the size, and the header byte that
+// packs the address format's version and flags, which two workers of one UCX build configured
+// alike share. Anything subtler is left to the server's session process, which a library abort
+// ends without ending the server.
+void ucx_transport::check_peer_address(std::span<const std::byte> peer_address) {
+  transport::check_peer_address(peer_address);
+  const std::vector<std::byte> mine = local_address();
+  if (mine.empty() || peer_address.size() < 2 || peer_address[0] != mine[0]) {
+    throw std::invalid_argument(fmt::format(
+        "the peer's UCX worker address ({} bytes, header 0x{:02x}) is not one this UCX ({}) "
+        "reads (header 0x{:02x})",
+        peer_address.size(), static_cast<unsigned>(peer_address[0]), ucp_get_version_string(),
+        mine.empty() ? 0U : static_cast<unsigned>(mine[0])));
+  }
 }
 
 void ucx_transport::connect(std::span<const std::byte> peer_address) {

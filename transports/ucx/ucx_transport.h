@@ -29,6 +29,7 @@ class ucx_transport final : public transport {
 
   [[nodiscard]] capabilities caps() const override;
   std::vector<std::byte> local_address() override;
+  void check_peer_address(std::span<const std::byte> peer_address) override;
   void connect(std::span<const std::byte> peer_address) override;
   mem_region register_memory(std::byte* address, std::size_t length, memory_type type) override;
   void set_remote_regions(const std::vector<remote_region>& regions) override;

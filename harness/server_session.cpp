@@ -1,0 +1,341 @@
+#include "harness/server_session.h"
+
+#include <fmt/format.h>
+#include <poll.h>
+
+#include <array>
+#include <optional>
+
+#include "harness/case_session.h"
+#include "harness/client.h"
+#include "harness/context.h"
+#include "harness/hex.h"
+#include "harness/interfaces.h"
+#include "harness/units.h"
+
+namespace pairperf {
+namespace {
+
+nlohmann::json outcome_json(const pattern_outcome& o) {
+  return {{"elapsed_s", static_cast<double>(o.elapsed_ns) * 1e-9},
+          {"send_elapsed_s", static_cast<double>(o.send_elapsed_ns) * 1e-9},
+          {"recv_span_s", static_cast<double>(o.recv_span_ns) * 1e-9},
+          {"recv_span_messages", o.recv_span_messages},
+          {"messages_sent", o.messages_sent},
+          {"messages_received", o.messages_received}};
+}
+
+// Bytes a phase moves through this server (both directions for stream_bi).
+std::uint64_t phase_bytes(const test_case& c, std::uint64_t iterations) {
+  const std::uint64_t directions = c.pattern == pattern_kind::stream_uni ? 1 : 2;
+  return directions * iterations * c.size_bytes;  // each factor bounded by config.h's limits
+}
+
+class client_handler {
+ public:
+  client_handler(const server_options& options, control_channel& channel, std::string listen_host,
+                 int others_waiting)
+      : m_options(options),
+        m_channel(channel),
+        m_listen_host(std::move(listen_host)),
+        m_others_waiting(others_waiting) {}
+
+  // Returns when the client says bye, goes away or breaks the protocol.
+  void serve();
+
+ private:
+  void log(const std::string& text) const {
+    if (m_options.log == nullptr) return;
+    fmt::print(m_options.log, "pairperf server: {}: {}\n", m_channel.place().peer, text);
+    std::fflush(m_options.log);
+  }
+  void hello_reply();
+  std::chrono::nanoseconds await_request(std::chrono::nanoseconds wait);
+  void on_drive(const nlohmann::json& body);
+  [[nodiscard]] std::optional<std::string> refuse_drive(const std::string& host) const;
+  void on_case(const nlohmann::json& body);
+  void on_run(const nlohmann::json& body);
+  void decline(case_status status, const std::string& why);
+
+  const server_options& m_options;
+  control_channel& m_channel;
+  std::string m_listen_host;
+  std::optional<case_session> m_session;
+  run_config m_config;  // the client's, with its timeouts capped by the server's
+  std::string m_client_address;
+  nlohmann::json m_client_regions;
+  std::optional<std::pair<case_status, std::string>> m_connect_failure;
+  std::string m_label;
+  std::uint64_t m_session_bytes = 0;
+  int m_others_waiting = -1;
+  bool m_others_told = false;
+};
+
+void client_handler::hello_reply() {
+  m_channel.send(msg_type::hello,
+                 {{"protocol", control_protocol_version},
+                  {"tool", tool_context()},
+                  {"listen", m_listen_host},
+                  {"host", host_context()},
+                  {"env", relevant_environment()}},
+                 "hello", m_options.timeouts.handshake);
+}
+
+void client_handler::serve() {
+  hello_reply();
+  log("connected");
+  for (;;) {
+    // Within a run the client sends its next message right after the last reply (it only formats
+    // a result in between), so a silence longer than its own handshake bound means it is gone.
+    const std::chrono::nanoseconds wait =
+        m_label.empty() ? m_options.timeouts.idle
+                        : m_config.timeouts.handshake + m_config.timeouts.connect;
+    const message msg = m_channel.receive("waiting for the next request", await_request(wait));
+    switch (msg.type) {
+      case msg_type::bye:
+        log("done");
+        return;
+      case msg_type::case_:
+        on_case(msg.body);
+        break;
+      case msg_type::run:
+        on_run(msg.body);
+        break;
+      case msg_type::drive:
+        on_drive(msg.body);
+        break;
+      case msg_type::hello:
+      case msg_type::ready:
+      case msg_type::running:
+      case msg_type::results:
+      case msg_type::refused:
+      case msg_type::driven:
+      case msg_type::queued:
+      case msg_type::busy:
+      case msg_type::error: {
+        const std::string why = fmt::format("unexpected message '{}'", to_string(msg.type));
+        m_channel.send_error(why);
+        throw step_error(error_kind::protocol, m_channel.place(), why);
+      }
+    }
+  }
+}
+
+// Returns once the client's next request starts to arrive (with the time left to read it), or
+// when `wait` is over (receive() then reports the timeout). While others are queued, a client
+// silent for longer than the server's handshake bound loses its turn.
+std::chrono::nanoseconds client_handler::await_request(std::chrono::nanoseconds wait) {
+  const auto start = steady::now();
+  for (;;) {
+    auto deadline = start + wait;
+    if (m_others_told) deadline = std::min(deadline, start + m_options.timeouts.handshake);
+    const auto left = deadline - steady::now();
+    if (left <= std::chrono::nanoseconds::zero()) {
+      if (!m_others_told) return std::chrono::nanoseconds::zero();
+      throw step_error(error_kind::timeout, m_channel.place(),
+                       "idle between requests while other clients wait; the turn passes on");
+    }
+    std::array<pollfd, 2> fds{{{m_channel.fd(), POLLIN, 0}, {m_others_waiting, POLLIN, 0}}};
+    const nfds_t n = m_others_waiting >= 0 && !m_others_told ? 2 : 1;
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(left).count() + 1;
+    const int r = ::poll(fds.data(), n, static_cast<int>(std::min<std::int64_t>(ms, 1000)));
+    if (r > 0 && fds[0].revents != 0)
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(left);
+    if (r > 0 && n == 2 && fds[1].revents != 0) m_others_told = true;
+  }
+}
+
+// Why this server may not measure towards `host` for its peer, or nothing.
+std::optional<std::string> client_handler::refuse_drive(const std::string& host) const {
+  if (m_options.drive.empty()) {
+    return "this server does not drive measurements towards other hosts (start it with --token "
+           "and --allow-drive)";
+  }
+  const auto addresses = name_addresses(host);
+  if (addresses.empty()) return fmt::format("target '{}' does not resolve here", host);
+  for (const auto& a : addresses) {
+    if (!m_options.drive.allows(a)) {
+      return fmt::format("target {} ({}) is not in this server's --allow-drive list ({})", host, a,
+                         m_options.drive.to_string());
+    }
+  }
+  return std::nullopt;
+}
+
+// A mesh driver asks this server to measure towards another server, as its client.
+void client_handler::on_drive(const nlohmann::json& body) {
+  client_options o;
+  collecting_reporter got;
+  std::optional<std::string> refusal;
+  try {
+    o.server = parse_endpoint(body.at("target").get<std::string>(), default_control_port);
+    o.config =
+        capped(body.at("config").get<run_config>(), m_options.limits, m_options.timeouts.handshake);
+    o.cases = body.at("cases").get<std::vector<test_case>>();
+    o.token = body.value("token", std::string());
+    refusal = refuse_drive(o.server.host);
+    for (const auto& c : o.cases) {
+      if (!refusal && !c.target.empty()) refusal = refuse_drive(parse_endpoint(c.target, 0).host);
+    }
+  } catch (const std::exception& e) {
+    refusal = fmt::format("malformed drive message: {}", e.what());
+  }
+  if (refusal) {
+    log("drive refused: " + *refusal);
+    m_channel.send(msg_type::error, {{"message", *refusal}}, "drive", m_options.timeouts.handshake);
+    return;
+  }
+  log(fmt::format("driving {} case(s) towards {}", o.cases.size(), o.server.to_string()));
+  nlohmann::json reply{{"target", o.server.to_string()}};
+  try {
+    run_client(o, got);
+    reply["results"] = got.results;
+  } catch (const step_error& e) {
+    reply["results"] = nlohmann::json::array();
+    reply["error"] = e.what();
+    if (e.sys_errno() != 0) reply["error_code"] = errno_name(e.sys_errno());
+  }
+  m_channel.send(msg_type::driven, std::move(reply), "drive", m_options.timeouts.handshake);
+}
+
+void client_handler::decline(case_status status, const std::string& why) {
+  log(fmt::format("{}: {}: {}", m_label, to_string(status), why));
+  m_session.reset();
+  m_channel.send(msg_type::error, {{"status", to_string(status)}, {"message", why}}, m_label,
+                 m_options.timeouts.handshake);
+}
+
+void client_handler::on_case(const nlohmann::json& body) {
+  m_session.reset();  // a new case ends the previous one, finished or not
+  m_connect_failure.reset();
+  test_case c;
+  try {
+    m_config =
+        capped(body.at("config").get<run_config>(), m_options.limits, m_options.timeouts.handshake);
+    c = body.at("case").get<test_case>();
+    m_client_address = body.at("address").get<std::string>();
+    m_client_regions = body.at("regions");
+  } catch (const std::exception& e) {
+    m_label = "case";
+    decline(case_status::error, fmt::format("malformed case message: {}", e.what()));
+    return;
+  }
+  m_label = fmt::format("case {} ({} {})", c.index + 1, c.test, format_size(c.size_bytes));
+  // The buffers are checked now, before they are allocated; the samples when a phase says how
+  // many iterations it runs (the client's max_iterations is only its own plan).
+  if (auto why = refuse_case(m_config, c, 0, m_options.limits)) {
+    decline(case_status::error, "server refused: " + *why);
+    return;
+  }
+  const transport_params params{c,
+                                m_config.transport,
+                                side::server,
+                                peer_ip(m_channel.fd()),
+                                m_listen_host,
+                                m_config.timeouts.connect};
+  std::vector<std::byte> peer;
+  try {
+    peer = from_hex(m_client_address);
+    m_session.emplace(m_config, params);
+    m_session->check_peer_address(peer);
+  } catch (const case_skipped& e) {
+    decline(case_status::skipped, e.what());
+    return;
+  } catch (const std::exception& e) {
+    decline(case_status::error, e.what());
+    return;
+  }
+  m_channel.send(
+      msg_type::ready,
+      {{"address", to_hex(m_session->local_address())}, {"regions", m_session->regions()}}, m_label,
+      m_options.timeouts.handshake);
+  // Both sides connect now, at the same time (a transport may need both to make progress). A
+  // failure is not reported here: the client saw its own, and a `run` gets this one.
+  try {
+    m_session->connect(peer, m_client_regions);
+  } catch (const step_error& e) {
+    m_connect_failure = {
+        e.kind() == error_kind::unreachable ? case_status::unreachable : case_status::error,
+        e.what()};
+  } catch (const std::exception& e) {
+    m_connect_failure = {case_status::error, e.what()};
+  }
+  if (m_connect_failure) {
+    log(fmt::format("{}: data connection failed: {}", m_label, m_connect_failure->second));
+    m_session.reset();
+  }
+}
+
+void client_handler::on_run(const nlohmann::json& body) {
+  if (!m_session) {
+    if (m_connect_failure) {
+      decline(m_connect_failure->first, "server side: " + m_connect_failure->second);
+    } else {
+      decline(case_status::error, "'run' without a case");
+    }
+    return;
+  }
+  std::string phase;
+  std::uint64_t n = 0;
+  try {
+    phase = body.at("phase").get<std::string>();
+    const auto& count = body.at("iterations");
+    if (!count.is_number_unsigned() || count.get<std::uint64_t>() == 0)
+      throw std::invalid_argument(fmt::format("bad iteration count {}", count.dump()));
+    n = count.get<std::uint64_t>();
+  } catch (const std::exception& e) {
+    decline(case_status::error, fmt::format("malformed run message: {}", e.what()));
+    return;
+  }
+  if (phase != "warmup" && phase != "measure") {
+    decline(case_status::error, fmt::format("unknown phase '{}'", phase));
+    return;
+  }
+  if (auto why = refuse_case(m_config, m_session->test(), n, m_options.limits)) {
+    decline(case_status::error, "server refused: " + *why);
+    return;
+  }
+  const std::uint64_t bytes = phase_bytes(m_session->test(), n);
+  if (m_session_bytes + bytes > m_options.limits.max_session_bytes) {
+    decline(case_status::error, fmt::format("server refused: the session would move more than {} "
+                                            "(--max-session-bytes); connect again for more",
+                                            format_size(m_options.limits.max_session_bytes)));
+    return;
+  }
+  m_session_bytes += bytes;
+  const where place{m_label + " " + phase, m_channel.place().peer,
+                    interface_of_address(local_ip(m_channel.fd()))};
+  m_channel.send(msg_type::running, nlohmann::json::object(), place.step,
+                 m_options.timeouts.handshake);
+  pattern_outcome outcome;
+  try {
+    outcome = m_session->run(n, place, phase == "measure");
+  } catch (const step_error& e) {
+    const bool gone = e.kind() == error_kind::closed;
+    decline(case_status::error, e.what());
+    if (gone) throw;  // the client went away: stop serving it
+    return;
+  }
+  nlohmann::json results{{"outcome", outcome_json(outcome)}};
+  if (auto samples = m_session->samples().samples();
+      !samples.empty() && m_session->test().pattern != pattern_kind::pingpong) {
+    results["interval_s"] = summarize(samples, 1e-9);
+  }
+  const auto v = m_session->validated().value_or(validation{});
+  results["validation"] = {{"messages_checked", v.messages_checked},
+                           {"corrupt_bytes", v.corrupt_bytes}};
+  if (phase == "measure") {
+    results["provenance"] = m_session->describe().server;
+    results["host_noise"] = m_session->noise().side();
+  }
+  m_channel.send(msg_type::results, std::move(results), place.step, m_options.timeouts.handshake);
+}
+
+}  // namespace
+
+void serve_session(const server_options& options, control_channel& channel,
+                   const std::string& listen_host, int others_waiting) {
+  client_handler(options, channel, listen_host, others_waiting).serve();
+}
+
+}  // namespace pairperf
