@@ -1,11 +1,13 @@
 #include "harness/client.h"
 
 #include <fmt/format.h>
+#include <string.h>
 
 #include <algorithm>
 #include <cmath>
 
 #include "harness/case_session.h"
+#include "harness/case_worker.h"
 #include "harness/context.h"
 #include "harness/control.h"
 #include "harness/gpus.h"
@@ -120,9 +122,13 @@ class client_run {
 
  private:
   void hello();
+  nlohmann::json open_channel();
   [[nodiscard]] nlohmann::json own_context() const;
   case_result run_case(const test_case& c);
+  case_result run_case_supervised(const test_case& c);
+  void tally(run_summary& sum, expectation_tally& t, case_result& r) const;
   server_view phase(case_session& s, const char* name, std::uint64_t n, pattern_outcome& mine);
+  std::uint64_t calibrate(case_session& s, std::uint64_t warmed, pattern_outcome& mine);
   void compose(case_result& r, case_session& s, const pattern_outcome& mine,
                const server_view& theirs) const;
   template <class F>
@@ -137,6 +143,7 @@ class client_run {
   std::string m_iface;    // local interface of the control connection
   std::string m_peer_ip;  // numeric server address as seen on the control connection
   std::optional<expectation_hint> m_hint;  // why shared memory is impossible for this pair
+  bool m_reconnect = false;  // a case worker died mid-case: the channel's state is unknown
   const timeouts& t() const { return m_options.config.timeouts; }
 };
 
@@ -164,7 +171,8 @@ nlohmann::json client_run::own_context() const {
           {"env", {{"client", relevant_environment()}}}};
 }
 
-void client_run::hello() {
+// Connects the control channel and says hello; returns the server's hello.
+nlohmann::json client_run::open_channel() {
   connect_options o;
   o.timeout = t().connect;
   unique_fd fd =
@@ -172,7 +180,11 @@ void client_run::hello() {
   m_iface = interface_of_address(local_ip(fd.get()));
   m_peer_ip = peer_ip(fd.get());
   m_channel.emplace(std::move(fd), where{"", m_options.server.to_string(), m_iface});
-  const nlohmann::json reply = say_hello(*m_channel, m_options.token, t());
+  return say_hello(*m_channel, m_options.token, t());
+}
+
+void client_run::hello() {
+  const nlohmann::json reply = open_channel();
   nlohmann::json ctx = own_context();
   const nlohmann::json server_host = reply.value("host", nlohmann::json::object());
   if (const auto blocked = shared_memory_blocked(compare_hosts(ctx.at("client"), server_host)))
@@ -186,6 +198,28 @@ void client_run::hello() {
   m_out.report_context(ctx);
 }
 
+void client_run::tally(run_summary& sum, expectation_tally& t, case_result& r) const {
+  apply_expectations(m_options.expectations, r, m_hint, &t);
+  if (is_noisy(r.host_noise)) ++sum.noisy;
+  switch (r.status) {
+    case case_status::ok:
+      ++sum.ok;
+      break;
+    case case_status::skipped:
+      ++sum.skipped;
+      break;
+    case case_status::error:
+      ++sum.error;
+      break;
+    case case_status::unreachable:
+      ++sum.unreachable;
+      break;
+    case case_status::fail:
+      ++sum.fail;
+      break;
+  }
+}
+
 run_summary client_run::run() {
   try {
     hello();
@@ -194,17 +228,35 @@ run_summary client_run::run() {
     throw;
   }
   run_summary sum;
-  expectation_tally tally(m_options.expectations.size());
+  sum.planned = m_options.cases.size();
+  expectation_tally tally_of(m_options.expectations.size());
+  const auto interrupted = [&] {
+    return m_options.interrupted != nullptr ? m_options.interrupted->load() : 0;
+  };
   for (const test_case& c : m_options.cases) {
+    if ((sum.interrupted = interrupted()) != 0) break;  // the cases not run are left out
     m_out.case_started(c, m_options.cases.size());
     case_result r;
+    r.test = c;
+    if (!sum.aborted && m_reconnect) {
+      // The last case's worker was ended mid-case: start over on a fresh control connection.
+      m_reconnect = false;
+      m_channel.reset();
+      try {
+        (void)control([&] { return open_channel(); });
+      } catch (const std::exception& e) {
+        sum.aborted = true;
+        r.status = case_status::error;
+        r.message = fmt::format("not run: reconnecting after the last case failed: {}", e.what());
+      }
+    }
     if (sum.aborted) {
-      r.test = c;
       r.status = case_status::error;
-      r.message = "not run: the control connection to the server was lost earlier";
+      if (r.message.empty())
+        r.message = "not run: the control connection to the server was lost earlier";
     } else {
       try {
-        r = run_case(c);
+        r = m_options.isolate ? run_case_supervised(c) : run_case(c);
       } catch (const control_lost& e) {
         sum.aborted = true;
         r.test = c;
@@ -212,32 +264,73 @@ run_summary client_run::run() {
         r.message = e.what();
       }
     }
-    apply_expectations(m_options.expectations, r, m_hint, &tally);
-    if (is_noisy(r.host_noise)) ++sum.noisy;
-    switch (r.status) {
-      case case_status::ok:
-        ++sum.ok;
-        break;
-      case case_status::skipped:
-        ++sum.skipped;
-        break;
-      case case_status::error:
-        ++sum.error;
-        break;
-      case case_status::unreachable:
-        ++sum.unreachable;
-        break;
-      case case_status::fail:
-        ++sum.fail;
-        break;
-    }
+    tally(sum, tally_of, r);
     m_out.report_result(r);
   }
-  if (!sum.aborted)
+  if (sum.interrupted == 0) sum.interrupted = interrupted();
+  if (!sum.aborted && sum.interrupted == 0 && !m_reconnect)
     control(
         [&] { m_channel->send(msg_type::bye, nlohmann::json::object(), "bye", t().handshake); });
-  sum.unjudged = tally.unjudged(m_options.expectations);
+  sum.unjudged = tally_of.unjudged(m_options.expectations);
   return sum;
+}
+
+// run_case() in a supervised child (case_worker.h). The child shares the control connection and
+// leaves it between two messages when it finishes; one that dies or is ended leaves it in an
+// unknown state, so the next case starts on a new connection.
+case_result client_run::run_case_supervised(const test_case& c) {
+  const worker_outcome w = run_in_worker(
+      [&] {
+        nlohmann::json out;
+        try {
+          out["result"] = run_case(c);
+        } catch (const control_lost& e) {
+          out["control_lost"] = e.what();
+        }
+        return out.dump();
+      },
+      m_options.interrupted);
+  case_result r;
+  r.test = c;
+  r.status = case_status::error;
+  const auto tail = [&] {
+    std::string words = w.last_words;
+    while (!words.empty() && (words.back() == '\n' || words.back() == ' ')) words.pop_back();
+    const auto cut = words.rfind('\n', words.size() > 600 ? words.size() - 600 : 0);
+    if (words.size() > 600)
+      words = "..." + words.substr(cut == std::string::npos ? words.size() - 600 : cut + 1);
+    return words.empty() ? std::string("(it wrote nothing to stderr)") : "its last words: " + words;
+  };
+  switch (w.how) {
+    case worker_outcome::end::finished: {
+      const auto j = nlohmann::json::parse(w.output);
+      if (j.contains("control_lost")) throw control_lost(j.at("control_lost").get<std::string>());
+      return j.at("result").get<case_result>();
+    }
+    case worker_outcome::end::interrupted:
+      m_reconnect = true;
+      r.message = fmt::format("interrupted during {}", w.stage.empty() ? "setup" : w.stage);
+      return r;
+    case worker_outcome::end::overran:
+      m_reconnect = true;
+      r.message = format_where(
+          at(w.stage),
+          fmt::format("did not end within its bound ({} and a grace period; a library call that "
+                      "ignores the timeouts, such as a blocking connect()): the case was ended; {}",
+                      format_seconds(std::chrono::duration<double>(w.stage_bound).count()),
+                      tail()));
+      r.error_code = "ETIMEDOUT";
+      return r;
+    case worker_outcome::end::died:
+      m_reconnect = true;
+      r.message = format_where(
+          at(w.stage.empty() ? "case setup" : w.stage),
+          fmt::format("the case's process ended by {} (the transport library failed; the sweep "
+                      "goes on); {}",
+                      w.died_how, tail()));
+      return r;
+  }
+  return r;
 }
 
 case_result client_run::run_case(const test_case& c) {
@@ -248,6 +341,7 @@ case_result client_run::run_case(const test_case& c) {
                   c.iface.empty() ? "routed" : c.iface);
   transport_params params{c, m_options.config.transport, side::client, m_peer_ip, "", t().connect};
   std::optional<case_session> session;
+  report_stage(label + " setup", t().per_case + t().connect);
   try {
     session.emplace(m_options.config, params);
   } catch (const case_skipped& e) {
@@ -276,6 +370,7 @@ case_result client_run::run_case(const test_case& c) {
   if (reply.at("type") != "ready")
     throw control_lost(
         format_where(at(label + " setup"), "unexpected reply " + reply.at("type").dump()));
+  report_stage(label + " data connect", t().connect + t().handshake);
   try {
     session->connect(from_hex(reply.at("address").get<std::string>()), reply.at("regions"));
   } catch (const step_error& e) {
@@ -291,13 +386,7 @@ case_result client_run::run_case(const test_case& c) {
         std::max<std::uint64_t>(warmup_iterations(m_options.config, c), by_time ? 2 : 0);
     if (r.warmup_iterations > 0) phase(*session, "warmup", r.warmup_iterations, mine);
     if (by_time) {
-      // Calibrate from the warm-up: as many iterations as fit the budget, within the bounds.
-      const double per_iter = static_cast<double>(std::max<std::int64_t>(mine.elapsed_ns, 1)) /
-                              static_cast<double>(r.warmup_iterations);
-      const double fit = static_cast<double>(m_options.config.duration.count()) / per_iter;
-      r.iterations = std::clamp<std::uint64_t>(static_cast<std::uint64_t>(fit),
-                                               m_options.config.min_iterations,
-                                               m_options.config.max_iterations);
+      r.iterations = calibrate(*session, r.warmup_iterations, mine);
     } else {
       r.iterations = *m_options.config.iterations;
     }
@@ -326,10 +415,35 @@ case_result client_run::run_case(const test_case& c) {
   return r;
 }
 
+// The measured iteration count under a time budget. The warm-up's few iterations fit inside one
+// scheduler slice and miss contention (a busy host makes each round trip wait for a CPU), so a
+// second, unmeasured phase of about a tenth of the budget re-derives the rate first; the count
+// is then held to half the case timeout at that rate, so contention costs time, not a timeout.
+std::uint64_t client_run::calibrate(case_session& s, std::uint64_t warmed, pattern_outcome& mine) {
+  const run_config& cfg = m_options.config;
+  const auto per_iteration = [](const pattern_outcome& o, std::uint64_t n) {
+    return static_cast<double>(std::max<std::int64_t>(o.elapsed_ns, 1)) / static_cast<double>(n);
+  };
+  const auto budget = static_cast<double>(cfg.duration.count());
+  double per_iter = per_iteration(mine, warmed);
+  const auto pilot = static_cast<std::uint64_t>(budget / 10 / per_iter);
+  if (pilot > 4 * warmed) {
+    const std::uint64_t n = std::min(pilot, cfg.max_iterations);
+    phase(s, "warmup", n, mine);
+    per_iter = per_iteration(mine, n);
+  }
+  const double cap = static_cast<double>(t().per_case.count()) / 2 / per_iter;
+  const double fit = std::min(budget / per_iter, cap);
+  return std::clamp<std::uint64_t>(static_cast<std::uint64_t>(fit), cfg.min_iterations,
+                                   cfg.max_iterations);
+}
+
 server_view client_run::phase(case_session& s, const char* name, std::uint64_t n,
                               pattern_outcome& mine) {
   const test_case& c = s.test();
   const std::string step = fmt::format("case {} {}", c.index + 1, name);
+  // The request, the run and the results, each under its own bound.
+  report_stage(step, 3 * t().per_case + 2 * t().connect + 2 * t().handshake);
   control([&] {
     m_channel->send(msg_type::run, {{"phase", name}, {"iterations", n}}, step, t().handshake);
     return m_channel->expect(msg_type::running, step, t().per_case + t().connect);
@@ -450,6 +564,12 @@ void client_run::compose(case_result& r, case_session& s, const pattern_outcome&
 verdict_outcome run_summary::outcome() const {
   verdict_outcome o;
   if (!fatal.empty()) o.add(exit_status::failed, fatal);
+  if (interrupted != 0) {
+    const char* name = sigabbrev_np(interrupted);
+    o.add(exit_status::failed,
+          fmt::format("interrupted by SIG{} after {} of {} case(s)", name != nullptr ? name : "?",
+                      ok + skipped + error + unreachable + fail, planned));
+  }
   if (aborted) o.add(exit_status::failed, "the control connection to the server was lost");
   if (error + unreachable > 0)
     o.add(exit_status::failed,
@@ -463,9 +583,13 @@ verdict_outcome run_summary::outcome() const {
   return o;
 }
 
+int run_summary::exit_code() const {
+  return interrupted != 0 ? 128 + interrupted : code(outcome().status);
+}
+
 nlohmann::json to_json(const run_summary& s) {
   const verdict_outcome o = s.outcome();
-  return {{"exit_code", code(o.status)},
+  return {{"exit_code", s.exit_code()},
           {"verdict", to_string(o.status)},
           {"reasons", o.reasons},
           {"counts",

@@ -1,6 +1,7 @@
 #pragma once
 // The client side of a run: connects the control channel, says hello, then drives the server
 // through each case of the matrix and hands every result to the reporter as it finishes.
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -19,18 +20,28 @@ struct client_options {
   std::vector<test_case> cases;           // the expanded matrix
   std::vector<expectation> expectations;  // --expect, checked on every ok result
   std::vector<std::string> argv;          // recorded in the context block
+  // Each case runs in a supervised child process (case_worker.h): a library abort or a stuck
+  // library call costs that case, not the sweep. Off where forking is unsafe (an MPI process).
+  bool isolate = true;
+  // Set (to the signal number) by a SIGINT/SIGTERM handler: the current case is abandoned within
+  // a second and no further case starts.
+  const std::atomic<int>* interrupted = nullptr;
 };
 
 struct run_summary {
   std::size_t ok = 0, skipped = 0, error = 0, unreachable = 0, fail = 0, noisy = 0;
-  bool aborted = false;  // the control channel was lost; later cases were not run
-  std::string fatal;     // why the run could not start (control connect or hello failed)
+  bool aborted = false;     // the control channel was lost; later cases were not run
+  int interrupted = 0;      // the signal that stopped the run; later cases were not run
+  std::size_t planned = 0;  // cases in the matrix
+  std::string fatal;        // why the run could not start (control connect or hello failed)
   std::vector<std::string> unjudged;  // expectations that judged no case, with the reasons
 
   // The exit-code contract (exit_codes.h): failed when a case errored, was unreachable or the
   // run stopped; missed when a check failed; inconclusive when nothing was measured (every case
   // skipped) or an expectation judged no case; else held. With the reasons.
   [[nodiscard]] verdict_outcome outcome() const;
+  // The process exit code: outcome()'s, or 128 + the signal for an interrupted run (130, 143).
+  [[nodiscard]] int exit_code() const;
 };
 
 // The results file's "outcome" block: exit code, its word, the reasons and the counts.

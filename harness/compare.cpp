@@ -99,8 +99,12 @@ void load_file(const std::filesystem::path& path, result_set& out) {
   if (docs.empty() || !docs.front().is_object())
     throw compare_error(file_error(path.string(), "not a pairperf results file (no JSON object)"));
   const nlohmann::json& head = docs.front();
-  const std::string schema = head.value("schema", std::string());
-  const std::string version = head.value("schema_version", std::string());
+  const auto text = [&](const char* key) {
+    const auto it = head.find(key);
+    return it != head.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  const std::string schema = text("schema");
+  const std::string version = text("schema_version");
   if (schema != "pairperf.result") {
     throw compare_error(file_error(
         path.string(),
@@ -116,7 +120,9 @@ void load_file(const std::filesystem::path& path, result_set& out) {
                     version.empty() ? "(none)" : version)));
   }
   out.files.push_back(path.string());
-  out.contexts.push_back(head.value("context", nlohmann::json::object()));
+  const auto context = head.find("context");
+  out.contexts.push_back(context != head.end() && context->is_object() ? *context
+                                                                       : nlohmann::json::object());
   try {
     if (lines) {
       for (std::size_t i = 1; i < docs.size(); ++i)

@@ -1,4 +1,3 @@
-#include "harness/token.h"
 #include "harness/doctor.h"
 
 #include <fmt/format.h>
@@ -12,6 +11,7 @@
 #include "harness/exit_codes.h"
 #include "harness/noise.h"
 #include "harness/reporter.h"
+#include "harness/token.h"
 
 namespace pairperf {
 namespace {

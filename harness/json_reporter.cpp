@@ -6,6 +6,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "harness/errors.h"
 #include "harness/output.h"
 
 namespace pairperf {
@@ -19,7 +20,14 @@ nlohmann::json json_reporter::document() const {
   return doc;
 }
 
-void json_reporter::finalize() { write_output(m_path.string(), document().dump(2) + "\n"); }
+json_reporter::json_reporter(std::filesystem::path path, bool make_folder)
+    : m_path(std::move(path)), m_make_folder(make_folder) {
+  check_output(m_path.string(), m_make_folder);
+}
+
+void json_reporter::finalize() {
+  write_output(m_path.string(), document().dump(2) + "\n", m_make_folder);
+}
 
 jsonl_reporter::jsonl_reporter(const std::filesystem::path& path) : m_path(path.string()) {
   if (m_path == "-") {
@@ -27,10 +35,11 @@ jsonl_reporter::jsonl_reporter(const std::filesystem::path& path) : m_path(path.
     m_stdout = true;
     return;
   }
-  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+  // Opened now, before any case runs: a path that cannot be written is a usage error, not a
+  // sweep lost. A missing folder is not made (a typo would otherwise go unnoticed).
   m_file = std::fopen(m_path.c_str(), "w");
   if (m_file == nullptr)
-    throw std::runtime_error(fmt::format("cannot write {}: {}", m_path, std::strerror(errno)));
+    throw usage_error(fmt::format("cannot write {}: {}", m_path, std::strerror(errno)));
 }
 
 jsonl_reporter::~jsonl_reporter() {

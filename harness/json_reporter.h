@@ -12,13 +12,14 @@ namespace pairperf {
 inline constexpr const char* result_schema_name = "pairperf.result";
 // Semantic version of the results file. MAJOR: a field removed or its meaning changed; MINOR: a
 // field added; PATCH: description fixes. Readers accept files of the same MAJOR.
-inline constexpr const char* result_schema_version = "1.1.0";
+inline constexpr const char* result_schema_version = "1.2.0";
 
 // Writes the whole file at finalize(), atomically (a temporary file, then rename); the path "-"
-// is standard output.
+// is standard output. The constructor checks that the path can be written (output.h), so a bad
+// one fails before the first case; make_folder makes a missing folder (pairperf's default path).
 class json_reporter final : public reporter {
  public:
-  explicit json_reporter(std::filesystem::path path) : m_path(std::move(path)) {}
+  explicit json_reporter(std::filesystem::path path, bool make_folder = false);
   void report_context(const nlohmann::json& context) override { m_context = context; }
   void report_result(const case_result& result) override { m_results.push_back(result); }
   void report_outcome(const nlohmann::json& outcome) override { m_outcome = outcome; }
@@ -29,6 +30,7 @@ class json_reporter final : public reporter {
 
  private:
   std::filesystem::path m_path;
+  bool m_make_folder = false;
   nlohmann::json m_context = nlohmann::json::object();
   nlohmann::json m_outcome;
   std::vector<case_result> m_results;

@@ -60,7 +60,10 @@ std::string describe_status(int status) {
 class supervisor {
  public:
   supervisor(const server_options& options, const std::atomic<bool>& stop)
-      : m_options(options), m_stop(stop), m_listen(listen_address(options)) {}
+      : m_options(options), m_stop(stop), m_listen(listen_address(options)) {
+    if (m_options.limits.max_case_memory == 0)
+      m_options.limits.max_case_memory = automatic_case_memory();
+  }
 
   int run();
 
@@ -81,7 +84,7 @@ class supervisor {
   void shut_down();
   [[nodiscard]] bool done() const;
 
-  const server_options& m_options;
+  server_options m_options;
   const std::atomic<bool>& m_stop;
   std::string m_listen;
   unique_fd m_listener;
@@ -205,6 +208,18 @@ void supervisor::authenticated(pending_conn& p) {
 void supervisor::start_session() {
   client_conn next = std::move(m_queue.front());
   m_queue.pop_front();
+  if (!m_options.isolate) {
+    const std::string iface = interface_of_address(local_ip(next.fd.get()));
+    control_channel channel(std::move(next.fd), where{"", next.peer, iface});
+    try {
+      serve_session(m_options, channel, m_listen);
+    } catch (const std::exception& e) {
+      log(fmt::format("{}: client dropped: {}", next.peer, e.what()));
+    }
+    ++m_served;
+    m_idle_deadline = deadline_in(m_options.timeouts.idle);
+    return;
+  }
   std::array<int, 2> pipe_fds{};
   if (::pipe2(pipe_fds.data(), O_CLOEXEC | O_NONBLOCK) != 0) pipe_fds = {-1, -1};
   unique_fd waiting_read(pipe_fds[0]);
@@ -260,12 +275,15 @@ void supervisor::reap() {
   if (!clean && !m_stop.load()) {
     const std::string how = r == m_session->pid ? describe_status(status) : "lost";
     log(fmt::format("{}: session ended by {}; the server goes on", m_session->client.peer, how));
-    if (!m_stop.load()) {
-      send_quietly(m_session->client.fd.get(), msg_type::error,
-                   {{"message", fmt::format("the server's session process ended by {} (a "
-                                            "transport library failed; see the server's log)",
-                                            how)}});
-    }
+    const bool overran = r == m_session->pid && WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM;
+    send_quietly(
+        m_session->client.fd.get(), msg_type::error,
+        {{"message", overran ? std::string("the server ended its session: a request outlived the "
+                                           "server's bounds (a library call that ignores its "
+                                           "timeouts)")
+                             : fmt::format("the server's session process ended by {} (a transport "
+                                           "library failed; see the server's log)",
+                                           how)}});
   }
   if (m_stop.load()) {
     send_quietly(m_session->client.fd.get(), msg_type::error,

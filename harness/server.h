@@ -26,6 +26,9 @@ struct server_options {
   server_limits limits;         // what one client may ask for
   drive_allowlist drive;        // where `drive` may send this server; empty = refused
   std::FILE* log = stderr;      // one line per client and per case; nullptr = silent
+  // Each session in a child process. Off where forking is unsafe (a server thread inside an MPI
+  // process): the session then runs in the supervisor, which waits for it.
+  bool isolate = true;
 };
 
 // Where the server listens: what --listen said, else every address when a token guards the

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <poll.h>
+#include <unistd.h>
 
 #include <array>
 #include <optional>
@@ -50,6 +51,7 @@ class client_handler {
     std::fflush(m_options.log);
   }
   void hello_reply();
+  void arm_watchdog() const;
   std::chrono::nanoseconds await_request(std::chrono::nanoseconds wait);
   void on_drive(const nlohmann::json& body);
   [[nodiscard]] std::optional<std::string> refuse_drive(const std::string& host) const;
@@ -96,10 +98,14 @@ void client_handler::serve() {
         log("done");
         return;
       case msg_type::case_:
+        arm_watchdog();
         on_case(msg.body);
+        ::alarm(0);
         break;
       case msg_type::run:
+        arm_watchdog();
         on_run(msg.body);
+        ::alarm(0);
         break;
       case msg_type::drive:
         on_drive(msg.body);
@@ -119,6 +125,16 @@ void client_handler::serve() {
       }
     }
   }
+}
+
+// Every wait inside a request is bounded, but a library call may ignore its bound (UCX's blocking
+// connect() inside ucp_ep_create): SIGALRM ends this session process then, and the supervisor
+// tells the client. The bound covers the longest request, a phase with its reply.
+void client_handler::arm_watchdog() const {
+  if (!m_options.isolate) return;  // the session runs in the supervisor's own process
+  const auto& t = m_options.limits;
+  const auto bound = t.max_case + t.max_connect + 2 * m_options.timeouts.handshake;
+  ::alarm(static_cast<unsigned>(std::chrono::ceil<std::chrono::seconds>(bound).count()) + 2);
 }
 
 // Returns once the client's next request starts to arrive (with the time left to read it), or

@@ -231,8 +231,7 @@ unique_fd connect_tcp(const endpoint& peer, const connect_options& options, cons
                    fmt::format("{} ({})", std::strerror(last_err), errno_name(last_err)), last_err);
 }
 
-unique_fd listen_tcp(const std::string& host, std::uint16_t port, const where& place,
-                     int backlog) {
+unique_fd listen_tcp(const std::string& host, std::uint16_t port, const where& place, int backlog) {
   auto ai = resolve(host.empty() ? "::" : host, port, true, place);
   int last_err = 0;
   for (const addrinfo* it = ai.get(); it != nullptr; it = it->ai_next) {

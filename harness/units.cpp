@@ -55,8 +55,8 @@ std::uint64_t parse_size(std::string_view text, std::uint64_t limit) {
   } else if (suffix == "t" || suffix == "tb" || suffix == "tib") {
     scale = 1024.0 * 1024 * 1024 * 1024;
   } else {
-    throw usage_error(
-        fmt::format("invalid size '{}': unknown suffix '{}' (use K, M, G or T)", trim(text), suffix));
+    throw usage_error(fmt::format("invalid size '{}': unknown suffix '{}' (use K, M, G or T)",
+                                  trim(text), suffix));
   }
   const double bytes = value * scale;
   if (bytes != std::floor(bytes)) {

@@ -77,6 +77,9 @@ pair_result measure(const node_pair& pair, const std::vector<mesh_node>& nodes,
   o.server = endpoint{peer.address, peer.port};
   o.config = plan.config;
   o.cases = plan.cases;
+  // Open MPI does not support fork() in its processes, and this rank's server runs in a
+  // thread of it: the cases run in this process.
+  o.isolate = false;
   collecting_reporter got;
   try {
     run_client(o, got);
@@ -184,6 +187,7 @@ int mesh_mpi(const mesh_args& a, const std::vector<std::string>& argv) {
     so.ready_fd = fds[1];
     so.log = nullptr;
     so.timeouts = config.timeouts;
+    so.isolate = false;  // a thread of an MPI process: no fork()
     server = std::thread([so, &stop] {
       try {
         run_server(so, stop);

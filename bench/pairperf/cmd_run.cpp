@@ -1,7 +1,9 @@
 #include <fmt/format.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -25,6 +27,21 @@
 
 namespace pairperf::cli {
 namespace {
+
+// The signal that asked the run to stop (SIGINT, SIGTERM); the only global, as signals require.
+std::atomic<int> g_interrupted{0};
+extern "C" void on_interrupt(int sig) { g_interrupted.store(sig); }
+
+// The first SIGINT/SIGTERM ends the current case within a second and writes the results of
+// those that finished; SA_RESETHAND makes a second one end the process at once.
+void catch_interrupts() {
+  struct sigaction sa {};
+  sa.sa_handler = on_interrupt;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESETHAND;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+}
 
 struct run_args {
   std::string peer;
@@ -277,6 +294,7 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   }
   o.token = a.token.resolve();
   o.argv = argv;
+  o.interrupted = &g_interrupted;
 
   // "-" puts the results on stdout; the table then goes to stderr so stdout stays JSON.
   const bool json_stdout = a.json == "-" || a.jsonl == "-";
@@ -288,7 +306,8 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   if (!a.quiet) out.add(std::make_unique<console_reporter>(json_stdout ? stderr : stdout, unit));
   const std::string json_path =
       a.no_json ? std::string() : (a.json.empty() ? default_results_path() : a.json);
-  if (!json_path.empty()) out.add(std::make_unique<json_reporter>(json_path));
+  // Checked now: a path that cannot be written fails before the sweep, not after it.
+  if (!json_path.empty()) out.add(std::make_unique<json_reporter>(json_path, a.json.empty()));
   if (!a.jsonl.empty()) out.add(std::make_unique<jsonl_reporter>(a.jsonl));
 
   std::optional<local_server> local;
@@ -296,12 +315,14 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
     std::vector<std::string> extra;
     if (!server_gpu.empty()) extra = {"--gpu", server_gpu};
     if (server_cpu >= 0) extra.insert(extra.end(), {"--cpu", std::to_string(server_cpu)});
-    local.emplace(o.config.timeouts.connect + o.config.timeouts.handshake, true, extra);
+    // Not --once: after a case whose process was ended the client connects again.
+    local.emplace(o.config.timeouts.connect + o.config.timeouts.handshake, false, extra);
     o.server = endpoint{"127.0.0.1", local->port()};
   } else {
     o.server = parse_endpoint(a.peer, default_control_port);
   }
   run_summary sum;
+  catch_interrupts();
   try {
     sum = run_client(o, out);
   } catch (const step_error& e) {
@@ -315,7 +336,7 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   out.finalize();
   if (!json_path.empty() && json_path != "-")
     fmt::print(a.quiet || json_stdout ? stderr : stdout, "results: {}\n", json_path);
-  return code(outcome.status);
+  return sum.exit_code();
 }
 
 }  // namespace

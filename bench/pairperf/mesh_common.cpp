@@ -6,11 +6,11 @@
 #include <map>
 #include <numeric>
 
-#include "harness/token.h"
 #include "harness/context.h"
 #include "harness/errors.h"
 #include "harness/exit_codes.h"
 #include "harness/output.h"
+#include "harness/token.h"
 #include "harness/units.h"
 #include "transports/registry.h"
 

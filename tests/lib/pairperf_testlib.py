@@ -55,7 +55,8 @@ def kill_server_mid_case(server, client_args, after=2.0):
     try:
         time.sleep(after)
         if client.poll() is not None:
-            raise AssertionError("the client ended before the server was killed")
+            raise AssertionError(f"the client ended (exit {client.returncode}) before the server was killed; "
+                                 f"its output:\n{stop(client)}")
         server.proc.kill()
         killed = time.monotonic()
         client.wait(timeout=60)

@@ -89,11 +89,14 @@ class Ucx(unittest.TestCase):
         # The bound is the case timeout (4 s) plus slack: UCX over tcp usually notices the closed
         # connection at once, but once (ASan build, loaded machine) it did not and the case ended
         # at its timeout; shared memory always ends there (no peer-failure mode, see README).
+        # A fixed count far beyond what 4 s can move keeps the client measuring until the kill
+        # (a time budget would end the case first on a fast machine: the race this test had).
         for tls, bound in (("tcp", 4 + 2), ("posix,sysv,cma", 4 + 2)):
             with self.subTest(tls=tls), pp.Server() as s, pp.tmpdir() as d:
                 out = os.path.join(d, "r.json")
                 rc, took, output = pp.kill_server_mid_case(s, ["--json", out, "--transport", "ucx", "--iface", "lo", "--test", "tag_bw",
-                                                               "--tls", tls, "--sizes", "64K", "--duration", "60s", "--timeout-case", "4s"])
+                                                               "--tls", tls, "--sizes", "64K", "-n", "20000000", "--timeout-case", "4s"],
+                                                           after=1.5)
                 self.assertEqual(rc, 1, output)
                 self.assertLess(took, bound, output)
                 r = pp.load(out)["results"][0]

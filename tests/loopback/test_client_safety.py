@@ -1,0 +1,151 @@
+"""The client side of a run that must not lose work: signals mid-sweep, results paths that cannot
+be written, and a case whose transport library dies or hangs (the sweep goes on)."""
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import unittest
+
+import pairperf_testlib as pp
+
+
+def children(pid):
+    """PIDs of the pairperf processes whose parent is `pid` (a case's process: the same binary)."""
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    found = []
+    for p in out.split():
+        try:
+            if os.path.realpath(f"/proc/{p}/exe") == os.path.realpath(pp.BIN):
+                found.append(int(p))
+        except OSError:
+            pass
+    return found
+
+
+def wait_for(predicate, seconds, what):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"{what} did not happen within {seconds} s")
+
+
+SWEEP = ["--transport", "tcp", "--test", "tcp_lat", "--sizes", "8,64,1K,8K,64K", "--duration", "0.4s"]
+
+
+class Signals(unittest.TestCase):
+    def interrupt(self, sig, second=False):
+        with pp.Server() as s, pp.tmpdir() as d:
+            out, lines = os.path.join(d, "r.json"), os.path.join(d, "r.jsonl")
+            client = pp.start(["run", s.address, "--json", out, "--jsonl", lines] + SWEEP)
+            try:
+                # Once the first case is written, the second is running: interrupt it.
+                wait_for(lambda: os.path.exists(lines) and len(open(lines).readlines()) >= 2, 30, "the first case")
+                start = time.monotonic()
+                client.send_signal(sig)
+                if second:
+                    client.send_signal(sig)
+                client.wait(timeout=30)
+                took = time.monotonic() - start
+            finally:
+                output = pp.stop(client)
+            doc = pp.load(out) if os.path.exists(out) else None
+        return client.returncode, took, doc, output
+
+    def test_sigint_mid_sweep_leaves_a_valid_results_file_and_exits_130(self):
+        rc, took, doc, output = self.interrupt(signal.SIGINT)
+        self.assertEqual(rc, 130, output)
+        self.assertLess(took, 1.5, output)
+        self.assertIsNotNone(doc, output)
+        self.assertEqual(doc["outcome"]["exit_code"], 130)
+        self.assertEqual(doc["outcome"]["verdict"], "failed")
+        self.assertTrue(any("interrupted by SIGINT" in r for r in doc["outcome"]["reasons"]), doc["outcome"])
+        statuses = [r["status"] for r in doc["results"]]
+        self.assertEqual(statuses[0], "ok")
+        self.assertLess(len(statuses), 5)  # the cases not run are left out
+        self.assertIn("interrupted during", doc["results"][-1]["message"])
+
+    def test_sigterm_is_143(self):
+        rc, _, doc, output = self.interrupt(signal.SIGTERM)
+        self.assertEqual(rc, 143, output)
+        self.assertEqual(doc["outcome"]["exit_code"], 143)
+
+    def test_a_second_sigint_ends_it_at_once(self):
+        rc, took, _, output = self.interrupt(signal.SIGINT, second=True)
+        self.assertEqual(rc, -signal.SIGINT, output)
+        self.assertLess(took, 1.5)
+
+
+class ResultsPaths(unittest.TestCase):
+    def run_with_json(self, path):
+        with pp.Server() as s:
+            return pp.run(["run", s.address, "--json", path, "--test", "tcp_lat", "--sizes", "8", "-n", "10"], timeout=60)
+
+    def test_a_missing_folder_is_an_error_before_any_case_and_is_not_made(self):
+        with pp.tmpdir() as d:
+            path = os.path.join(d, "no", "such", "r.json")
+            (proc, took) = self.run_with_json(path)
+            self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+            self.assertIn("does not exist", proc.stderr)
+            self.assertNotIn("tcp_lat", proc.stdout)  # nothing ran
+            self.assertFalse(os.path.exists(os.path.join(d, "no")))
+
+    def test_a_device_or_folder_is_never_replaced(self):
+        with pp.tmpdir() as d:
+            proc, _ = self.run_with_json(d)
+            self.assertEqual(proc.returncode, 2, proc.stderr)
+            self.assertIn("is not a regular file", proc.stderr)
+        if os.geteuid() == 0:  # as root, replacing /dev/null would succeed: it must be refused
+            proc, _ = self.run_with_json("/dev/null")
+            self.assertEqual(proc.returncode, 2, proc.stderr)
+            self.assertTrue(stat.S_ISCHR(os.stat("/dev/null").st_mode))
+
+    @unittest.skipIf(os.geteuid() == 0, "root writes into read-only folders")
+    def test_an_unwritable_folder_is_an_error_before_any_case(self):
+        with pp.tmpdir() as d:
+            os.chmod(d, 0o500)
+            proc, _ = self.run_with_json(os.path.join(d, "r.json"))
+            os.chmod(d, 0o700)
+            self.assertEqual(proc.returncode, 2, proc.stderr)
+            self.assertIn("is not writable", proc.stderr)
+
+    def test_no_temporary_file_is_left_behind(self):
+        with pp.tmpdir() as d:
+            path = os.path.join(d, "r.json")
+            proc, _ = self.run_with_json(path)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertEqual(os.listdir(d), ["r.json"])
+            self.assertEqual(json.load(open(path))["outcome"]["verdict"], "held")
+
+
+class Worker(unittest.TestCase):
+    def test_a_case_whose_process_aborts_is_an_error_and_the_sweep_goes_on(self):
+        # What a UCX assertion does to the process running the case: SIGABRT, here from outside.
+        with pp.Server() as s, pp.tmpdir() as d:
+            out = os.path.join(d, "r.json")
+            client = pp.start(["run", s.address, "--json", out, "--transport", "tcp", "--test", "tcp_lat",
+                               "--sizes", "8,64", "--duration", "3s"])
+            try:
+                time.sleep(1)  # into the first case's 3 s
+                worker = wait_for(lambda: children(client.pid), 20, "the case's process")[0]
+                os.kill(worker, signal.SIGABRT)
+                client.wait(timeout=60)
+            finally:
+                output = pp.stop(client)
+            doc = pp.load(out)
+        self.assertEqual(client.returncode, 1, output)
+        first, second = doc["results"]
+        self.assertEqual(first["status"], "error")
+        self.assertIn("the case's process ended by signal SIGABRT", first["message"])
+        self.assertEqual(second["status"], "ok", second.get("message"))
+
+
+if __name__ == "__main__":
+    pp.main()
