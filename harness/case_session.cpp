@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "harness/hex.h"
 #include "transports/registry.h"
@@ -134,18 +135,40 @@ nlohmann::json case_session::regions() const {
       {"recv_slots", m_recv_regions.size()}, {"send_slots", m_send_regions.size()}, {"list", out}};
 }
 
-void case_session::connect(std::span<const std::byte> peer, const nlohmann::json& peer_regions) {
-  m_transport->connect(peer);
-  std::vector<remote_region> remote;
-  for (const auto& r : peer_regions.at("list")) {
-    remote.push_back({r.at("address").get<std::uint64_t>(), r.at("length_bytes").get<std::size_t>(),
-                      from_hex(r.at("key").get<std::string>())});
-  }
-  m_peer_recv_slots = peer_regions.at("recv_slots").get<std::size_t>();
-  m_peer_send_slots = peer_regions.at("send_slots").get<std::size_t>();
-  if (m_peer_recv_slots + m_peer_send_slots != remote.size())
+peer_regions parse_peer_regions(const nlohmann::json& j) {
+  const auto whole = [](const nlohmann::json& v, const char* field, std::uint64_t max) {
+    if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<std::int64_t>() >= 0))
+      throw std::invalid_argument(fmt::format("peer's regions: {} is not a whole number", field));
+    const auto x = v.get<std::uint64_t>();
+    if (x > max) throw std::invalid_argument(fmt::format("peer's regions: {} is too large", field));
+    return x;
+  };
+  if (!j.is_object()) throw std::invalid_argument("peer's regions: not an object");
+  peer_regions out;
+  out.recv_slots = whole(j.at("recv_slots"), "recv_slots", max_window_limit);
+  out.send_slots = whole(j.at("send_slots"), "send_slots", max_window_limit);
+  const auto& list = j.at("list");
+  if (!list.is_array() || list.size() != out.recv_slots + out.send_slots)
     throw std::invalid_argument("peer's region list does not match its slot counts");
-  m_transport->set_remote_regions(remote);
+  for (const auto& r : list) {
+    const auto& key = r.at("key").get_ref<const std::string&>();
+    if (key.size() > 2 * max_peer_address_bytes)
+      throw std::invalid_argument("peer's regions: a key is larger than 64 KiB");
+    out.list.push_back(
+        {whole(r.at("address"), "address", std::numeric_limits<std::uint64_t>::max()),
+         static_cast<std::size_t>(whole(r.at("length_bytes"), "length_bytes", max_size_bytes)),
+         from_hex(key)});
+  }
+  return out;
+}
+
+void case_session::connect(std::span<const std::byte> peer, const nlohmann::json& peer_regions) {
+  // Checked before the transport connects: a bad list fails the case, not a library call.
+  auto regions = parse_peer_regions(peer_regions);
+  m_transport->connect(peer);
+  m_peer_recv_slots = regions.recv_slots;
+  m_peer_send_slots = regions.send_slots;
+  m_transport->set_remote_regions(regions.list);
 }
 
 pattern_outcome case_session::run(std::uint64_t iterations, const where& place, bool probe) {

@@ -25,6 +25,14 @@ class case_skipped : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The peer's registered buffers as its regions() listed them, checked: counts that match the
+// list, whole numbers in range, keys in hex of at most 64 KiB. Throws std::invalid_argument.
+struct peer_regions {
+  std::size_t recv_slots = 0, send_slots = 0;
+  std::vector<remote_region> list;
+};
+peer_regions parse_peer_regions(const nlohmann::json& j);
+
 class case_session {
  public:
   // Throws case_skipped when this side cannot run the case, other exceptions when setup fails.

@@ -92,6 +92,7 @@ int doctor_command(const doctor_args& a, const std::vector<std::string>& argv) {
   o.argv = argv;
   const rate_unit unit = parse_rate_unit(a.units);
   const bool json_stdout = a.json == "-";
+  if (!a.json.empty()) check_output(a.json);  // before the probes, not after them
 
   std::optional<local_server> local;
   o.this_host_only = a.peer.empty();

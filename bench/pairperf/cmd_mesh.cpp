@@ -20,6 +20,7 @@
 #include "harness/control.h"
 #include "harness/errors.h"
 #include "harness/interfaces.h"
+#include "harness/output.h"
 
 namespace pairperf::cli {
 std::vector<std::string> hosts_from_name(const std::string& name_port) {
@@ -41,6 +42,7 @@ int mesh_hosts(const mesh_args& a, const std::vector<std::string>& argv) {
   const int n = static_cast<int>(a.hosts.size());
   if (n < 2) throw usage_error("--hosts needs at least two servers");
   const mesh_plan plan = make_plan(a, n);
+  if (!a.json.empty()) check_output(a.json);  // before the rounds, not after them
   const std::string token = a.token.resolve();
   std::vector<endpoint> servers;
   for (const auto& h : a.hosts) servers.push_back(parse_endpoint(h, default_control_port));

@@ -26,6 +26,7 @@
 #include "harness/interfaces.h"
 #include "harness/matrix.h"
 #include "harness/mesh.h"
+#include "harness/output.h"
 #include "harness/server.h"
 #include "harness/socket.h"
 #include "harness/units.h"
@@ -154,6 +155,9 @@ int mesh_mpi(const mesh_args& a, const std::vector<std::string>& argv) {
   const auto start = std::chrono::steady_clock::now();
 
   const mesh_plan plan = make_plan(a, size);
+  // The results path is checked before the rounds, not found unwritable after them (mpirun
+  // ends the other ranks when this one exits with the usage error).
+  if (rank == 0 && !a.json.empty()) check_output(a.json);
   const run_config& config = plan.config;
   const auto& schedule = plan.schedule;
   // Bound the whole mesh: a rank that hangs outside pairperf's own timeouts must not hang the rest.

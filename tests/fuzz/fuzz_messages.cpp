@@ -1,5 +1,5 @@
 // libFuzzer harness: every control message's body as the server and the client read it (hello,
-// case with its config and case, run, drive with its cases, results and driven with case
+// case with its config, case and regions, run, drive with its cases, results and driven with case
 // results). Any exception is a refusal the peer gets told about; a crash, a sanitizer report or
 // a hang is a bug.
 #include <cstddef>
@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/case_session.h"
 #include "harness/config.h"
 #include "harness/hex.h"
 #include "harness/result.h"
@@ -35,6 +36,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try_get<std::vector<pairperf::test_case>>(j, "cases");
   try_get<std::vector<pairperf::case_result>>(j, "results");
   try_get<pairperf::case_result>(j, "result");
+  try {
+    if (j.contains("regions")) (void)pairperf::parse_peer_regions(j.at("regions"));
+  } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch)
+  }
   try {
     if (j.contains("address")) (void)pairperf::from_hex(j.at("address").get<std::string>());
   } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch)

@@ -88,7 +88,7 @@ class AsymmetricPair(unittest.TestCase):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=20)
 
     def server(self, env=None):
-        return pp.Server("--timeout-idle", "120s", listen="", prefix=in_ns(NS_B), env=env or pp.clean_env())
+        return pp.Server("--timeout-idle", "120s", listen="::", prefix=in_ns(NS_B), env=env or pp.clean_env())
 
     def test_doctor_names_the_reaching_interface_and_the_errno_of_the_other(self):
         with self.server() as s:

@@ -66,7 +66,7 @@ class TwoLinks(unittest.TestCase):
             return proc, doc, took
 
     def test_iface_picks_the_path_and_provenance_shows_it(self):
-        with pp.Server(listen="", prefix=("ip", "netns", "exec", NS_B)) as s:
+        with pp.Server(listen="::", prefix=("ip", "netns", "exec", NS_B)) as s:
             for a, b, addr_a, addr_b in LINKS:
                 with self.subTest(iface=a):
                     proc, doc, _ = self.client(s, "--iface", a)
@@ -81,7 +81,7 @@ class TwoLinks(unittest.TestCase):
             self.assertEqual(doc["context"]["control_iface"], LINKS[0][0])
 
     def test_iface_all_marks_what_cannot_reach(self):
-        with pp.Server(listen="", prefix=("ip", "netns", "exec", NS_B)) as s:
+        with pp.Server(listen="::", prefix=("ip", "netns", "exec", NS_B)) as s:
             proc, doc, took = self.client(s, "--iface", "all")
         self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)  # an unreachable case is not ok
         by_iface = {r["case"]["iface"]: r for r in doc["results"]}
@@ -98,7 +98,7 @@ class TwoLinks(unittest.TestCase):
         a, b, _, addr_b = LINKS[1]
         sh("ip", "-n", NS_B, "link", "set", b, "down")
         try:
-            with pp.Server(listen="", prefix=("ip", "netns", "exec", NS_B)) as s:
+            with pp.Server(listen="::", prefix=("ip", "netns", "exec", NS_B)) as s:
                 proc, doc, took = self.client(s, "--iface", a)
         finally:
             sh("ip", "-n", NS_B, "link", "set", b, "up")

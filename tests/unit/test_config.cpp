@@ -112,6 +112,7 @@ TEST(Result, RoundTripsWithUnitsInNames) {
 
 TEST(Result, SkippedCarriesOnlyTheReason) {
   case_result r;
+  r.test.size_bytes = 8;
   r.status = case_status::skipped;
   r.message = "cuda memory: built without CUDA";
   const nlohmann::json j = r;
@@ -119,6 +120,32 @@ TEST(Result, SkippedCarriesOnlyTheReason) {
   EXPECT_FALSE(j.contains("iterations"));
   EXPECT_EQ(j.get<case_result>().message, r.message);
   EXPECT_THROW(parse_case_status("meh"), usage_error);
+}
+
+TEST(Config, PeerNumbersAreCheckedBeforeTheyAreConverted) {
+  // A control message is untrusted: what nlohmann's get<> would wrap, truncate or cast out of
+  // range is refused, naming the field.
+  nlohmann::json c = test_case{};
+  c["size_bytes"] = 0;
+  EXPECT_THROW(c.get<test_case>(), usage_error);
+  for (const auto& bad :
+       std::vector<nlohmann::json>{nlohmann::json(-1), nlohmann::json(1.5e300), nlohmann::json(2.5),
+                                   nlohmann::json::parse("18446744073709551616"),
+                                   nlohmann::json(std::uint64_t{1} << 31), nlohmann::json("8")}) {
+    c["size_bytes"] = bad;
+    EXPECT_THROW(c.get<test_case>(), usage_error) << bad.dump();
+  }
+  nlohmann::json cfg = run_config{};
+  for (const auto& bad : std::vector<nlohmann::json>{nlohmann::json(1e300), nlohmann::json(-1.0),
+                                                     nlohmann::json("3")}) {
+    cfg["timeouts_s"]["connect"] = bad;
+    EXPECT_THROW(cfg.get<run_config>(), usage_error) << bad.dump();
+  }
+  cfg = run_config{};
+  cfg["max_iterations"] = -5;
+  EXPECT_THROW(cfg.get<run_config>(), usage_error);
+  cfg["max_iterations"] = 1000;
+  EXPECT_EQ(cfg.get<run_config>().max_iterations, 1000U);
 }
 
 }  // namespace

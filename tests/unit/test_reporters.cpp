@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "harness/console_reporter.h"
+#include "harness/errors.h"
 #include "harness/json_reporter.h"
 
 namespace pairperf {
@@ -68,9 +69,11 @@ TEST(JsonlReporter, WritesALinePerResultAsItGoes) {
   std::filesystem::remove(path);
 }
 
-TEST(JsonReporter, UnwritablePathIsAnError) {
-  json_reporter j("/proc/pairperf-cannot-write/results.json");
-  EXPECT_ANY_THROW(j.finalize());
+TEST(JsonReporter, UnwritablePathIsAnErrorBeforeAnyCase) {
+  // Checked when the reporter is made (before the sweep), not when it writes (after it).
+  EXPECT_THROW(json_reporter("/proc/pairperf-cannot-write/results.json"), usage_error);
+  EXPECT_THROW(json_reporter("/proc/pairperf-cannot-write/results.json", true), usage_error);
+  EXPECT_THROW(json_reporter("/dev/null"), usage_error);  // never replaced by a regular file
 }
 
 }  // namespace
