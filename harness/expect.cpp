@@ -255,8 +255,9 @@ std::vector<std::string> expectation_tally::unjudged(
     // The same reason for many cases is said once, with the case numbers.
     std::vector<std::pair<std::string, std::vector<std::size_t>>> grouped;
     for (const auto& [number, why] : why_not[i]) {
+      const std::string& reason = why;  // a lambda may not capture a structured binding (clang 14)
       auto it = std::find_if(grouped.begin(), grouped.end(),
-                             [&](const auto& g) { return g.first == why; });
+                             [&](const auto& g) { return g.first == reason; });
       if (it == grouped.end()) it = grouped.insert(grouped.end(), {why, {}});
       it->second.push_back(number);
     }

@@ -143,9 +143,10 @@ nlohmann::json judge_noise(const nlohmann::json& client, const nlohmann::json& s
   std::vector<std::string> why;
   for (const auto& [name, side] : {std::pair{"client", &client}, std::pair{"server", &server}}) {
     if (!side->is_object()) continue;
-    const auto get = [&](const char* key) {
-      const auto it = side->find(key);
-      return it != side->end() && it->is_number() ? it->get<double>() : 0.0;
+    const nlohmann::json* facts = side;  // a lambda may not capture a structured binding (clang 14)
+    const auto get = [facts](const char* key) {
+      const auto it = facts->find(key);
+      return it != facts->end() && it->is_number() ? it->get<double>() : 0.0;
     };
     const double off = get("descheduled_share");
     if (off > threshold) {

@@ -12,7 +12,9 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   // The first byte picks the reader: a results file (.json) or JSON Lines (.jsonl).
   if (size == 0) return 0;
-  const std::string path = "/tmp/pairperf-fuzz-results-" + std::to_string(::getpid()) +
+  // In memory where there is a tmpfs for it: a file per input.
+  static const std::string folder = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+  const std::string path = folder + "/pairperf-fuzz-results-" + std::to_string(::getpid()) +
                            ((data[0] & 1) != 0 ? ".jsonl" : ".json");
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return 0;
