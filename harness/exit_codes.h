@@ -6,7 +6,8 @@
 //   3 missed        a check ran and missed (an expectation, a finding, a regression)
 //   4 inconclusive  a check could not be judged (every case skipped, an expectation that judged
 //                   no case, too few repetitions, noise too wide, nothing in common)
-// When several apply, the worst wins: failed, then missed, then inconclusive.
+// When several apply, the worst wins: failed, then missed, then inconclusive. A run stopped by
+// SIGINT or SIGTERM exits 128 + the signal (130, 143) after writing what finished.
 #include <string>
 #include <vector>
 
@@ -66,6 +67,7 @@ struct verdict_outcome {
 // The contract as text, for every subcommand's --help footer.
 inline constexpr const char* exit_code_help =
     "Exit codes: 0 every check ran and held; 1 a measurement failed; 2 usage or input error; "
-    "3 a check ran and missed; 4 inconclusive (nothing could be judged).";
+    "3 a check ran and missed; 4 inconclusive (nothing could be judged); 130/143 a run "
+    "stopped by SIGINT/SIGTERM (what finished is written).";
 
 }  // namespace pairperf

@@ -43,7 +43,9 @@ struct server_args {
 command add_server(CLI::App& root) {
   auto args = std::make_shared<server_args>();
   CLI::App* app =
-      root.add_subcommand("server", "Serve clients one after another on the control port");
+      root.add_subcommand("server",
+                          "Serve clients on the control port: hellos at once, one measurement "
+                          "at a time, each in its own process");
   app->add_option("--listen", args->listen,
                   "Address to listen on (default: every address with a token, 127.0.0.1 without)");
   app->add_option("-p,--port", args->port, "Control port (0 = any free port)")

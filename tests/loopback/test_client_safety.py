@@ -188,23 +188,26 @@ class FullDisk(unittest.TestCase):
 class Worker(unittest.TestCase):
     def test_a_case_whose_process_aborts_is_an_error_and_the_sweep_goes_on(self):
         # What a UCX assertion does to the process running the case: SIGABRT, here from outside.
+        # The case that was running when it came (by the JSON Lines written so far) is the error.
         with pp.Server() as s, pp.tmpdir() as d:
-            out = os.path.join(d, "r.json")
-            client = pp.start(["run", s.address, "--json", out, "--transport", "tcp", "--test", "tcp_lat",
-                               "--sizes", "8,64", "--duration", "3s"])
+            out, lines = os.path.join(d, "r.json"), os.path.join(d, "r.jsonl")
+            client = pp.start(["run", s.address, "--json", out, "--jsonl", lines, "--transport", "tcp", "--test", "tcp_lat",
+                               "--sizes", "8,64,1K", "--duration", "2s"])
             try:
-                time.sleep(1)  # into the first case's 3 s
-                worker = wait_for(lambda: children(client.pid), 20, "the case's process")[0]
+                worker = wait_for(lambda: children(client.pid), 30, "the case's process")[0]
+                time.sleep(0.3)  # well inside its 2 s
+                running = lines_in(lines) - 1 if os.path.exists(lines) else 0  # cases already written
                 os.kill(worker, signal.SIGABRT)
-                client.wait(timeout=60)
+                client.wait(timeout=90)
             finally:
                 output = pp.stop(client)
             doc = pp.load(out)
         self.assertEqual(client.returncode, 1, output)
-        first, second = doc["results"]
-        self.assertEqual(first["status"], "error")
-        self.assertIn("the case's process ended by signal SIGABRT", first["message"])
-        self.assertEqual(second["status"], "ok", second.get("message"))
+        statuses = [r["status"] for r in doc["results"]]
+        expected = ["ok"] * 3
+        expected[running] = "error"
+        self.assertEqual(statuses, expected, f"killed {worker} during case {running + 1}\n{output}")
+        self.assertIn("the case's process ended by signal SIGABRT", doc["results"][running]["message"])
 
 
 if __name__ == "__main__":
