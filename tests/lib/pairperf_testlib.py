@@ -52,17 +52,20 @@ def kill_server_mid_case(server, client_args, after=2.0):
     client is measuring), and returns (client exit code, seconds from the kill to its exit,
     client output)."""
     client = start(["run", server.address] + list(client_args))
+    output = None
     try:
         time.sleep(after)
         if client.poll() is not None:
+            output = stop(client)
             raise AssertionError(f"the client ended (exit {client.returncode}) before the server was killed; "
-                                 f"its output:\n{stop(client)}")
+                                 f"its output:\n{output}")
         server.proc.kill()
         killed = time.monotonic()
         client.wait(timeout=60)
         took = time.monotonic() - killed
     finally:
-        output = stop(client)
+        if output is None:
+            output = stop(client)
     return client.returncode, took, output
 
 
@@ -107,8 +110,9 @@ class Server:
 def clean_env(**extra):
     """This environment without the variables pairperf judges (UCX_*, NCCL_*, GLOO_*, the CUDA and
     NVIDIA device lists), plus `extra`: tests then see only what they set."""
+    keep = set(filter(None, os.environ.get("PAIRPERF_TEST_KEEP_ENV", "").split(",")))  # scripts/test --tsan
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("UCX_", "NCCL_", "GLOO_")) and k not in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")}
+           if k in keep or (not k.startswith(("UCX_", "NCCL_", "GLOO_")) and k not in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"))}
     env.update(extra)
     return env
 
