@@ -417,7 +417,7 @@ case_result client_run::run_case(const test_case& c) {
 
 // The measured iteration count under a time budget. The warm-up's few iterations fit inside one
 // scheduler slice and miss contention (a busy host makes each round trip wait for a CPU), so a
-// second, unmeasured phase of about a tenth of the budget re-derives the rate first; the count
+// second, unmeasured phase of a tenth of the budget (at most 0.5 s) re-derives the rate; the count
 // is then held to half the case timeout at that rate, so contention costs time, not a timeout.
 std::uint64_t client_run::calibrate(case_session& s, std::uint64_t warmed, pattern_outcome& mine) {
   const run_config& cfg = m_options.config;
@@ -426,7 +426,8 @@ std::uint64_t client_run::calibrate(case_session& s, std::uint64_t warmed, patte
   };
   const auto budget = static_cast<double>(cfg.duration.count());
   double per_iter = per_iteration(mine, warmed);
-  const auto pilot = static_cast<std::uint64_t>(budget / 10 / per_iter);
+  // A tenth of the budget, at most half a second: enough time slices to see contention.
+  const auto pilot = static_cast<std::uint64_t>(std::min(budget / 10, 0.5e9) / per_iter);
   if (pilot > 4 * warmed) {
     const std::uint64_t n = std::min(pilot, cfg.max_iterations);
     phase(s, "warmup", n, mine);

@@ -113,8 +113,9 @@ std::chrono::nanoseconds parse_duration(std::string_view text) {
     throw usage_error(fmt::format(
         "invalid duration '{}': unknown unit '{}' (use s, ms, us, ns, min)", trim(text), suffix));
   }
-  if (seconds <= 0)
-    throw usage_error(fmt::format("invalid duration '{}': must be > 0", trim(text)));
+  // Below half a nanosecond it would round to 0 (found by tests/fuzz/fuzz_cli_values).
+  if (seconds < 0.5e-9)
+    throw usage_error(fmt::format("invalid duration '{}': must be at least 1 ns", trim(text)));
   if (seconds > 86400)
     throw usage_error(fmt::format("invalid duration '{}': above one day", trim(text)));
   return std::chrono::nanoseconds(static_cast<std::int64_t>(std::llround(seconds * 1e9)));

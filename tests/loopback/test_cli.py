@@ -23,7 +23,7 @@ class BadValues(unittest.TestCase):
         (["--test", "nope_bw"], "unknown test 'nope_bw'"),
         (["--iface", "nosuch0"], "no usable interface named 'nosuch0'"),
         (["--duration", "fast"], "invalid duration"),
-        (["--duration", "0"], "must be > 0"),
+        (["--duration", "0"], "must be at least 1 ns"), (["--duration", "0.1ns"], "must be at least 1 ns"),
         (["--units", "MB"], "use GB or GiB"),
         (["--progress", "lazy"], "unknown progress mode"),
         (["--mem", "rocm"], "unknown memory type 'rocm'"),

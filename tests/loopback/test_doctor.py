@@ -95,7 +95,7 @@ class Doctor(unittest.TestCase):
         self.assertLess(took, 10)
 
     def test_bad_values_exit_2(self):
-        for args, text in ((["--probe-timeout", "0s"], "must be > 0"), (["--size", "0"], "at least 1 byte"),
+        for args, text in ((["--probe-timeout", "0s"], "must be at least 1 ns"), (["--size", "0"], "at least 1 byte"),
                            (["--units", "MB"], "GB or GiB"), (["--duration", "soon"], "invalid duration")):
             with self.subTest(args=args):
                 proc, took = pp.run(["doctor", "127.0.0.1:1"] + args, timeout=30)

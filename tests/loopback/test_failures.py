@@ -45,8 +45,10 @@ class Failures(unittest.TestCase):
     def test_server_killed_mid_case_fails_the_client_within_a_second(self):
         with pp.Server() as s, pp.tmpdir() as d:
             out = os.path.join(d, "r.jsonl")
+            # A fixed count far beyond 2 s of data: the kill lands in the measured phase (a time
+            # budget spends its first part in the unmeasured pilot).
             rc, took, output = pp.kill_server_mid_case(s, ["--json", os.path.join(d, "r.json"), "--jsonl", out, "--test", "tcp_bw",
-                                                           "--sizes", "64K", "--duration", "60s", "--timeout-case", "120s"])
+                                                           "--sizes", "64K", "-n", "2000000", "--timeout-case", "120s"])
             self.assertEqual(rc, 1, output)
             self.assertLess(took, 1.0 + 0.5)
             doc = pp.load(os.path.join(d, "r.json"))  # the results file is still written
