@@ -97,11 +97,14 @@ nlohmann::json say_hello(control_channel& channel, const std::string& token, con
     }
     const auto left = give_up - steady::now();
     if (left <= std::chrono::nanoseconds::zero()) {
-      throw step_error(error_kind::timeout, channel.place(),
-                       fmt::format("still queued at position {} after --timeout-idle; the server "
-                                   "is serving other clients",
-                                   m.body.value("position", nlohmann::json()).dump()),
-                       ETIMEDOUT);
+      throw step_error(
+          error_kind::timeout, channel.place(),
+          fmt::format(
+              "still queued at position {} after {}; the server is serving "
+              "other clients",
+              m.body.value("position", nlohmann::json()).dump(),
+              format_seconds(std::chrono::duration<double>(std::max(t.idle, t.handshake)).count())),
+          ETIMEDOUT);
     }
     wait = std::chrono::duration_cast<std::chrono::nanoseconds>(left);
   }

@@ -74,7 +74,10 @@ class Signals(unittest.TestCase):
         statuses = [r["status"] for r in doc["results"]]
         self.assertEqual(statuses[0], "ok")
         self.assertLess(len(statuses), 5)  # the cases not run are left out
-        self.assertIn("interrupted during", doc["results"][-1]["message"])
+        # The signal lands in a case (that case is the error) or, now and then, between two.
+        self.assertEqual(statuses[:-1], ["ok"] * (len(statuses) - 1), output)
+        if statuses[-1] != "ok":
+            self.assertIn("interrupted during", doc["results"][-1]["message"])
 
     def test_sigterm_is_143(self):
         rc, _, doc, output = self.interrupt(signal.SIGTERM)
