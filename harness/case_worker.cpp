@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -66,7 +67,11 @@ pipe_pair make_pipe() {
 }
 
 [[noreturn]] void child(const std::function<std::string()>& work, pipe_pair& report,
-                        pipe_pair& errors) {
+                        pipe_pair& errors, pid_t parent) {
+  // The case dies with the process that runs the sweep (a client killed by SIGKILL must not
+  // leave its case measuring, holding the server, until the case timeout).
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(70);  // it died before prctl took effect
   report.read.reset();
   errors.read.reset();
   ::signal(SIGINT, SIG_DFL);
@@ -98,9 +103,10 @@ worker_outcome run_in_worker(const std::function<std::string()>& work,
   pipe_pair report = make_pipe();
   pipe_pair errors = make_pipe();
   std::fflush(nullptr);
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error(fmt::format("fork: {}", std::strerror(errno)));
-  if (pid == 0) child(work, report, errors);
+  if (pid == 0) child(work, report, errors, parent);
   report.write.reset();
   errors.write.reset();
   set_nonblocking(report.read.get(), true);

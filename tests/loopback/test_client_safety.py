@@ -189,6 +189,21 @@ class FullDisk(unittest.TestCase):
 
 
 class Worker(unittest.TestCase):
+    def test_a_killed_client_leaves_no_case_process_behind(self):
+        # The case's process dies with the client: left behind it kept measuring (and holding the
+        # server's session) until its case timeout.
+        with pp.Server() as s:
+            client = pp.start(["run", s.address, "--no-json", "--transport", "tcp", "--test", "tcp_bw",
+                               "--sizes", "64K", "-n", "2000000", "--timeout-case", "60s"])
+            try:
+                worker = wait_for(lambda: children(client.pid), 30, "the case's process")[0]
+                client.kill()
+                client.wait(timeout=10)
+                wait_for(lambda: not os.path.exists(f"/proc/{worker}") or
+                         open(f"/proc/{worker}/stat").read().split()[2] == "Z", 2, "the case's process ending")
+            finally:
+                pp.stop(client)
+
     def test_a_case_whose_process_aborts_is_an_error_and_the_sweep_goes_on(self):
         # What a UCX assertion does to the process running the case: SIGABRT, here from outside.
         # The case that was running when it came (by the JSON Lines written so far) is the error.
