@@ -1,0 +1,173 @@
+#include "harness/client_results.h"
+
+#include <fmt/format.h>
+#include <string.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "harness/client.h"
+#include "harness/gpus.h"
+#include "harness/stats.h"
+
+namespace pairperf {
+namespace {
+
+double per_second(double count, std::int64_t ns) {
+  return ns > 0 ? count * 1e9 / static_cast<double>(ns) : 0;
+}
+
+// The receiver's figure (none if it saw nothing arrive).
+std::optional<double> receiver_rate(std::uint64_t messages, std::int64_t span_ns, double size) {
+  if (messages == 0 || span_ns <= 0) return std::nullopt;
+  return per_second(static_cast<double>(messages) * size, span_ns);
+}
+
+}  // namespace
+
+void merge_repetitions(case_result& r, std::vector<std::int64_t>& pooled_round_trips) {
+  if (!pooled_round_trips.empty()) r.latency_s = summarize(pooled_round_trips, 0.5e-9);
+  std::vector<double> receiver, sender, rate;
+  double elapsed = 0;
+  for (const auto& rep : r.repetitions) {
+    elapsed += rep.elapsed_s;
+    if (rep.message_rate_per_s) rate.push_back(*rep.message_rate_per_s);
+    if (!rep.bandwidth_Bps) continue;
+    if (rep.bandwidth_Bps->receiver_Bps) receiver.push_back(*rep.bandwidth_Bps->receiver_Bps);
+    if (rep.bandwidth_Bps->sender_Bps) sender.push_back(*rep.bandwidth_Bps->sender_Bps);
+  }
+  r.elapsed_s = elapsed;
+  if (!rate.empty()) r.message_rate_per_s = median_of(rate);
+  if (r.bandwidth_Bps) {
+    r.bandwidth_Bps->receiver_Bps =
+        receiver.empty() ? std::nullopt : std::optional<double>(median_of(receiver));
+    r.bandwidth_Bps->sender_Bps =
+        sender.empty() ? std::nullopt : std::optional<double>(median_of(sender));
+  }
+}
+
+void compose_result(case_result& r, case_session& s, const pattern_outcome& mine,
+                    const server_view& theirs) {
+  const test_case& c = s.test();
+  const double size = static_cast<double>(c.size_bytes);
+  const double n = static_cast<double>(r.iterations);
+  r.window = s.window();
+  r.elapsed_s = static_cast<double>(mine.elapsed_ns) * 1e-9;
+  const auto ns = [](double seconds) {
+    return static_cast<std::int64_t>(std::llround(seconds * 1e9));
+  };
+  switch (c.pattern) {
+    case pattern_kind::pingpong:
+      r.latency_s = summarize(s.samples().samples(), 0.5e-9);
+      r.message_rate_per_s = per_second(n, mine.elapsed_ns);
+      break;
+    case pattern_kind::stream_uni: {
+      if (s.data_op() == op_kind::put) {  // the target sees nothing arrive: the sender's figure
+        r.bandwidth_Bps = bandwidth{std::nullopt, per_second(n * size, mine.send_elapsed_ns)};
+        r.message_rate_per_s = per_second(n, mine.send_elapsed_ns);
+      } else if (s.data_op() ==
+                 op_kind::get) {  // the client is the receiver; the target posts nothing
+        r.bandwidth_Bps = bandwidth{receiver_rate(mine.recv_span_messages, mine.recv_span_ns, size),
+                                    std::nullopt};
+        r.message_rate_per_s =
+            per_second(static_cast<double>(mine.recv_span_messages), mine.recv_span_ns);
+        r.interval_s = summarize(s.samples().samples(), 1e-9);
+      } else {
+        const std::int64_t span = ns(theirs.seconds("recv_span_s"));
+        const auto counted =
+            theirs.body.at("outcome").at("recv_span_messages").get<std::uint64_t>();
+        r.bandwidth_Bps = bandwidth{receiver_rate(counted, span, size),
+                                    per_second(n * size, mine.send_elapsed_ns)};
+        r.message_rate_per_s = per_second(static_cast<double>(counted), span);
+        r.interval_s = theirs.body.at("interval_s").get<sample_stats>();
+      }
+      break;
+    }
+    case pattern_kind::stream_bi: {
+      const std::int64_t their_span = ns(theirs.seconds("recv_span_s"));
+      const auto their_counted =
+          theirs.body.at("outcome").at("recv_span_messages").get<std::uint64_t>();
+      r.client_to_server_Bps = bandwidth{receiver_rate(their_counted, their_span, size),
+                                         per_second(n * size, mine.send_elapsed_ns)};
+      r.server_to_client_Bps =
+          bandwidth{receiver_rate(mine.recv_span_messages, mine.recv_span_ns, size),
+                    per_second(n * size, ns(theirs.seconds("send_elapsed_s")))};
+      const auto sum = [](const std::optional<double>& a,
+                          const std::optional<double>& b) -> std::optional<double> {
+        if (!a || !b) return std::nullopt;
+        return *a + *b;
+      };
+      r.bandwidth_Bps =
+          bandwidth{sum(r.client_to_server_Bps->receiver_Bps, r.server_to_client_Bps->receiver_Bps),
+                    sum(r.client_to_server_Bps->sender_Bps, r.server_to_client_Bps->sender_Bps)};
+      // Puts: neither target sees arrivals, so the rate is that of the senders.
+      r.message_rate_per_s =
+          s.data_op() == op_kind::put
+              ? per_second(n, mine.send_elapsed_ns) +
+                    per_second(n, ns(theirs.seconds("send_elapsed_s")))
+              : per_second(static_cast<double>(their_counted), their_span) +
+                    per_second(static_cast<double>(mine.recv_span_messages), mine.recv_span_ns);
+      r.interval_s = summarize(s.samples().samples(), 1e-9);
+      break;
+    }
+  }
+  provenance p = s.describe();
+  p.server = theirs.body.value("provenance", nlohmann::json::object());
+  r.provenance = std::move(p);
+  if (const gpu_path_verdict g = classify_gpu_path(r); !g.verdict.empty()) {
+    r.gpu_path = g.verdict;
+    r.gpu_path_why = g.why;
+  }
+  if (auto v = s.validated()) {
+    v->messages_checked += theirs.body.at("validation").at("messages_checked").get<std::uint64_t>();
+    v->corrupt_bytes += theirs.body.at("validation").at("corrupt_bytes").get<std::uint64_t>();
+    r.validated = v;
+    if (v->corrupt_bytes > 0) {
+      r.status = case_status::fail;
+      r.message = fmt::format("--validate: {} corrupt bytes in {} messages checked",
+                              v->corrupt_bytes, v->messages_checked);
+    }
+  }
+}
+
+verdict_outcome run_summary::outcome() const {
+  verdict_outcome o;
+  if (!fatal.empty()) o.add(exit_status::failed, fatal);
+  if (interrupted != 0) {
+    const char* name = sigabbrev_np(interrupted);
+    o.add(exit_status::failed,
+          fmt::format("interrupted by SIG{} after {} of {} case(s)", name != nullptr ? name : "?",
+                      ok + skipped + error + unreachable + fail, planned));
+  }
+  if (aborted) o.add(exit_status::failed, "the control connection to the server was lost");
+  if (error + unreachable > 0)
+    o.add(exit_status::failed,
+          fmt::format("{} case(s) errored, {} unreachable", error, unreachable));
+  if (fail > 0) o.add(exit_status::missed, fmt::format("{} case(s) failed a check", fail));
+  for (const auto& u : unjudged) o.add(exit_status::inconclusive, u);
+  if (fatal.empty() && !aborted && error + unreachable + ok + fail == 0)
+    o.add(exit_status::inconclusive,
+          skipped > 0 ? fmt::format("nothing was measured: all {} case(s) were skipped", skipped)
+                      : std::string("nothing was measured: no case ran"));
+  return o;
+}
+
+int run_summary::exit_code() const {
+  return interrupted != 0 ? 128 + interrupted : code(outcome().status);
+}
+
+nlohmann::json to_json(const run_summary& s) {
+  const verdict_outcome o = s.outcome();
+  return {{"exit_code", s.exit_code()},
+          {"verdict", to_string(o.status)},
+          {"reasons", o.reasons},
+          {"counts",
+           {{"ok", s.ok},
+            {"skipped", s.skipped},
+            {"error", s.error},
+            {"unreachable", s.unreachable},
+            {"fail", s.fail},
+            {"noisy", s.noisy}}}};
+}
+
+}  // namespace pairperf
