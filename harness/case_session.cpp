@@ -171,9 +171,7 @@ void case_session::connect(std::span<const std::byte> peer, const nlohmann::json
   m_transport->set_remote_regions(regions.list);
 }
 
-pattern_outcome case_session::run(std::uint64_t iterations, const where& place, bool probe) {
-  m_samples.reset(static_cast<std::size_t>(iterations));
-  if (probe) m_transport->probe_next_operation();
+pattern_run case_session::phase_run(std::uint64_t iterations) const {
   pattern_run run;
   run.pattern = m_params.test.pattern;
   run.data_op = m_data_op;
@@ -183,20 +181,57 @@ pattern_outcome case_session::run(std::uint64_t iterations, const where& place, 
   run.size = m_params.test.size_bytes;
   run.deadline = deadline_in(m_config.timeouts.per_case);
   run.receive_after_send = m_receive_after_send;
+  run.at_least = std::min(m_config.min_iterations, iterations);
+  return run;
+}
+
+pattern_buffers case_session::buffers() const {
+  return {m_send_slots, m_recv_slots,      m_sync_send,
+          m_sync_recv,  m_peer_recv_slots, m_peer_send_slots};
+}
+
+pattern_outcome case_session::run(std::uint64_t iterations, const where& place, phase_mode mode,
+                                  std::chrono::nanoseconds budget,
+                                  std::function<bool()> stop_requested) {
+  const bool measured = mode != phase_mode::unmeasured;
+  if (mode == phase_mode::measure_more && m_measured_iterations == 0)
+    throw std::logic_error("a phase continues a measurement that was not started");
+  if (mode == phase_mode::measure_more) {
+    m_samples.extend(static_cast<std::size_t>(iterations));
+  } else {
+    m_samples.reset(static_cast<std::size_t>(iterations));
+    m_measured = {};
+    m_measured_iterations = 0;
+  }
+  if (mode == phase_mode::measure) m_transport->probe_next_operation();
+  pattern_run run = phase_run(iterations);
+  run.budget_ns = budget.count();
+  run.stop_requested = std::move(stop_requested);
   const bool one_sided = m_data_op == op_kind::put || m_data_op == op_kind::get;
   const std::size_t peer_slots = m_data_op == op_kind::get ? m_peer_send_slots : m_peer_recv_slots;
   if (one_sided && m_params.side == side::client && peer_slots == 0) {
     throw step_error(error_kind::protocol, place,
                      "the peer registered no buffers for one-sided operations");
   }
-  const pattern_buffers buffers{m_send_slots, m_recv_slots,      m_sync_send,
-                                m_sync_recv,  m_peer_recv_slots, m_peer_send_slots};
-  // The measured phases (those probed for provenance) are watched for host noise.
-  if (probe) m_noise.begin();
-  pattern_outcome out =
-      run_pattern(*m_transport, run, buffers, m_samples, m_checker ? &*m_checker : nullptr, place);
-  if (probe) m_noise.end();
-  return out;
+  // The measured phases are watched for host noise.
+  if (measured) m_noise.begin();
+  const pattern_outcome out = run_pattern(*m_transport, run, buffers(), m_samples,
+                                          m_checker ? &*m_checker : nullptr, place);
+  if (!measured) return out;
+  m_noise.end();
+  m_measured += out;
+  // A timed phase ran what it had time for (ping-pong: as many messages each way).
+  m_measured_iterations += budget.count() > 0 ? out.messages_sent : iterations;
+  return m_measured;
+}
+
+void case_session::close_timed_phase(const where& place) {
+  const pattern_run run = phase_run(1);
+  if (m_params.side == side::client) {
+    send_closing_message(*m_transport, run, buffers(), place);
+  } else {
+    receive_closing_message(*m_transport, run, place);
+  }
 }
 
 std::optional<validation> case_session::validated() const {

@@ -1,6 +1,8 @@
 #pragma once
 // One side of one case: the transport built for it, the buffers from the case's allocator and
 // their registrations. The client and the server each hold one per case.
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -33,6 +35,10 @@ struct peer_regions {
 };
 peer_regions parse_peer_regions(const nlohmann::json& j);
 
+// What a phase is to the measurement: not part of it (warm-up, calibration), the start of one, or
+// more of the one started (its samples, counts and host noise add to those before).
+enum class phase_mode { unmeasured, measure, measure_more };
+
 class case_session {
  public:
   // Throws case_skipped when this side cannot run the case, other exceptions when setup fails.
@@ -50,9 +56,23 @@ class case_session {
   // Both sides call it at the same time (the server right after `ready`).
   void connect(std::span<const std::byte> peer, const nlohmann::json& peer_regions);
 
-  // Runs one phase of `iterations` under the case timeout; `probe` asks the transport to
-  // inspect the first data operation for provenance.
-  pattern_outcome run(std::uint64_t iterations, const where& place, bool probe);
+  // Runs one phase of `iterations` under the case timeout; with a `budget` (has_time_budget
+  // patterns only), for that long, `iterations` being a cap. The start of a measurement asks the
+  // transport to inspect its first data operation for provenance. Returns the phase's outcome,
+  // for a measured phase the measurement's so far (every phase of it added up).
+  // The server passes `stop_requested` (pattern_run) for a timed phase.
+  pattern_outcome run(std::uint64_t iterations, const where& place, phase_mode mode,
+                      std::chrono::nanoseconds budget = {},
+                      std::function<bool()> stop_requested = {});
+  // After a timed phase and the control channel's stop/stopped: the client sends the closing
+  // message, the server takes it (patterns.h).
+  void close_timed_phase(const where& place);
+  // Whether run() takes a time budget for this case's pattern and operation.
+  [[nodiscard]] bool timed() const noexcept {
+    return has_time_budget(m_params.test.pattern, m_data_op);
+  }
+  // Iterations of the measurement so far; 0 before one started and after an unmeasured phase.
+  [[nodiscard]] std::uint64_t measured_iterations() const noexcept { return m_measured_iterations; }
 
   [[nodiscard]] sample_recorder& samples() noexcept { return m_samples; }
   [[nodiscard]] std::optional<validation> validated() const;
@@ -65,6 +85,8 @@ class case_session {
 
  private:
   void allocate(allocator& alloc, std::size_t slots);
+  [[nodiscard]] pattern_run phase_run(std::uint64_t iterations) const;
+  [[nodiscard]] pattern_buffers buffers() const;
 
   run_config m_config;
   transport_params m_params;
@@ -82,6 +104,8 @@ class case_session {
   std::optional<payload_checker> m_checker;
   sample_recorder m_samples;
   noise_meter m_noise;
+  pattern_outcome m_measured;
+  std::uint64_t m_measured_iterations = 0;
 };
 
 }  // namespace pairperf

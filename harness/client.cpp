@@ -90,8 +90,12 @@ class client_run {
   case_result run_case(const test_case& c);
   case_result run_case_supervised(const test_case& c);
   void tally(run_summary& sum, expectation_tally& t, case_result& r) const;
-  server_view phase(case_session& s, const char* name, std::uint64_t n, pattern_outcome& mine);
+  server_view phase(case_session& s, const char* name, std::uint64_t n, pattern_outcome& mine,
+                    phase_mode mode, std::chrono::nanoseconds budget = {});
   std::uint64_t calibrate(case_session& s, std::uint64_t warmed, pattern_outcome& mine);
+  double pilot_rate(case_session& s, std::uint64_t warmed, pattern_outcome& mine, double pilot);
+  server_view measure(case_session& s, std::uint64_t planned, pattern_outcome& mine,
+                      std::uint64_t& done);
   template <class F>
   auto control(F&& f) -> decltype(f());
   [[nodiscard]] where at(const std::string& step) const {
@@ -345,16 +349,14 @@ case_result client_run::run_case(const test_case& c) {
     const bool by_time = !m_options.config.iterations.has_value();
     r.warmup_iterations =
         std::max<std::uint64_t>(warmup_iterations(m_options.config, c), by_time ? 2 : 0);
-    if (r.warmup_iterations > 0) phase(*session, "warmup", r.warmup_iterations, mine);
-    if (by_time) {
-      r.iterations = calibrate(*session, r.warmup_iterations, mine);
-    } else {
-      r.iterations = *m_options.config.iterations;
-    }
+    if (r.warmup_iterations > 0)
+      phase(*session, "warmup", r.warmup_iterations, mine, phase_mode::unmeasured);
+    const std::uint64_t planned =
+        by_time ? calibrate(*session, r.warmup_iterations, mine) : *m_options.config.iterations;
     const unsigned reps = std::max(1U, m_options.config.repeat);
     std::vector<std::int64_t> pooled;  // round trips of every repetition (ping-pong)
     for (unsigned i = 0; i < reps; ++i) {
-      const server_view theirs = phase(*session, "measure", r.iterations, mine);
+      const server_view theirs = measure(*session, planned, mine, r.iterations);
       // Both sides' meters add up the measured phases so far: the last judgement covers all.
       r.host_noise =
           judge_noise(session->noise().side(), theirs.body.value("host_noise", nlohmann::json()),
@@ -376,43 +378,123 @@ case_result client_run::run_case(const test_case& c) {
   return r;
 }
 
-// The measured iteration count under a time budget. The warm-up's few iterations fit inside one
-// scheduler slice and miss contention (a busy host makes each round trip wait for a CPU), so a
-// second, unmeasured phase of a tenth of the budget (at most 0.5 s) re-derives the rate; the count
-// is then held to half the case timeout at that rate, so contention costs time, not a timeout.
+// Nanoseconds per iteration of a phase.
+double per_iteration(const pattern_outcome& o, std::uint64_t n) {
+  return static_cast<double>(std::max<std::int64_t>(o.elapsed_ns, 1)) /
+         static_cast<double>(std::max<std::uint64_t>(n, 1));
+}
+
+// A count for a phase: `x` iterations, at least one, at most the run's maximum.
+std::uint64_t count_of(double x, const run_config& cfg) {
+  return std::clamp<std::uint64_t>(static_cast<std::uint64_t>(std::max(x, 1.0)), 1,
+                                   cfg.max_iterations);
+}
+
+// The measured iteration count under a time budget (a ping-pong's timed phases take it as their
+// cap, twice over). The warm-up's few iterations fit inside one scheduler slice and miss
+// contention (a busy host makes each round trip wait for a CPU), so unmeasured pilot phases over a
+// tenth of the budget (at most 0.5 s) re-derive the rate; the count is then held to half the case
+// timeout at that rate.
 std::uint64_t client_run::calibrate(case_session& s, std::uint64_t warmed, pattern_outcome& mine) {
   const run_config& cfg = m_options.config;
-  const auto per_iteration = [](const pattern_outcome& o, std::uint64_t n) {
-    return static_cast<double>(std::max<std::int64_t>(o.elapsed_ns, 1)) / static_cast<double>(n);
-  };
   const auto budget = static_cast<double>(cfg.duration.count());
-  double per_iter = per_iteration(mine, warmed);
-  // A tenth of the budget, at most half a second: enough time slices to see contention.
-  const auto pilot = static_cast<std::uint64_t>(std::min(budget / 10, 0.5e9) / per_iter);
-  if (pilot > 4 * warmed) {
-    const std::uint64_t n = std::min(pilot, cfg.max_iterations);
-    phase(s, "warmup", n, mine);
-    per_iter = per_iteration(mine, n);
-  }
+  const double per_iter = pilot_rate(s, warmed, mine, std::min(budget / 10, 0.5e9));
   const double cap = static_cast<double>(t().per_case.count()) / 2 / per_iter;
   const double fit = std::min(budget / per_iter, cap);
   return std::clamp<std::uint64_t>(static_cast<std::uint64_t>(fit), cfg.min_iterations,
                                    cfg.max_iterations);
 }
 
+// The rate (ns per iteration) of unmeasured phases over `pilot` ns after the warm-up. A timed
+// ping-pong runs one phase for that long. Other patterns run counts: they grow eightfold from the
+// warm-up's, each sized to what is left of the pilot's time at the rate seen so far, so a rate
+// that collapses costs one phase's overrun.
+double client_run::pilot_rate(case_session& s, std::uint64_t warmed, pattern_outcome& mine,
+                              double pilot) {
+  const run_config& cfg = m_options.config;
+  const double warm_rate = per_iteration(mine, warmed);
+  if (s.timed()) {
+    phase(s, "warmup", count_of(2 * pilot / warm_rate, cfg), mine, phase_mode::unmeasured,
+          std::chrono::nanoseconds(static_cast<std::int64_t>(pilot)));
+    return per_iteration(mine, mine.messages_sent);
+  }
+  double spent = per_iteration(mine, 1), per_iter = warm_rate, pilot_spent = 0;
+  std::uint64_t last = warmed, piloted = 0;
+  while (spent < pilot) {
+    const auto fits = static_cast<std::uint64_t>((pilot - spent) / per_iter);
+    const std::uint64_t n = std::min({fits, 8 * last, cfg.max_iterations});
+    if (n < std::max<std::uint64_t>(warmed, 1)) break;  // what is left is a warm-up's worth
+    phase(s, "warmup", n, mine, phase_mode::unmeasured);
+    spent += per_iteration(mine, 1);
+    pilot_spent += per_iteration(mine, 1);
+    piloted += n;
+    last = n;
+    per_iter = pilot_spent / static_cast<double>(piloted);  // the pilot's rate, not the warm-up's
+  }
+  return per_iter;
+}
+
+// One measurement of `planned` iterations (a fixed count: one phase). Under a time budget a
+// timed ping-pong runs one phase for the budget, capped at twice the count. Other patterns run
+// phases the server adds up (samples, counts, host noise): the first covers half the budget at the
+// calibrated rate; each next one what is left of the budget at the rate measured so far, at most
+// doubling the count. A rate that drops mid-run (a busy host) then costs one phase's overrun
+// rather than the case timeout; an unchanged rate takes two phases.
+server_view client_run::measure(case_session& s, std::uint64_t planned, pattern_outcome& mine,
+                                std::uint64_t& done) {
+  const run_config& cfg = m_options.config;
+  if (cfg.iterations) {
+    done = planned;
+    return phase(s, "measure", planned, mine, phase_mode::measure);
+  }
+  if (s.timed()) {
+    server_view theirs = phase(s, "measure", count_of(2.0 * static_cast<double>(planned), cfg),
+                               mine, phase_mode::measure,
+                               std::min<std::chrono::nanoseconds>(cfg.duration, t().per_case / 2));
+    done = mine.messages_sent;
+    return theirs;
+  }
+  const auto budget = static_cast<double>(cfg.duration.count());
+  done = std::max<std::uint64_t>(planned / 2, 1);
+  server_view theirs = phase(s, "measure", done, mine, phase_mode::measure);
+  for (;;) {
+    const double spent = per_iteration(mine, 1);
+    const double per_iter = spent / static_cast<double>(done);
+    const std::uint64_t fits =
+        spent < budget ? static_cast<std::uint64_t>((budget - spent) / per_iter) : 0;
+    std::uint64_t next = std::min({fits, 2 * done, cfg.max_iterations - done});
+    if (done < cfg.min_iterations) next = std::max(next, cfg.min_iterations - done);
+    // A remainder under a sixteenth of what ran is not worth a phase's round trips.
+    if (next == 0 || (next < done / 16 && done >= cfg.min_iterations)) return theirs;
+    theirs = phase(s, "measure", next, mine, phase_mode::measure_more);
+    done += next;
+  }
+}
+
 server_view client_run::phase(case_session& s, const char* name, std::uint64_t n,
-                              pattern_outcome& mine) {
+                              pattern_outcome& mine, phase_mode mode,
+                              std::chrono::nanoseconds budget) {
   const test_case& c = s.test();
   const std::string step = fmt::format("case {} {}", c.index + 1, name);
   // The request, the run and the results, each under its own bound.
   report_stage(step, 3 * t().per_case + 2 * t().connect + 2 * t().handshake);
   control([&] {
-    m_channel->send(msg_type::run, {{"phase", name}, {"iterations", n}}, step, t().handshake);
+    nlohmann::json body{{"phase", name}, {"iterations", n}};
+    if (mode == phase_mode::measure_more) body["continues"] = true;
+    if (budget.count() > 0) body["budget_s"] = std::chrono::duration<double>(budget).count();
+    m_channel->send(msg_type::run, std::move(body), step, t().handshake);
     return m_channel->expect(msg_type::running, step, t().per_case + t().connect);
   });
   std::optional<step_error> failed;
   try {
-    mine = s.run(n, at(step), std::string_view(name) == "measure");
+    mine = s.run(n, at(step), mode, budget);
+    if (budget.count() > 0) {  // the timed phase's end (control.h)
+      control([&] {
+        m_channel->send(msg_type::stop, {{"iterations", mine.messages_sent}}, step, t().handshake);
+        return m_channel->expect(msg_type::stopped, step, t().per_case + t().handshake);
+      });
+      s.close_timed_phase(at(step));
+    }
   } catch (const step_error& e) {
     failed = e;
   }

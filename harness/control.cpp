@@ -1,6 +1,7 @@
 #include "harness/control.h"
 
 #include <fmt/format.h>
+#include <poll.h>
 
 #include <array>
 #include <utility>
@@ -8,7 +9,7 @@
 namespace pairperf {
 
 namespace {
-constexpr std::array<std::pair<msg_type, std::string_view>, 13> msg_names{{
+constexpr std::array<std::pair<msg_type, std::string_view>, 15> msg_names{{
     {msg_type::hello, "hello"},
     {msg_type::case_, "case"},
     {msg_type::ready, "ready"},
@@ -22,6 +23,8 @@ constexpr std::array<std::pair<msg_type, std::string_view>, 13> msg_names{{
     {msg_type::driven, "driven"},
     {msg_type::queued, "queued"},
     {msg_type::busy, "busy"},
+    {msg_type::stop, "stop"},
+    {msg_type::stopped, "stopped"},
 }};
 }  // namespace
 
@@ -86,6 +89,11 @@ message control_channel::receive(std::string_view step, std::chrono::nanoseconds
   }
 }
 
+bool control_channel::readable() const noexcept {
+  pollfd p{m_fd.get(), POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;
+}
+
 nlohmann::json control_channel::expect(msg_type want, std::string_view step,
                                        std::chrono::nanoseconds timeout) {
   message msg = receive(step, timeout);
@@ -120,6 +128,8 @@ void control_channel::unexpected(message msg, msg_type want, std::string_view st
     case msg_type::drive:
     case msg_type::driven:
     case msg_type::queued:
+    case msg_type::stop:
+    case msg_type::stopped:
       break;
   }
   const std::string reason =

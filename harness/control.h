@@ -12,9 +12,17 @@
 //                                  <- ready {address, regions} | error {status, message}
 //   (both connect the data transport at once; a failure is the client's result, and the
 //    server answers the next `run` with its own)
-//   run {phase, iterations}        ->
+//   run {phase, iterations,        ->
+//        continues?, budget_s?}
 //                                  <- running
 //   (both run the pattern)
+//                                  <- results {...} | error {...}
+//   (a measured phase with continues: true adds to the measurement before it: the results are
+//    those of every phase of it together)
+//   A timed phase (run {budget_s}: a ping-pong for that long, `iterations` its cap) ends so:
+//   stop {iterations}              ->  (the client's last round trip is done)
+//                                  <- stopped
+//   (the client sends one closing data message into the receive the server had posted)
 //                                  <- results {...} | error {...}
 //   ... next case ...
 //   bye                            ->
@@ -41,7 +49,7 @@
 namespace pairperf {
 
 // Version of the control protocol; a hello with another version is refused.
-inline constexpr int control_protocol_version = 2;
+inline constexpr int control_protocol_version = 3;
 inline constexpr std::uint16_t default_control_port = 18515;
 
 enum class msg_type {
@@ -57,7 +65,9 @@ enum class msg_type {
   drive,
   driven,
   queued,
-  busy
+  busy,
+  stop,
+  stopped
 };
 
 const char* to_string(msg_type type) noexcept;
@@ -86,6 +96,8 @@ class control_channel {
 
   [[nodiscard]] const where& place() const noexcept { return m_place; }
   [[nodiscard]] int fd() const noexcept { return m_fd.get(); }
+  // Whether bytes from the peer wait to be read (a message may follow). Does not block.
+  [[nodiscard]] bool readable() const noexcept;
   // Whether the peer has sent a single byte yet.
   [[nodiscard]] bool received_anything() const noexcept { return m_received > 0; }
 

@@ -66,7 +66,16 @@ inline pattern_outcome ping_pong_outcome(std::int64_t start, std::uint64_t n) no
 class driver {
  public:
   driver(transport& t, const pattern_run& run, const where& place)
-      : m_t(t), m_deadline(run.deadline), m_place(place) {}
+      : m_t(t),
+        m_deadline(run.deadline),
+        m_place(place),
+        m_stop_requested(run.stop_requested),
+        m_ask_from(steady::now() + std::chrono::nanoseconds(run.budget_ns)) {}
+
+  // Whether the peer said it stopped (a timed ping-pong's server: pattern_run::stop_requested).
+  [[nodiscard]] bool stopped() const noexcept { return m_stopped; }
+  // Asks from now on, whatever the budget: the peer must stop (it reached its cap).
+  void expect_stop() noexcept { m_ask_from = steady::now(); }
 
   void post(op_kind kind, op_channel channel, std::byte* data, std::size_t len,
             std::uint64_t cookie, std::uint32_t remote = 0) {
@@ -91,15 +100,22 @@ class driver {
     while (!m_t.flushed()) (void)poll();
   }
 
+  // The peer broke the pattern's protocol.
+  [[noreturn]] void protocol_error(const char* what) const {
+    throw step_error(error_kind::protocol, m_place, what);
+  }
+
   std::span<const completion> poll() {
     const int n = m_t.poll(m_completions);
     if (n < 0) fail();
     if (n == 0 && ++m_idle >= polls_between_clock_reads) {
       m_idle = 0;
-      if (steady::now() >= m_deadline) {
+      const auto now = steady::now();
+      if (now >= m_deadline) {
         throw step_error(error_kind::timeout, m_place,
                          "the case did not finish before its timeout (--timeout-case)", ETIMEDOUT);
       }
+      if (m_stop_requested && !m_stopped && now >= m_ask_from) m_stopped = m_stop_requested();
     }
     return {m_completions.data(), static_cast<std::size_t>(n)};
   }
@@ -113,6 +129,9 @@ class driver {
   transport& m_t;
   deadline_t m_deadline;
   const where& m_place;
+  const std::function<bool()>& m_stop_requested;
+  deadline_t m_ask_from;
+  bool m_stopped = false;
   std::array<completion, 64> m_completions{};
   unsigned m_idle = 0;
 };

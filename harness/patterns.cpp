@@ -13,16 +13,19 @@ namespace {
 
 using namespace pattern_detail;  // NOLINT: the loops' shared vocabulary
 
-template <bool Validate>
+template <bool Validate, bool Timed>
 pattern_outcome pingpong_client(driver& d, const pattern_run& run, const pattern_buffers& b,
                                 sample_recorder& samples, payload_checker* checker) {
   std::byte* send = b.send_slots[0];
   std::byte* recv = b.recv_slots[0];
   const std::int64_t start = now_ns();
+  const std::int64_t stop_at = start + run.budget_ns;
   // One clock read per round trip: the end of one is the start of the next (validation's fill
   // and check stay outside the samples by reading the clock again after them).
   std::int64_t prev = start;
-  for (std::uint64_t i = 0; i < run.iterations; ++i) {
+  std::uint64_t done = 0;
+  while (done < run.iterations) {
+    const std::uint64_t i = done;
     if constexpr (Validate) {
       checker->fill(send, i);
       prev = now_ns();
@@ -37,11 +40,15 @@ pattern_outcome pingpong_client(driver& d, const pattern_run& run, const pattern
     samples.record(t - prev);
     prev = t;
     if constexpr (Validate) checker->check(recv, i);
+    ++done;
+    if constexpr (Timed) {
+      if (t >= stop_at && done >= run.at_least) break;
+    }
   }
-  return ping_pong_outcome(start, run.iterations);
+  return ping_pong_outcome(start, done);
 }
 
-template <bool Validate>
+template <bool Validate, bool Timed>
 pattern_outcome pingpong_server(driver& d, const pattern_run& run, const pattern_buffers& b,
                                 payload_checker* checker) {
   std::byte* send = b.send_slots[0];
@@ -52,16 +59,22 @@ pattern_outcome pingpong_server(driver& d, const pattern_run& run, const pattern
   const auto count = [&](std::span<const completion> done) {
     for (const auto& c : done) (c.kind == op_kind::recv ? received : sent) += 1;
   };
-  if (run.iterations > 0) d.post(op_kind::recv, op_channel::data, recv, run.size, 0);
-  for (std::uint64_t i = 0; i < run.iterations; ++i) {
-    while (received <= i) count(d.poll());
+  if (Timed || run.iterations > 0) d.post(op_kind::recv, op_channel::data, recv, run.size, 0);
+  std::uint64_t i = 0;
+  for (; Timed || i < run.iterations; ++i) {
+    if (Timed && i == run.iterations) d.expect_stop();  // the client is at its cap
+    while (received <= i && !(Timed && d.stopped())) count(d.poll());
+    if (received <= i) break;  // timed: the client stopped after i round trips
+    if (Timed && i >= run.iterations)
+      d.protocol_error("the client went on past the phase's iteration cap");
     if constexpr (Validate) {
       checker->check(recv, i);
       checker->fill(send, i);
     }
     // The next receive: after the answer where the transport keeps early arrivals (off the
-    // critical path), else before it, so the next request always finds one waiting.
-    const bool more = i + 1 < run.iterations;
+    // critical path), else before it, so the next request always finds one waiting. A timed
+    // phase always posts one: the last takes the client's closing message.
+    const bool more = Timed || i + 1 < run.iterations;
     if (more && !run.receive_after_send)
       d.post(op_kind::recv, op_channel::data, recv, run.size, i + 1);
     d.post(op_kind::send, op_channel::data, send, run.size, i);
@@ -69,7 +82,7 @@ pattern_outcome pingpong_server(driver& d, const pattern_run& run, const pattern
       d.post(op_kind::recv, op_channel::data, recv, run.size, i + 1);
     while (sent <= i) count(d.poll());
   }
-  return ping_pong_outcome(start, run.iterations);
+  return ping_pong_outcome(start, i);
 }
 
 // One loop for all streaming roles: a side sends n_send and receives n_recv messages, keeping up
@@ -146,8 +159,12 @@ pattern_outcome dispatch(driver& d, const pattern_run& run, const pattern_buffer
   const bool client = run.role == side::client;
   switch (run.pattern) {
     case pattern_kind::pingpong:
-      return client ? pingpong_client<Validate>(d, run, b, samples, checker)
-                    : pingpong_server<Validate>(d, run, b, checker);
+      if (run.budget_ns > 0) {
+        return client ? pingpong_client<Validate, true>(d, run, b, samples, checker)
+                      : pingpong_server<Validate, true>(d, run, b, checker);
+      }
+      return client ? pingpong_client<Validate, false>(d, run, b, samples, checker)
+                    : pingpong_server<Validate, false>(d, run, b, checker);
     case pattern_kind::stream_uni:
       return stream<Validate>(d, run, b, samples, checker, client ? run.iterations : 0,
                               client ? 0 : run.iterations);
@@ -159,6 +176,19 @@ pattern_outcome dispatch(driver& d, const pattern_run& run, const pattern_buffer
 
 }  // namespace
 
+void send_closing_message(transport& t, const pattern_run& run, const pattern_buffers& buffers,
+                          const where& place) {
+  pattern_detail::driver d(t, run, place);
+  d.post(op_kind::send, op_channel::data, buffers.send_slots[0], run.size, 0);
+  for (std::size_t pending = 1; pending > 0;) pending -= d.poll().size();
+  d.flush();
+}
+
+void receive_closing_message(transport& t, const pattern_run& run, const where& place) {
+  pattern_detail::driver d(t, run, place);  // the receive was posted by the phase
+  for (std::size_t pending = 1; pending > 0;) pending -= d.poll().size();
+}
+
 pattern_outcome run_pattern(transport& t, const pattern_run& run, const pattern_buffers& buffers,
                             sample_recorder& samples, payload_checker* checker,
                             const where& place) {
@@ -166,6 +196,8 @@ pattern_outcome run_pattern(transport& t, const pattern_run& run, const pattern_
     throw std::logic_error("pattern without buffers");
   if (run.window == 0 || run.window > max_window)
     throw std::logic_error("pattern window out of range");
+  if (run.budget_ns < 0 || (run.budget_ns > 0 && !has_time_budget(run.pattern, run.data_op)))
+    throw std::logic_error("a time budget for a pattern that runs a count");
   pattern_detail::driver d(t, run, place);
   const bool one_sided = run.data_op == op_kind::put || run.data_op == op_kind::get;
   const pattern_outcome out =

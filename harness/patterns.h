@@ -5,6 +5,7 @@
 // configuration. Timestamps come from the steady clock in nanoseconds.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 
 #include "harness/config.h"
@@ -41,6 +42,13 @@ struct pattern_run {
   unsigned window = 1;              // outstanding operations per direction (stream patterns)
   std::size_t size = 0;             // bytes per message
   deadline_t deadline{};            // the loop fails with a timeout after this
+  // Two-sided ping-pong only (has_time_budget): when positive, the client stops at the first round
+  // trip that ends this long after its start (and not before at_least of them), `iterations` is
+  // only a cap, and the server answers until stop_requested() says the client stopped; it asks on
+  // idle polls once the budget has passed on its own clock (it starts first).
+  std::int64_t budget_ns = 0;
+  std::uint64_t at_least = 0;
+  std::function<bool()> stop_requested;
   // Ping-pong posts each receive after its send (the transport keeps early arrivals: see
   // capabilities::keeps_early_arrivals); otherwise before it.
   bool receive_after_send = false;
@@ -53,6 +61,17 @@ struct pattern_outcome {
   std::uint64_t recv_span_messages = 0;  // messages that arrived in that span (all of them)
   std::uint64_t messages_sent = 0;
   std::uint64_t messages_received = 0;
+
+  // Phases that continue one measurement add up: every field is a count or a span.
+  pattern_outcome& operator+=(const pattern_outcome& o) noexcept {
+    elapsed_ns += o.elapsed_ns;
+    send_elapsed_ns += o.send_elapsed_ns;
+    recv_span_ns += o.recv_span_ns;
+    recv_span_messages += o.recv_span_messages;
+    messages_sent += o.messages_sent;
+    messages_received += o.messages_received;
+    return *this;
+  }
 };
 
 // Runs one phase. Records into `samples`: round trips on the ping-pong client, the time between
@@ -66,6 +85,20 @@ struct pattern_outcome {
 // validation) fills every sent message and checks every received one. Throws step_error at `place`
 // when the transport fails (kind closed when the peer went away) or the deadline passes (kind
 // timeout).
+// Whether run_pattern honours pattern_run::budget_ns for this pattern and operation: a time
+// bound on the phase itself. The others run their count; a caller bounds their time in phases.
+constexpr bool has_time_budget(pattern_kind pattern, op_kind data_op) noexcept {
+  return pattern == pattern_kind::pingpong && data_op == op_kind::send;
+}
+
+// The end of a timed ping-pong. The server's loop returns having answered every message and
+// posted the receive for a next one; once the server said it saw the stop (over the control
+// channel, which is not ordered with the data), the client sends one unmeasured message into that
+// receive and the server takes it, so nothing stays posted into the next phase.
+void send_closing_message(transport& t, const pattern_run& run, const pattern_buffers& buffers,
+                          const where& place);
+void receive_closing_message(transport& t, const pattern_run& run, const where& place);
+
 pattern_outcome run_pattern(transport& t, const pattern_run& run, const pattern_buffers& buffers,
                             sample_recorder& samples, payload_checker* checker, const where& place);
 

@@ -101,6 +101,12 @@ std::optional<std::string> refuse_case(const run_config& config, const test_case
   return std::nullopt;
 }
 
+std::chrono::nanoseconds parse_phase_budget(const nlohmann::json& v) {
+  if (!v.is_number() || !(v.get<double>() > 0) || !(v.get<double>() < 1e6))
+    throw std::invalid_argument(fmt::format("bad time budget {}", v.dump()));
+  return std::chrono::nanoseconds(static_cast<std::int64_t>(v.get<double>() * 1e9));
+}
+
 drive_allowlist::drive_allowlist(const std::string& list) {
   std::stringstream in(list);
   std::string item;

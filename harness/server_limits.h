@@ -6,6 +6,7 @@
 // is refused unless the operator allowed it, towards the targets the operator named.
 #include <chrono>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,6 +37,10 @@ run_config capped(run_config config, const server_limits& limits,
 // The bytes one side of `c` needs: its buffers (2 x slots x size, validation's slots included)
 // and the sample buffer for `iterations`.
 std::uint64_t case_memory(const run_config& config, const test_case& c, std::uint64_t iterations);
+
+// A `run` message's budget_s: seconds, positive and below 1e6 (the caller holds it to the case
+// timeout). Throws std::invalid_argument.
+std::chrono::nanoseconds parse_phase_budget(const nlohmann::json& v);
 
 // Why the server refuses this case or phase, or nothing. `iterations` is the phase's count (the
 // client's max_iterations at setup: advisory, checked against the server's limit only).

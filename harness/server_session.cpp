@@ -32,6 +32,15 @@ std::uint64_t phase_bytes(const test_case& c, std::uint64_t iterations) {
   return directions * iterations * c.size_bytes;  // each factor bounded by config.h's limits
 }
 
+// A `run` request: its phase, count (a timed phase's cap), whether it continues the measurement,
+// and a timed phase's budget (zero: a count).
+struct run_request {
+  std::string phase;
+  std::uint64_t n = 0;
+  bool continues = false;
+  std::chrono::nanoseconds budget{};
+};
+
 class client_handler {
  public:
   client_handler(const server_options& options, control_channel& channel, std::string listen_host,
@@ -57,6 +66,9 @@ class client_handler {
   [[nodiscard]] std::optional<std::string> refuse_drive(const std::string& host) const;
   void on_case(const nlohmann::json& body);
   void on_run(const nlohmann::json& body);
+  [[nodiscard]] run_request read_run(const nlohmann::json& body) const;
+  pattern_outcome run_phase(std::uint64_t n, const where& place, phase_mode mode,
+                            std::chrono::nanoseconds budget);
   void decline(case_status status, const std::string& why);
 
   const server_options& m_options;
@@ -118,6 +130,8 @@ void client_handler::serve() {
       case msg_type::driven:
       case msg_type::queued:
       case msg_type::busy:
+      case msg_type::stop:  // only inside a timed phase (run_phase)
+      case msg_type::stopped:
       case msg_type::error: {
         const std::string why = fmt::format("unexpected message '{}'", to_string(msg.type));
         m_channel.send_error(why);
@@ -282,6 +296,45 @@ void client_handler::on_case(const nlohmann::json& body) {
   }
 }
 
+// The run message read and checked against the case and this server's limits; throws
+// std::invalid_argument with what the client is told.
+run_request client_handler::read_run(const nlohmann::json& body) const {
+  run_request r;
+  try {
+    r.phase = body.at("phase").get<std::string>();
+    const auto& count = body.at("iterations");
+    if (!count.is_number_unsigned() || count.get<std::uint64_t>() == 0)
+      throw std::invalid_argument(fmt::format("bad iteration count {}", count.dump()));
+    r.n = count.get<std::uint64_t>();
+    r.continues = body.value("continues", false);
+    if (body.contains("budget_s")) r.budget = parse_phase_budget(body.at("budget_s"));
+  } catch (const std::exception& e) {
+    throw std::invalid_argument(fmt::format("malformed run message: {}", e.what()));
+  }
+  if (r.phase != "warmup" && r.phase != "measure")
+    throw std::invalid_argument(fmt::format("unknown phase '{}'", r.phase));
+  if (r.budget.count() > 0 && (!m_session->timed() || r.continues))
+    throw std::invalid_argument("a time budget for a phase that runs a count");
+  if (r.budget > m_config.timeouts.per_case)
+    throw std::invalid_argument(
+        "server refused: a phase's time budget longer than the case timeout");
+  if (r.continues && (r.phase != "measure" || m_session->measured_iterations() == 0))
+    throw std::invalid_argument("'continues' names no measurement to continue");
+  // A continued measurement keeps the samples before it: the limits apply to all of them.
+  for (const std::uint64_t count :
+       {r.n, r.continues ? m_session->measured_iterations() + r.n : r.n}) {
+    if (auto why = refuse_case(m_config, m_session->test(), count, m_options.limits))
+      throw std::invalid_argument("server refused: " + *why);
+  }
+  if (m_session_bytes + phase_bytes(m_session->test(), r.n) > m_options.limits.max_session_bytes) {
+    throw std::invalid_argument(fmt::format(
+        "server refused: the session would move more than {} (--max-session-bytes); connect "
+        "again for more",
+        format_size(m_options.limits.max_session_bytes)));
+  }
+  return r;
+}
+
 void client_handler::on_run(const nlohmann::json& body) {
   if (!m_session) {
     if (m_connect_failure) {
@@ -291,41 +344,26 @@ void client_handler::on_run(const nlohmann::json& body) {
     }
     return;
   }
-  std::string phase;
-  std::uint64_t n = 0;
+  run_request req;
   try {
-    phase = body.at("phase").get<std::string>();
-    const auto& count = body.at("iterations");
-    if (!count.is_number_unsigned() || count.get<std::uint64_t>() == 0)
-      throw std::invalid_argument(fmt::format("bad iteration count {}", count.dump()));
-    n = count.get<std::uint64_t>();
-  } catch (const std::exception& e) {
-    decline(case_status::error, fmt::format("malformed run message: {}", e.what()));
+    req = read_run(body);
+  } catch (const std::invalid_argument& e) {
+    decline(case_status::error, e.what());
     return;
   }
-  if (phase != "warmup" && phase != "measure") {
-    decline(case_status::error, fmt::format("unknown phase '{}'", phase));
-    return;
-  }
-  if (auto why = refuse_case(m_config, m_session->test(), n, m_options.limits)) {
-    decline(case_status::error, "server refused: " + *why);
-    return;
-  }
-  const std::uint64_t bytes = phase_bytes(m_session->test(), n);
-  if (m_session_bytes + bytes > m_options.limits.max_session_bytes) {
-    decline(case_status::error, fmt::format("server refused: the session would move more than {} "
-                                            "(--max-session-bytes); connect again for more",
-                                            format_size(m_options.limits.max_session_bytes)));
-    return;
-  }
-  m_session_bytes += bytes;
+  const auto& [phase, n, continues, budget] = req;
+  m_session_bytes += phase_bytes(m_session->test(), n);
   const where place{m_label + " " + phase, m_channel.place().peer,
                     interface_of_address(local_ip(m_channel.fd()))};
   m_channel.send(msg_type::running, nlohmann::json::object(), place.step,
                  m_options.timeouts.handshake);
   pattern_outcome outcome;
   try {
-    outcome = m_session->run(n, place, phase == "measure");
+    outcome = run_phase(n, place,
+                        phase == "warmup" ? phase_mode::unmeasured
+                        : continues       ? phase_mode::measure_more
+                                          : phase_mode::measure,
+                        budget);
   } catch (const step_error& e) {
     const bool gone = e.kind() == error_kind::closed;
     decline(case_status::error, e.what());
@@ -345,6 +383,35 @@ void client_handler::on_run(const nlohmann::json& body) {
     results["host_noise"] = m_session->noise().side();
   }
   m_channel.send(msg_type::results, std::move(results), place.step, m_options.timeouts.handshake);
+}
+
+// Runs the phase; a timed one ends on the client's `stop` (its count must be the server's), then
+// `stopped` and the closing message.
+pattern_outcome client_handler::run_phase(std::uint64_t n, const where& place, phase_mode mode,
+                                          std::chrono::nanoseconds budget) {
+  if (budget.count() <= 0) return m_session->run(n, place, mode);
+  std::optional<std::uint64_t> theirs;
+  const auto stop_requested = [&] {
+    if (!m_channel.readable()) return false;
+    const nlohmann::json stop =
+        m_channel.expect(msg_type::stop, place.step, m_options.timeouts.handshake);
+    const auto& count = stop.at("iterations");
+    if (!count.is_number_unsigned())
+      throw step_error(error_kind::protocol, place, "a stop without its iteration count");
+    theirs = count.get<std::uint64_t>();
+    return true;
+  };
+  const pattern_outcome outcome = m_session->run(n, place, mode, budget, stop_requested);
+  const std::uint64_t ours = outcome.messages_received;  // a timed phase is never continued
+  if (!theirs || *theirs != ours) {
+    throw step_error(error_kind::protocol, place,
+                     fmt::format("the client stopped after {} round trips, the server saw {}",
+                                 theirs ? fmt::format("{}", *theirs) : "?", ours));
+  }
+  m_channel.send(msg_type::stopped, nlohmann::json::object(), place.step,
+                 m_options.timeouts.handshake);
+  m_session->close_timed_phase(place);
+  return outcome;
 }
 
 }  // namespace

@@ -68,4 +68,9 @@ void sample_recorder::reset(std::size_t n) {
   m_count = 0;
 }
 
+void sample_recorder::extend(std::size_t n) {
+  m_count = std::min(m_count, m_data.size());  // what overflowed a phase was never kept
+  if (m_data.size() - m_count < n) m_data.resize(m_count + n);
+}
+
 }  // namespace pairperf

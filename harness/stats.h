@@ -34,6 +34,9 @@ class sample_recorder {
  public:
   // Makes room for n samples and forgets earlier ones. Allocates; call outside timed loops.
   void reset(std::size_t n);
+  // Makes room for n more samples after those recorded so far (a phase that continues a
+  // measurement). Allocates; call outside timed loops.
+  void extend(std::size_t n);
   void record(std::int64_t ticks) noexcept {
     if (m_count < m_data.size()) m_data[m_count] = ticks;
     ++m_count;

@@ -1,7 +1,7 @@
 // libFuzzer harness: every control message's body as the server and the client read it (hello,
-// case with its config, case and regions, run, drive with its cases, results and driven with case
-// results). Any exception is a refusal the peer gets told about; a crash, a sanitizer report or
-// a hang is a bug.
+// case with its config, case and regions, run with its budget, drive with its cases, results and
+// driven with case results). Any exception is a refusal the peer gets told about; a crash, a
+// sanitizer report or a hang is a bug.
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -42,6 +42,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   try {
     if (j.contains("address")) (void)pairperf::from_hex(j.at("address").get<std::string>());
+  } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch)
+  }
+  try {
+    if (j.contains("budget_s")) (void)pairperf::parse_phase_budget(j.at("budget_s"));
   } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch)
   }
   // What the server does with a case before it allocates anything.

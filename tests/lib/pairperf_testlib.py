@@ -172,7 +172,10 @@ def connect(port, host="127.0.0.1", timeout=5):
     return socket.create_connection((host, port), timeout=timeout)
 
 
-def hello(protocol=2, token=""):
+PROTOCOL = 3  # harness/control.h: control_protocol_version
+
+
+def hello(protocol=PROTOCOL, token=""):
     return {"type": "hello", "protocol": protocol, "token": token, "tool": {"name": "test"}}
 
 

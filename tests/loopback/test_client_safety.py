@@ -169,6 +169,25 @@ class Budget(unittest.TestCase):
         self.assertLess(took, 20)
 
 
+    def test_a_ping_pong_measures_for_its_budget_and_a_stream_near_it(self):
+        # A two-sided ping-pong is timed (it ends at the first round trip past the budget); the
+        # others run counts in phases sized by the rate measured so far.
+        with pp.Server() as s, pp.tmpdir() as d:
+            out = os.path.join(d, "r.json")
+            proc, _ = pp.run(["run", s.address, "--json", out, "--transport", "tcp", "--test", "tcp_lat,tcp_bw",
+                              "--sizes", "64", "--duration", "0.3s", "--validate"], timeout=60)
+            doc = pp.load(out)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr + s.log)
+        lat, bw = doc["results"]
+        self.assertGreaterEqual(lat["elapsed_s"], 0.3, lat)
+        self.assertLess(lat["elapsed_s"], 0.55, lat)
+        self.assertGreater(lat["iterations"], 10, lat)
+        self.assertEqual(lat["validation"]["corrupt_bytes"], 0)
+        self.assertGreater(bw["iterations"], 10, bw)
+        self.assertGreater(bw["elapsed_s"], 0.1, bw)
+        self.assertLess(bw["elapsed_s"], 1.5, bw)
+
+
 class FullDisk(unittest.TestCase):
     @unittest.skipIf(os.geteuid() != 0, "needs root to mount a small tmpfs")
     def test_a_full_disk_leaves_no_temporary_file(self):

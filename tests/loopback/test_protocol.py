@@ -26,7 +26,7 @@ class ServerSide(unittest.TestCase):
                 reply = pp.read_frame(c)
             self.assertEqual(reply["type"], "refused")
             self.assertIn("version 99 is not supported", reply["reason"])
-            self.assertIn("speaks version 2", reply["reason"])
+            self.assertIn(f"speaks version {pp.PROTOCOL}", reply["reason"])
             self.assert_serves_a_real_client(s)
 
     def test_wrong_token_is_refused(self):
@@ -94,6 +94,17 @@ class ServerSide(unittest.TestCase):
                 reply = pp.read_frame(c)
                 self.assertEqual(reply["type"], "error")
                 self.assertIn("unknown message type 'teleport'", reply["message"])
+            self.assert_serves_a_real_client(s)
+
+    def test_stop_outside_a_timed_phase_is_refused(self):
+        with pp.Server() as s:
+            with pp.connect(s.port) as c:
+                c.sendall(pp.frame(pp.hello()))
+                self.assertEqual(pp.read_frame(c)["type"], "hello")
+                c.sendall(pp.frame({"type": "stop", "iterations": 10}))
+                reply = pp.read_frame(c)
+                self.assertEqual(reply["type"], "error")
+                self.assertIn("unexpected message 'stop'", reply["message"])
             self.assert_serves_a_real_client(s)
 
     def test_run_without_case_and_malformed_case_get_errors_not_crashes(self):

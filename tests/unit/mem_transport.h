@@ -39,6 +39,11 @@ class mem_transport final : public transport {
     return in().early_total;
   }
 
+  // Receives posted and not yet matched.
+  [[nodiscard]] std::size_t posted_receives() const {
+    return m_recv_data.size() + m_recv_sync.size();
+  }
+
   void close() {
     std::lock_guard lock(out().m);
     out().closed = true;
@@ -76,8 +81,10 @@ class mem_transport final : public transport {
     if (o.kind != op_kind::recv) return -1;
     if (o.channel == op_channel::data) {
       std::lock_guard lock(in().m);
-      if (in().early_pending > 0) --in().early_pending;
-      else ++in().posted_data;
+      if (in().early_pending > 0)
+        --in().early_pending;
+      else
+        ++in().posted_data;
     }
     (o.channel == op_channel::data ? m_recv_data : m_recv_sync).push_back(o);
     return 0;

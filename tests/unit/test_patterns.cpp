@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <future>
 #include <thread>
 
@@ -39,6 +40,17 @@ struct side_state {
   sample_recorder samples;
 };
 
+pattern_run make_run(pattern_kind kind, std::uint64_t n, unsigned window, std::size_t size,
+                     std::chrono::nanoseconds timeout) {
+  pattern_run run;
+  run.pattern = kind;
+  run.iterations = n;
+  run.window = window;
+  run.size = size;
+  run.deadline = deadline_in(timeout);
+  return run;
+}
+
 struct pair_result {
   pattern_outcome client, server;
   std::size_t client_samples = 0, server_samples = 0;
@@ -56,7 +68,7 @@ pair_result run_pair(pattern_kind kind, std::uint64_t n, unsigned window, std::s
   side_state cs(size, slots, validate), ss(size, slots, validate);
   cs.samples.reset(n);
   ss.samples.reset(n);
-  pattern_run run{kind, op_kind::send, side::client, n, window, size, deadline_in(10s)};
+  pattern_run run = make_run(kind, n, window, size, 10s);
   run.receive_after_send = ct.caps().keeps_early_arrivals;  // as case_session sets it
   pattern_run srun = run;
   srun.role = side::server;
@@ -140,13 +152,122 @@ TEST(Patterns, CorruptionIsCountedByteForByte) {
   EXPECT_EQ(r.server_corrupt, 0U);
 }
 
+// A timed ping-pong (run_pattern's budget) on both sides, as case_session and the control
+// channel run it: the server asks stop_requested(), then the closing message.
+struct timed_pair {
+  pattern_outcome client, server;
+  std::chrono::nanoseconds took{};
+};
+
+timed_pair run_timed(mem_transport& ct, mem_transport& st, side_state& cs, side_state& ss,
+                     std::uint64_t cap, std::chrono::nanoseconds budget) {
+  pattern_run run = make_run(pattern_kind::pingpong, cap, 1, 64, 10s);
+  run.receive_after_send = ct.caps().keeps_early_arrivals;
+  run.budget_ns = budget.count();
+  pattern_run srun = run;
+  srun.role = side::server;
+  std::atomic<bool> client_done{false}, server_stopped{false};  // `stop` and `stopped`
+  srun.stop_requested = [&] { return client_done.load(); };
+  cs.samples.reset(cap);
+  auto server = std::async(std::launch::async, [&] {
+    pattern_outcome out;
+    try {
+      out = run_pattern(st, srun, ss.buffers(), ss.samples, ss.checker ? &*ss.checker : nullptr,
+                        where{"server", "", ""});
+    } catch (...) {
+      server_stopped = true;
+      throw;
+    }
+    server_stopped = true;
+    receive_closing_message(st, srun, where{"server closing", "", ""});
+    return out;
+  });
+  const auto start = steady::now();
+  timed_pair r;
+  r.client = run_pattern(ct, run, cs.buffers(), cs.samples, cs.checker ? &*cs.checker : nullptr,
+                         where{"client", "", ""});
+  r.took = steady::now() - start;
+  client_done = true;
+  for (int i = 0; i < 10'000 && !server_stopped; ++i) std::this_thread::sleep_for(1ms);
+  send_closing_message(ct, run, cs.buffers(), where{"client closing", "", ""});
+  r.server = server.get();
+  return r;
+}
+
+TEST(Patterns, TimedPingPongEndsAtItsBudgetAndLeavesNoReceivePosted) {
+  for (const bool strict : {false, true}) {  // UCX/TCP-like, then verbs-like receives
+    auto link = std::make_shared<mem_link>();
+    mem_transport ct(link, true), st(link, false);
+    ct.strict_receives = st.strict_receives = strict;
+    side_state cs(64, 1, true), ss(64, 1, true);
+    const timed_pair r = run_timed(ct, st, cs, ss, 2'000'000, 50ms);
+    EXPECT_GE(r.took, 50ms) << "strict " << strict;
+    EXPECT_LT(r.took, 5s);
+    EXPECT_GT(r.client.messages_sent, 0U);
+    EXPECT_LT(r.client.messages_sent, 2'000'000U);
+    EXPECT_EQ(r.client.messages_sent, r.server.messages_received) << "strict " << strict;
+    EXPECT_EQ(cs.samples.samples().size(), r.client.messages_sent);
+    EXPECT_EQ(ct.posted_receives() + st.posted_receives(), 0U) << "strict " << strict;
+    // The next phase finds the link empty: every message of a fixed count lands where expected.
+    pattern_run next = make_run(pattern_kind::pingpong, 100, 1, 64, 10s);
+    next.receive_after_send = ct.caps().keeps_early_arrivals;
+    pattern_run snext = next;
+    snext.role = side::server;
+    auto server = std::async(std::launch::async, [&] {
+      return run_pattern(st, snext, ss.buffers(), ss.samples, &*ss.checker, where{"s", "", ""});
+    });
+    const auto c =
+        run_pattern(ct, next, cs.buffers(), cs.samples, &*cs.checker, where{"c", "", ""});
+    EXPECT_EQ(server.get().messages_received, 100U);
+    EXPECT_EQ(c.messages_sent, 100U);
+    EXPECT_EQ(cs.checker->corrupt_bytes() + ss.checker->corrupt_bytes(), 0U);
+    EXPECT_EQ(ct.early_arrivals(), 0U) << "strict " << strict;
+  }
+}
+
+TEST(Patterns, TimedPingPongStopsAtItsCapFirst) {
+  auto link = std::make_shared<mem_link>();
+  mem_transport ct(link, true), st(link, false);
+  side_state cs(64, 1, false), ss(64, 1, false);
+  const timed_pair r = run_timed(ct, st, cs, ss, 500, 60s);
+  EXPECT_EQ(r.client.messages_sent, 500U);
+  EXPECT_EQ(r.server.messages_received, 500U);
+  EXPECT_LT(r.took, 30s);
+}
+
+TEST(Patterns, TimedServerRefusesAClientPastTheCap) {
+  auto link = std::make_shared<mem_link>();
+  mem_transport ct(link, true), st(link, false);
+  side_state cs(8, 1, false), ss(8, 1, false);
+  pattern_run run = make_run(pattern_kind::pingpong, 20, 1, 8, 10s);  // the client ignores it
+  pattern_run srun = make_run(pattern_kind::pingpong, 10, 1, 8, 10s);
+  srun.role = side::server;
+  srun.budget_ns = std::chrono::nanoseconds(1s).count();
+  srun.stop_requested = [] { return false; };
+  cs.samples.reset(20);
+  auto client = std::async(std::launch::async, [&] {
+    try {
+      run_pattern(ct, run, cs.buffers(), cs.samples, nullptr, where{"client", "", ""});
+    } catch (const step_error&) {  // the server stops answering: it times out or sees it close
+    }
+  });
+  try {
+    run_pattern(st, srun, ss.buffers(), ss.samples, nullptr, where{"server", "", ""});
+    ADD_FAILURE() << "expected a protocol error";
+  } catch (const step_error& e) {
+    EXPECT_EQ(e.kind(), error_kind::protocol);
+    EXPECT_NE(std::string(e.what()).find("iteration cap"), std::string::npos) << e.what();
+  }
+  st.close();
+  client.get();
+}
+
 TEST(Patterns, SilentPeerTimesOutWithinTheDeadline) {
   auto link = std::make_shared<mem_link>();
   mem_transport ct(link, true);
   side_state cs(8, 1, false);
   cs.samples.reset(10);
-  pattern_run run{pattern_kind::pingpong, op_kind::send, side::client, 10, 1, 8,
-                  deadline_in(200ms)};
+  pattern_run run = make_run(pattern_kind::pingpong, 10, 1, 8, 200ms);
   const auto start = steady::now();
   try {
     run_pattern(ct, run, cs.buffers(), cs.samples, nullptr, where{"case 1 measure", "peer", "lo"});
@@ -164,7 +285,7 @@ TEST(Patterns, PeerGoingAwayIsReportedAsClosed) {
   st.close();
   side_state cs(8, 1, false);
   cs.samples.reset(10);
-  pattern_run run{pattern_kind::stream_uni, op_kind::send, side::client, 10, 4, 8, deadline_in(5s)};
+  pattern_run run = make_run(pattern_kind::stream_uni, 10, 4, 8, 5s);
   try {
     run_pattern(ct, run, cs.buffers(), cs.samples, nullptr, where{"case", "", ""});
     FAIL() << "expected closed";

@@ -54,6 +54,14 @@ TEST(ServerLimits, ClientTimeoutsAreCappedByTheServers) {
   EXPECT_EQ(capped(cfg, l, std::chrono::seconds(5)).timeouts.connect, std::chrono::seconds(1));
 }
 
+TEST(ServerLimits, APhaseBudgetIsPositiveFiniteSeconds) {
+  EXPECT_EQ(parse_phase_budget(nlohmann::json(0.25)), std::chrono::milliseconds(250));
+  EXPECT_EQ(parse_phase_budget(nlohmann::json(2)), std::chrono::seconds(2));
+  for (const auto* bad : {"0", "-1", "1e300", "\"1s\"", "null", "[1]", "true"}) {
+    EXPECT_THROW(parse_phase_budget(nlohmann::json::parse(bad)), std::invalid_argument) << bad;
+  }
+}
+
 TEST(DriveAllowlist, CidrsAddressesAndAnything) {
   const drive_allowlist l("10.0.0.0/8,192.168.1.7,fd00::/8");
   EXPECT_TRUE(l.allows("10.200.3.4"));
