@@ -111,6 +111,21 @@ class VerbsInSoftRoce(unittest.TestCase):
             self.assertEqual(r["status"], "ok", r.get("message"))
             self.assertEqual(r["provenance"]["client"]["progress"], "event")
 
+    def test_a_time_budget_on_receives_posted_ahead(self):
+        # send_lat is timed: the server posts each next receive before it answers (RC has no
+        # unexpected queue), so the phase's end fills the one left posted with the closing message;
+        # the measured phase after the pilot and the next case would fail if it stayed.
+        rs = self.results("timed")
+        self.assertEqual(len(rs), 6)
+        for r in rs:
+            with self.subTest(test=r["case"]["test"], size=r["case"]["size_bytes"]):
+                self.assertEqual(r["status"], "ok", r.get("message"))
+                self.assertEqual(r["validation"]["corrupt_bytes"], 0)
+                self.assertGreater(r["iterations"], 10)
+                if r["case"]["test"] == "send_lat":
+                    self.assertGreaterEqual(r["elapsed_s"], 0.3)
+                    self.assertLess(r["elapsed_s"], 0.6)
+
     def test_iface_maps_to_the_rdma_device(self):
         (r,) = self.results("iface")
         self.assertEqual(r["status"], "ok", r.get("message"))

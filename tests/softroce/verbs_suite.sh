@@ -24,6 +24,7 @@ run all --test $ALL --sizes 1,64,4K,64K -n 200 --validate
 run rdma_cm --test $ALL --sizes 8,64K -n 200 --validate --rdma-cm
 run qps --test write_bw,read_bw,send_bw --sizes 4K -n 1000 --validate --qps 3 --signal-every 4
 run mtu --test send_bw --sizes 64K -n 200 --mtu 512
+run timed --test send_lat,write_lat,send_bw --sizes 8,4K --duration 0.3s --validate  # time budgets
 run event --test send_lat,write_bw --sizes 64 -n 200 --progress event
 run iface --test send_lat --sizes 8 -n 200 --iface rxenet0
 EXPECT=4 run noiface --test send_lat --sizes 8 -n 50 --iface lo  # skipped: nothing judged
