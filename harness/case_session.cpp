@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "harness/hex.h"
+#include "core/hex.h"
 #include "transports/registry.h"
 
 namespace pairperf {

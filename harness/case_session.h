@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "harness/config.h"
-#include "harness/noise.h"
+#include "core/config.h"
+#include "core/result.h"
+#include "core/stats.h"
 #include "harness/patterns.h"
 #include "harness/payload.h"
-#include "harness/result.h"
-#include "harness/stats.h"
+#include "host/noise.h"
 #include "transports/memory/allocator.h"
 #include "transports/transport.h"
 

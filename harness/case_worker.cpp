@@ -14,8 +14,8 @@
 #include <cstdio>
 #include <optional>
 
-#include "harness/errors.h"
-#include "harness/socket.h"
+#include "core/errors.h"
+#include "core/socket.h"
 
 namespace pairperf {
 namespace {

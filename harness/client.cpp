@@ -5,19 +5,19 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/control.h"
+#include "core/hex.h"
+#include "core/interfaces.h"
+#include "core/stats.h"
+#include "core/units.h"
 #include "harness/case_session.h"
 #include "harness/case_worker.h"
 #include "harness/client_results.h"
 #include "harness/context.h"
-#include "harness/control.h"
-#include "harness/gpus.h"
-#include "harness/hex.h"
-#include "harness/interfaces.h"
-#include "harness/noise.h"
-#include "harness/pair.h"
-#include "harness/stats.h"
 #include "harness/token.h"
-#include "harness/units.h"
+#include "host/gpus.h"
+#include "host/noise.h"
+#include "host/pair.h"
 
 namespace pairperf {
 namespace {

@@ -5,11 +5,11 @@
 #include <string>
 #include <vector>
 
-#include "harness/config.h"
-#include "harness/exit_codes.h"
+#include "core/config.h"
+#include "core/exit_codes.h"
+#include "core/socket.h"
 #include "harness/expect.h"
 #include "harness/reporter.h"
-#include "harness/socket.h"
 
 namespace pairperf {
 

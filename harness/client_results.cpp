@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/stats.h"
 #include "harness/client.h"
-#include "harness/gpus.h"
-#include "harness/stats.h"
+#include "host/gpus.h"
 
 namespace pairperf {
 namespace {

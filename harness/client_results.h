@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "core/result.h"
 #include "harness/case_session.h"
-#include "harness/result.h"
 
 namespace pairperf {
 

@@ -2,8 +2,8 @@
 // Human output: a table, one row per case, and (on a terminal) a progress line.
 #include <cstdio>
 
+#include "core/units.h"
 #include "harness/reporter.h"
-#include "harness/units.h"
 
 namespace pairperf {
 

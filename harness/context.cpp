@@ -16,8 +16,8 @@
 #include <string_view>
 #include <thread>
 
-#include "harness/gpus.h"
-#include "harness/interfaces.h"
+#include "core/interfaces.h"
+#include "host/gpus.h"
 #include "transports/registry.h"
 
 extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX, not in a header

@@ -14,7 +14,7 @@ nlohmann::json tool_context();
 nlohmann::json host_context();
 // This process's place on the host: pid, boot id, namespace ids (ipc, pid, net, mnt, user, uts)
 // and /dev/shm (device, inode, size). Two processes on one host share memory only when these
-// allow it (see harness/pair.h).
+// allow it (see host/pair.h).
 nlohmann::json process_context();
 // The environment variables that decide which path bytes take: UCX_*, NCCL_*, GLOO_*,
 // CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES. Only those that are set.

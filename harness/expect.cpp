@@ -8,11 +8,11 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
-#include "harness/errors.h"
-#include "harness/gpus.h"
-#include "harness/noise.h"
-#include "harness/pair.h"
-#include "harness/units.h"
+#include "core/errors.h"
+#include "core/units.h"
+#include "host/gpus.h"
+#include "host/noise.h"
+#include "host/pair.h"
 
 namespace pairperf {
 namespace {

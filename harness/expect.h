@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "harness/result.h"
+#include "core/result.h"
 
 namespace pairperf {
 
@@ -36,7 +36,7 @@ expectation parse_expectation(const std::string& text);
 // Whether the expectation can say anything about this case (size and pattern fit).
 bool applies(const expectation& e, const test_case& c);
 
-// What the pair's facts say about a missed transport expectation (harness/pair.h): on one host,
+// What the pair's facts say about a missed transport expectation (host/pair.h): on one host,
 // namespaces that forbid shared memory explain a tcp fallback.
 struct expectation_hint {
   std::string cause;

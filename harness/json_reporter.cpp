@@ -6,8 +6,8 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "harness/errors.h"
-#include "harness/output.h"
+#include "core/errors.h"
+#include "core/output.h"
 
 namespace pairperf {
 

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "harness/errors.h"
+#include "core/errors.h"
 #include "transports/registry.h"
 
 namespace pairperf {

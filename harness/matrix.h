@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "harness/config.h"
-#include "harness/interfaces.h"
+#include "core/config.h"
+#include "core/interfaces.h"
 
 namespace pairperf {
 

@@ -8,10 +8,10 @@
 #include <functional>
 #include <span>
 
-#include "harness/config.h"
-#include "harness/errors.h"
-#include "harness/socket.h"
-#include "harness/stats.h"
+#include "core/config.h"
+#include "core/errors.h"
+#include "core/socket.h"
+#include "core/stats.h"
 #include "transports/transport.h"
 
 namespace pairperf {

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "harness/result.h"
+#include "core/result.h"
 
 namespace pairperf {
 

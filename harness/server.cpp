@@ -16,8 +16,8 @@
 #include <deque>
 #include <list>
 
-#include "harness/control.h"
-#include "harness/interfaces.h"
+#include "core/control.h"
+#include "core/interfaces.h"
 #include "harness/server_session.h"
 #include "harness/token.h"
 

@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "harness/config.h"
+#include "core/config.h"
 #include "harness/server_limits.h"
 
 namespace pairperf {

@@ -7,9 +7,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "harness/errors.h"
-#include "harness/interfaces.h"
-#include "harness/units.h"
+#include "core/errors.h"
+#include "core/interfaces.h"
+#include "core/units.h"
 
 namespace pairperf {
 namespace {

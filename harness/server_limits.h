@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/config.h"
+#include "core/config.h"
 
 namespace pairperf {
 

@@ -7,12 +7,12 @@
 #include <array>
 #include <optional>
 
+#include "core/hex.h"
+#include "core/interfaces.h"
+#include "core/units.h"
 #include "harness/case_session.h"
 #include "harness/client.h"
 #include "harness/context.h"
-#include "harness/hex.h"
-#include "harness/interfaces.h"
-#include "harness/units.h"
 
 namespace pairperf {
 namespace {

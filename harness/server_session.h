@@ -4,7 +4,7 @@
 // is allocated. It runs in a child process of the server's supervisor (server.h).
 #include <string>
 
-#include "harness/control.h"
+#include "core/control.h"
 #include "harness/server.h"
 
 namespace pairperf {

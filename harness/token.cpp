@@ -5,7 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "harness/errors.h"
+#include "core/errors.h"
 
 namespace pairperf {
 

@@ -18,8 +18,8 @@
 #include <string_view>
 #include <vector>
 
-#include "harness/config.h"
-#include "harness/result.h"
+#include "core/config.h"
+#include "core/result.h"
 
 namespace pairperf {
 

@@ -7,10 +7,10 @@
 #include <numeric>
 #include <random>
 
-#include "harness/frame.h"
+#include "core/frame.h"
+#include "core/socket.h"
+#include "core/stats.h"
 #include "harness/json_reporter.h"
-#include "harness/socket.h"
-#include "harness/stats.h"
 
 namespace pairperf {
 namespace {

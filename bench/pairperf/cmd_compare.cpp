@@ -2,12 +2,12 @@
 
 #include <memory>
 
+#include "analysis/compare.h"
+#include "analysis/export.h"
 #include "bench/pairperf/commands.h"
-#include "harness/compare.h"
-#include "harness/errors.h"
-#include "harness/exit_codes.h"
-#include "harness/export.h"
-#include "harness/output.h"
+#include "core/errors.h"
+#include "core/exit_codes.h"
+#include "core/output.h"
 
 namespace pairperf::cli {
 namespace {

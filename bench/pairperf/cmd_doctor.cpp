@@ -7,11 +7,11 @@
 
 #include "bench/pairperf/commands.h"
 #include "bench/pairperf/local_server.h"
-#include "harness/control.h"
-#include "harness/doctor.h"
-#include "harness/errors.h"
-#include "harness/output.h"
-#include "harness/units.h"
+#include "core/control.h"
+#include "core/errors.h"
+#include "core/output.h"
+#include "core/units.h"
+#include "diagnose/doctor.h"
 #include "transports/registry.h"
 
 namespace pairperf::cli {

@@ -7,10 +7,10 @@
 
 #include "bench/pairperf/commands.h"
 #include "bench/pairperf/private_files.h"
+#include "core/errors.h"
+#include "core/interfaces.h"
 #include "harness/context.h"
-#include "harness/errors.h"
-#include "harness/gpus.h"
-#include "harness/interfaces.h"
+#include "host/gpus.h"
 #include "transports/memory/allocator.h"
 #include "transports/registry.h"
 

@@ -4,11 +4,11 @@
 #include <memory>
 
 #include "bench/pairperf/commands.h"
-#include "harness/control.h"
-#include "harness/errors.h"
-#include "harness/noise.h"
+#include "core/control.h"
+#include "core/errors.h"
+#include "core/units.h"
 #include "harness/server.h"
-#include "harness/units.h"
+#include "host/noise.h"
 #include "transports/memory/gpu_select.h"
 
 namespace pairperf::cli {

@@ -15,7 +15,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "harness/socket.h"
+#include "core/socket.h"
 
 namespace pairperf::cli {
 namespace {

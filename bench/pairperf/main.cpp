@@ -4,8 +4,8 @@
 #include <csignal>
 
 #include "bench/pairperf/commands.h"
-#include "harness/errors.h"
-#include "harness/exit_codes.h"
+#include "core/errors.h"
+#include "core/exit_codes.h"
 
 int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);  // a closed peer is an error return, never a signal

@@ -1,5 +1,5 @@
 #include "bench/pairperf/commands.h"
-#include "harness/errors.h"
+#include "core/errors.h"
 #include "harness/token.h"
 
 namespace pairperf::cli {

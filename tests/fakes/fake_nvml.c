@@ -1,5 +1,5 @@
 /* A test double of the NVIDIA driver's libnvidia-ml.so.1, compiled against the real nvml.h, for
- * the end-to-end tests of pairperf's NVML reader (harness/gpus.cpp) where no driver exists: the
+ * the end-to-end tests of pairperf's NVML reader (host/gpus.cpp) where no driver exists: the
  * structures pairperf reads are laid out by NVML's own header here, so a mismatch in pairperf's
  * declarations shows as wrong bus ids or peers in the test. The GPUs it reports come from
  * PAIRPERF_FAKE_NVML, one GPU per ';', fields separated by ',':

@@ -4,10 +4,10 @@
 #include <cstdint>
 #include <string>
 
-#include "harness/errors.h"
+#include "core/errors.h"
+#include "core/units.h"
 #include "harness/expect.h"
 #include "harness/server_limits.h"
-#include "harness/units.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

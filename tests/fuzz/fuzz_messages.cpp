@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "core/config.h"
+#include "core/hex.h"
+#include "core/result.h"
 #include "harness/case_session.h"
-#include "harness/config.h"
-#include "harness/hex.h"
-#include "harness/result.h"
 #include "harness/server_limits.h"
 #include "harness/token.h"
 

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <string>
 
-#include "harness/compare.h"
+#include "analysis/compare.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   // The first byte picks the reader: a results file (.json) or JSON Lines (.jsonl).

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <random>
 
-#include "harness/compare.h"
-#include "harness/export.h"
+#include "analysis/compare.h"
+#include "analysis/export.h"
 
 namespace pairperf {
 namespace {

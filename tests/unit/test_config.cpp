@@ -2,9 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/config.h"
-#include "harness/errors.h"
-#include "harness/result.h"
+#include "core/config.h"
+#include "core/errors.h"
+#include "core/result.h"
 
 namespace pairperf {
 namespace {

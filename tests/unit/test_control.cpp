@@ -2,7 +2,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "harness/control.h"
+#include "core/control.h"
 
 namespace pairperf {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/doctor.h"
+#include "diagnose/doctor.h"
 
 namespace pairperf {
 namespace {

@@ -2,8 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/errors.h"
 #include "harness/client.h"
-#include "harness/errors.h"
 #include "harness/expect.h"
 
 namespace pairperf {

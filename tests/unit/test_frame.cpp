@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "harness/frame.h"
+#include "core/frame.h"
 
 namespace pairperf {
 namespace {

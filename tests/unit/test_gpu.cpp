@@ -5,8 +5,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "harness/errors.h"
-#include "harness/gpus.h"
+#include "core/errors.h"
+#include "host/gpus.h"
 #include "transports/memory/gpu_select.h"
 
 namespace pairperf {
@@ -64,12 +64,13 @@ TEST(GpuTopology, DescribesNvlinkPeersAndNearestNics) {
             "GPU0: NV18 to all 7 other GPUs; nearest NIC: NIC0 ibp14s0 (PIX); CPUs 0-47,96-143");
   EXPECT_NE(lines[2].find("nearest NIC: NIC4 rocep32s0f0 (PIX)"), std::string::npos) << lines[2];
   EXPECT_NE(lines[3].find("no NIC on its PCIe switch or host bridge"), std::string::npos);
-  const auto pcie = describe_topology(parse_topo_matrix(
-      "\tGPU0\tGPU1\tGPU2\tNIC0\tCPU Affinity\n"
-      "GPU0\t X \tNV4\tSYS\tPXB\t0-7\nGPU1\tNV4\t X \tSYS\tPHB\t0-7\n"
-      "GPU2\tSYS\tSYS\t X \tSYS\t8-15\n\nNIC Legend:\n\n  NIC0: mlx5_0\n"));
+  const auto pcie = describe_topology(
+      parse_topo_matrix("\tGPU0\tGPU1\tGPU2\tNIC0\tCPU Affinity\n"
+                        "GPU0\t X \tNV4\tSYS\tPXB\t0-7\nGPU1\tNV4\t X \tSYS\tPHB\t0-7\n"
+                        "GPU2\tSYS\tSYS\t X \tSYS\t8-15\n\nNIC Legend:\n\n  NIC0: mlx5_0\n"));
   EXPECT_EQ(pcie[0], "GPU0: NV4 to GPU1; nearest NIC: NIC0 mlx5_0 (PXB); CPUs 0-7");
-  EXPECT_EQ(pcie[2], "GPU2: no NVLink; no NIC on its PCIe switch or host bridge (NODE/SYS only); CPUs 8-15");
+  EXPECT_EQ(pcie[2],
+            "GPU2: no NVLink; no NIC on its PCIe switch or host bridge (NODE/SYS only); CPUs 8-15");
 }
 
 TEST(GpuTopology, TerminalColourCodesAreIgnored) {

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "harness/errors.h"
+#include "core/errors.h"
 #include "harness/matrix.h"
 #include "transports/registry.h"
 

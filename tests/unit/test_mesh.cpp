@@ -3,7 +3,7 @@
 
 #include <set>
 
-#include "harness/mesh.h"
+#include "mesh/mesh.h"
 
 namespace pairperf {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "harness/netvars.h"
+#include "host/netvars.h"
 
 namespace pairperf {
 namespace {

@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "harness/expect.h"
-#include "harness/noise.h"
+#include "host/noise.h"
 
 namespace pairperf {
 namespace {

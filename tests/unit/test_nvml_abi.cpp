@@ -1,4 +1,4 @@
-// harness/nvml_abi.h against the real nvml.h: pairperf reads NVML through dlopen with its own
+// host/nvml_abi.h against the real nvml.h: pairperf reads NVML through dlopen with its own
 // declarations, so a wrong size or offset would read garbage from a real driver. Built only where
 // CMake finds nvml.h (PAIRPERF_NVML_INCLUDE).
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <type_traits>
 
-#include "harness/nvml_abi.h"
+#include "host/nvml_abi.h"
 
 namespace pairperf::nvml_abi {
 namespace {
@@ -33,10 +33,12 @@ static_assert(offsetof(nvmlPciInfo_t, busId) == offsetof(pci_info, bus_id));
 static_assert(sizeof(nvmlPciInfo_t::busId) == sizeof(pci_info::bus_id));
 static_assert(sizeof(nvmlPciInfo_t::busIdLegacy) == sizeof(pci_info::bus_id_legacy));
 
-// The entry points by their versioned names, as harness/gpus.cpp looks them up: each must take
+// The entry points by their versioned names, as host/gpus.cpp looks them up: each must take
 // arguments of the sizes and kinds our table declares.
 template <class R, class... A>
-constexpr std::size_t arity(R (*)(A...)) { return sizeof...(A); }
+constexpr std::size_t arity(R (*)(A...)) {
+  return sizeof...(A);
+}
 static_assert(arity(&nvmlInit_v2) == 0);
 static_assert(arity(&nvmlDeviceGetCount_v2) == 1);
 static_assert(arity(&nvmlDeviceGetHandleByIndex_v2) == 2);
@@ -46,12 +48,14 @@ static_assert(arity(&nvmlDeviceGetPciInfo_v3) == 2);
 static_assert(arity(&nvmlSystemGetDriverVersion) == 2);
 static_assert(arity(&nvmlDeviceGetNvLinkState) == 3);
 static_assert(arity(&nvmlDeviceGetNvLinkRemotePciInfo_v2) == 3);
-static_assert(std::is_same_v<decltype(&nvmlDeviceGetPciInfo_v3), nvmlReturn_t (*)(nvmlDevice_t, nvmlPciInfo_t*)>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetPciInfo_v3),
+                             nvmlReturn_t (*)(nvmlDevice_t, nvmlPciInfo_t*)>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetNvLinkRemotePciInfo_v2),
                              nvmlReturn_t (*)(nvmlDevice_t, unsigned, nvmlPciInfo_t*)>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetNvLinkState),
                              nvmlReturn_t (*)(nvmlDevice_t, unsigned, nvmlEnableState_t*)>);
-static_assert(std::is_same_v<decltype(&nvmlDeviceGetUUID), nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned)>);
+static_assert(
+    std::is_same_v<decltype(&nvmlDeviceGetUUID), nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned)>);
 
 TEST(NvmlAbi, MatchesTheRealHeader) {
   // The checks above are compile-time; this records at run time which header they were made on.

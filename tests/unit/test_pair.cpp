@@ -6,8 +6,8 @@
 
 #include "harness/context.h"
 #include "harness/expect.h"
-#include "harness/gpus.h"
-#include "harness/pair.h"
+#include "host/gpus.h"
+#include "host/pair.h"
 
 namespace pairperf {
 namespace {

@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/errors.h"
 #include "harness/console_reporter.h"
-#include "harness/errors.h"
 #include "harness/json_reporter.h"
 
 namespace pairperf {

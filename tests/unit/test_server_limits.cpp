@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/errors.h"
+#include "core/errors.h"
 #include "harness/server_limits.h"
 #include "harness/token.h"
 

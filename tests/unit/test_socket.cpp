@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
-#include "harness/interfaces.h"
-#include "harness/socket.h"
+#include "core/interfaces.h"
+#include "core/socket.h"
 
 namespace pairperf {
 namespace {

@@ -6,7 +6,7 @@
 #include <numeric>
 #include <random>
 
-#include "harness/stats.h"
+#include "core/stats.h"
 
 namespace pairperf {
 namespace {

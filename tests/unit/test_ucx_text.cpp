@@ -2,7 +2,7 @@
 // machine) and the newer formats quoted in UCX's documentation and issue reports.
 #include <gtest/gtest.h>
 
-#include "harness/errors.h"
+#include "core/errors.h"
 #include "transports/ucx/ucx_options.h"
 #include "transports/ucx/ucx_provenance.h"
 
@@ -218,7 +218,8 @@ TEST(UcxOptions, SplitsAndChecksNamesAgainstThisUcx) {
     check_options(o);
     FAIL();
   } catch (const usage_error& e) {
-    EXPECT_NE(std::string(e.what()).find("Did you mean RNDV_THRESH"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Did you mean RNDV_THRESH"), std::string::npos)
+        << e.what();
   }
   o.ucx = {"LOG_LEVEL=info"};
   try {
@@ -330,8 +331,8 @@ namespace pairperf::ucx {
 namespace {
 
 TEST(UcxOptions, MistypedNamesGetTheClosestRealOnes) {
-  const std::set<std::string> known{"TCP_SNDBUF", "TCP_RCVBUF", "RNDV_THRESH", "ZCOPY_THRESH",
-                                    "RNDV_SCHEME", "PROTO_ENABLE"};
+  const std::set<std::string> known{"TCP_SNDBUF",   "TCP_RCVBUF",  "RNDV_THRESH",
+                                    "ZCOPY_THRESH", "RNDV_SCHEME", "PROTO_ENABLE"};
   EXPECT_EQ(similar_options("TCP_SNDBUFF", known), (std::vector<std::string>{"TCP_SNDBUF"}));
   EXPECT_EQ(similar_options("RNDV_TRESH", known), (std::vector<std::string>{"RNDV_THRESH"}));
   EXPECT_EQ(similar_options("TCP_RCVBUF", known).front(), "TCP_RCVBUF");

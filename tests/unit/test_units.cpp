@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
-#include "harness/errors.h"
-#include "harness/units.h"
+#include "core/errors.h"
+#include "core/units.h"
 
 namespace pairperf {
 namespace {

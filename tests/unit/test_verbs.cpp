@@ -1,7 +1,7 @@
 // The verbs transport's pure parts: device specs, GID choice, MTU, the ordered completion ring.
 #include <gtest/gtest.h>
 
-#include "harness/errors.h"
+#include "core/errors.h"
 #include "transports/verbs/verbs_addressing.h"
 #include "transports/verbs/verbs_transport.h"
 

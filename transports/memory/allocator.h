@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "harness/config.h"
+#include "core/config.h"
 
 namespace pairperf {
 

@@ -6,7 +6,7 @@
 #include <cctype>
 #include <charconv>
 
-#include "harness/errors.h"
+#include "core/errors.h"
 
 namespace pairperf {
 namespace {

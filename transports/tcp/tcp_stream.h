@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/socket.h"
+#include "core/socket.h"
 #include "transports/fifo.h"
 #include "transports/transport.h"
 

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "harness/interfaces.h"
+#include "core/interfaces.h"
 
 namespace pairperf {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/socket.h"
+#include "core/socket.h"
 #include "transports/registry.h"
 #include "transports/tcp/tcp_stream.h"
 #include "transports/transport.h"

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "harness/result.h"
+#include "core/result.h"
 #include "transports/transport.h"
 
 namespace pairperf::ucx {

@@ -9,8 +9,8 @@
 #include <map>
 #include <sstream>
 
-#include "harness/errors.h"
-#include "harness/netvars.h"
+#include "core/errors.h"
+#include "core/units.h"
 #include "transports/ucx/ucx_handles.h"
 #include "transports/ucx/ucx_provenance.h"
 
@@ -228,11 +228,11 @@ void check_options(const transport_options& options) {
     if (known.per_context.count(key) == 0) {
       const auto near = similar_options(key, known.per_context);
       std::string hint =
-          near.empty() ? std::string()
-                       : fmt::format(" Did you mean {}?", fmt::join(near, ", "));
+          near.empty() ? std::string() : fmt::format(" Did you mean {}?", fmt::join(near, ", "));
       if (key.rfind("CUDA_", 0) == 0 || key.rfind("GDR_COPY_", 0) == 0)
-        hint += " Options of UCX's CUDA transports exist only where its CUDA module loads (see "
-                "`pairperf info`).";
+        hint +=
+            " Options of UCX's CUDA transports exist only where its CUDA module loads (see "
+            "`pairperf info`).";
       throw usage_error(fmt::format(
           "--ucx {}: UCX has no option '{}'.{} `ucx_info -c` lists this UCX's {} per-context "
           "options.",

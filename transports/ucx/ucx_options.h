@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "harness/config.h"
+#include "core/config.h"
 
 namespace pairperf::ucx {
 
@@ -47,7 +47,8 @@ const std::set<std::string>& available_transports();
 std::pair<std::string, std::string> split_option(std::string_view text);
 // Up to five names of `known` within a small edit distance of `name`, closest first: the
 // suggestions for a mistyped --ucx option.
-std::vector<std::string> similar_options(const std::string& name, const std::set<std::string>& known);
+std::vector<std::string> similar_options(const std::string& name,
+                                         const std::set<std::string>& known);
 // Refuses unknown names (with the valid ones) and process-wide ones (with what to do instead).
 // Throws usage_error.
 void check_options(const transport_options& options);

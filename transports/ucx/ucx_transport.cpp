@@ -11,8 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
-#include "harness/errors.h"
-#include "harness/netvars.h"
+#include "core/errors.h"
 #include "transports/ucx/ucx_cuda.h"
 #include "transports/ucx/ucx_describe.h"
 #include "transports/ucx/ucx_options.h"

@@ -7,7 +7,7 @@
 #include <charconv>
 #include <stdexcept>
 
-#include "harness/errors.h"
+#include "core/errors.h"
 
 namespace pairperf::verbs {
 

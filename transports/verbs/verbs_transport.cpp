@@ -16,8 +16,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "harness/errors.h"
-#include "harness/hex.h"
+#include "core/errors.h"
+#include "core/hex.h"
 #include "transports/verbs/verbs_addressing.h"
 
 namespace pairperf {

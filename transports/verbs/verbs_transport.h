@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/errors.h"
+#include "core/errors.h"
 #include "transports/registry.h"
 #include "transports/transport.h"
 

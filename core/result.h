@@ -1,0 +1,117 @@
+#pragma once
+// One case's outcome as plain data. The runner fills it; reporters only format it (results are
+// data, reporters format them). JSON field names carry their units.
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "core/stats.h"
+
+namespace pairperf {
+
+enum class case_status {
+  ok,
+  skipped,      // this host or build cannot run the case (with the reason)
+  error,        // setup or the run failed
+  unreachable,  // the data connection could not be made
+  fail,         // it ran, but a check failed (corrupt bytes, a missed expectation)
+};
+
+const char* to_string(case_status s) noexcept;
+case_status parse_case_status(const std::string& text);
+
+// One path the bytes took: a transport over a device, e.g. {"tcp", "eth0"}, {"cma", "memory"}.
+struct lane {
+  std::string transport;
+  std::string device;
+};
+
+// What really carried the bytes, asked of the transport after the case.
+struct provenance {
+  std::vector<lane> lanes;
+  std::string protocol;   // e.g. "tcp stream, 2 connections, busy-poll"
+  nlohmann::json client;  // transport-specific detail from each side (addresses, TCP_INFO...)
+  nlohmann::json server;
+};
+
+// Either figure is absent where that side cannot see the data: the target of a put sees no
+// arrivals, the target of a get posts nothing.
+struct bandwidth {
+  std::optional<double>
+      receiver_Bps;  // payload bytes / time from the receiver's start to the last arrival
+  std::optional<double>
+      sender_Bps;  // payload bytes / time from first post to the receiver's final ack
+};
+
+struct validation {
+  std::uint64_t messages_checked = 0;
+  std::uint64_t corrupt_bytes = 0;
+};
+
+// One measured phase of a case run with --repeat: the spread between them is what a comparison
+// of two result files tests.
+struct repetition {
+  std::uint64_t iterations = 0;
+  double elapsed_s = 0;
+  std::optional<sample_stats> latency_s;
+  std::optional<bandwidth> bandwidth_Bps;
+  std::optional<double> message_rate_per_s;
+};
+
+struct case_result {
+  test_case test;
+  case_status status = case_status::ok;
+  std::string message;     // why, for every status but ok
+  std::string error_code;  // the errno behind an error or unreachable case, e.g. "ENETUNREACH"
+
+  std::uint64_t iterations = 0;
+  std::uint64_t warmup_iterations = 0;
+  unsigned window = 0;
+  double elapsed_s = 0;  // measured phase, on the client
+
+  std::optional<sample_stats> latency_s;          // pingpong: one-way (round trip / 2)
+  std::optional<sample_stats> interval_s;         // stream: receiver's time between arrivals
+  std::optional<bandwidth> bandwidth_Bps;         // stream: both directions summed for stream_bi
+  std::optional<bandwidth> client_to_server_Bps;  // stream_bi only: each direction
+  std::optional<bandwidth> server_to_client_Bps;
+  std::optional<double> message_rate_per_s;
+  std::optional<validation> validated;
+  std::optional<struct provenance> provenance;
+  // --repeat N (N > 1): each measured phase. Then latency_s is over the samples of all of them,
+  // bandwidth_Bps and message_rate_per_s are their medians.
+  std::vector<repetition> repetitions;
+  // GPU rows: fast path (cuda_ipc) or fallback, and why (gpus.h classify_gpu_path).
+  std::string gpu_path, gpu_path_why;
+  nlohmann::json verdict;  // --expect: {"pass", "checks": [{"expect", "seen", "pass", "why"}]};
+                           // null if none applied
+  // --expect that covered this case but could not judge it (the case did not run, or has no
+  // such figure): {"expect": [texts], "why"}; null otherwise.
+  nlohmann::json unjudged;
+  // Host noise of the measured phases (host/noise.h): null where the case did not measure.
+  nlohmann::json host_noise;
+};
+
+// The figure a result stands for, shared by --expect, compare, export, mesh and doctor:
+// bandwidth is the receiver's where it saw arrivals, else the sender's (a put's target sees none).
+enum class headline { bandwidth, latency_p50, latency_p99 };
+std::optional<double> preferred_Bps(const std::optional<bandwidth>& b);
+std::optional<double> headline_of(const std::optional<bandwidth>& b,
+                                  const std::optional<sample_stats>& latency, headline which);
+// The case's figure (nullopt unless it ran: ok or fail), and one per repetition (the case's own
+// when it was not repeated).
+std::optional<double> headline_of(const case_result& r, headline which);
+std::vector<double> repetition_values(const case_result& r, headline which);
+
+void to_json(nlohmann::json& j, const lane& l);
+void from_json(const nlohmann::json& j, lane& l);
+void to_json(nlohmann::json& j, const bandwidth& b);
+void from_json(const nlohmann::json& j, bandwidth& b);
+void to_json(nlohmann::json& j, const repetition& r);
+void from_json(const nlohmann::json& j, repetition& r);
+void to_json(nlohmann::json& j, const case_result& r);
+void from_json(const nlohmann::json& j, case_result& r);
+
+}  // namespace pairperf

@@ -1,0 +1,349 @@
+#include "diagnose/doctor.h"
+
+#include <fmt/format.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <map>
+
+#include "core/exit_codes.h"
+#include "harness/client.h"
+#include "harness/context.h"
+#include "harness/reporter.h"
+#include "harness/token.h"
+#include "host/noise.h"
+
+namespace pairperf {
+namespace {
+
+client_options base_options(const doctor_options& o) {
+  client_options c;
+  c.server = o.server;
+  c.token = o.token;
+  c.argv = redact_argv(o.argv);
+  c.config.duration = o.duration;
+  c.config.noise_threshold = o.noise_threshold;
+  c.config.timeouts.connect = o.probe_timeout;
+  c.config.timeouts.handshake =
+      std::max<std::chrono::nanoseconds>(o.probe_timeout, std::chrono::seconds(2));
+  c.config.timeouts.per_case =
+      std::max<std::chrono::nanoseconds>(o.duration * 10, std::chrono::seconds(3));
+  return c;
+}
+
+std::vector<case_result> run_cases(const doctor_options& o, std::vector<test_case> cases,
+                                   std::FILE* progress, nlohmann::json* context) {
+  client_options c = base_options(o);
+  for (std::size_t i = 0; i < cases.size(); ++i) cases[i].index = i;
+  c.cases = std::move(cases);
+  collecting_reporter out(progress);
+  run_client(c, out);
+  if (context != nullptr) *context = out.context;
+  return std::move(out.results);
+}
+
+std::vector<interface_info> interfaces_of(const nlohmann::json& host) {
+  std::vector<interface_info> out;
+  if (!host.is_object() || !host.contains("interfaces")) return out;
+  for (const auto& j : host.at("interfaces")) {
+    interface_info info = j.get<interface_info>();
+    if (info.up && !info.addresses.empty()) out.push_back(std::move(info));
+  }
+  return out;
+}
+
+std::vector<std::string> names_of(const std::vector<interface_info>& list) {
+  std::vector<std::string> out;
+  for (const auto& i : list) out.push_back(i.name);
+  return out;
+}
+
+// The side's view of the matrix: which of its interfaces were tried, which reached, fastest first.
+void fill_reach(side_view& s, const std::vector<probe_result>& cells, bool local) {
+  std::map<std::string, double> best;
+  for (const auto& cell : cells) {
+    const std::string& name = local ? cell.target.local_iface : cell.target.peer_iface;
+    s.tested.insert(name);
+    if (cell.result.status == case_status::ok) {
+      s.reaching.insert(name);
+      best[name] = std::max(best[name], headline_of(cell.result, headline::bandwidth).value_or(0));
+    }
+  }
+  std::vector<std::pair<double, std::string>> order;
+  for (const auto& [name, rate] : best) order.emplace_back(rate, name);
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  for (const auto& [rate, name] : order) {
+    s.ranked.push_back(name);
+    if (s.loopback.count(name) == 0) s.recommendable.push_back(name);
+  }
+}
+
+side_view make_side(const std::string& name, const nlohmann::json& host, const nlohmann::json& env,
+                    const nlohmann::json& tool) {
+  side_view s;
+  s.name = name;
+  if (env.is_object()) s.env = env;
+  const auto ifaces = interfaces_of(host);
+  s.ifaces = names_of(ifaces);
+  for (const auto& i : ifaces) {
+    if (i.loopback) s.loopback.insert(i.name);
+  }
+  if (host.is_object()) {
+    for (const auto& d : host.value("rdma_devices", nlohmann::json::array()))
+      s.rdma.push_back(d.value("name", std::string()));
+    const auto addrs = host.value("hostname_addresses", std::vector<std::string>());
+    // gloo takes the first address the name resolves to; prefer what getaddrinfo lists first.
+    if (!addrs.empty()) s.hostname_address = addrs.front();
+    for (const auto& i : ifaces) {
+      for (const auto& a : i.addresses) {
+        if (a.address == s.hostname_address) s.hostname_iface = i.name;
+      }
+    }
+    // {"available", "gpus", "reason"} from gpus.h; unknown (nullopt) where NVML was absent.
+    if (host.contains("gpus") && host.at("gpus").is_object() &&
+        host.at("gpus").value("available", false))
+      s.gpus = host.at("gpus").value("gpus", std::vector<gpu_info>());
+  }
+  if (tool.is_object() && tool.contains("libraries")) {
+    const auto& libs = tool.at("libraries");
+    if (libs.contains("ucx"))
+      s.ucx_transports = libs.at("ucx").value("transports", std::vector<std::string>());
+  }
+  return s;
+}
+
+}  // namespace
+
+std::vector<probe_target> plan_matrix(const std::vector<interface_info>& local,
+                                      const std::vector<interface_info>& peer,
+                                      const std::string& control_peer_ip,
+                                      const std::string& server_listen,
+                                      const std::vector<std::string>& only) {
+  const bool loop_control = is_loopback(control_peer_ip);
+  const bool any = server_listen.empty() || server_listen == "::";
+  const auto listened = [&](const iface_address& a) {
+    if (any) return true;
+    if (server_listen == "0.0.0.0") return a.family == AF_INET;
+    return a.address == server_listen;
+  };
+  std::vector<probe_target> out;
+  for (const auto& l : local) {
+    if (!only.empty() && std::find(only.begin(), only.end(), l.name) == only.end()) continue;
+    for (const auto& p : peer) {
+      for (const auto& a : p.addresses) {
+        if (is_link_local(a.address) || !listened(a)) continue;
+        const bool peer_lo = is_loopback(a.address);
+        if (loop_control ? !(l.loopback && peer_lo) : (l.loopback || peer_lo)) continue;
+        const bool family_ok =
+            std::any_of(l.addresses.begin(), l.addresses.end(), [&](const iface_address& mine) {
+              return mine.family == a.family && !is_link_local(mine.address);
+            });
+        const bool on_subnet =
+            std::any_of(l.addresses.begin(), l.addresses.end(),
+                        [&](const iface_address& mine) { return in_subnet(mine, a.address); });
+        if (family_ok) out.push_back(probe_target{l.name, p.name, a.address, on_subnet});
+      }
+    }
+  }
+  return out;
+}
+
+std::chrono::nanoseconds doctor_bound(const doctor_options& o, std::size_t tcp_cells,
+                                      std::size_t ucx_cells, std::size_t path_cases) {
+  const client_options c = base_options(o);
+  const auto& t = c.config.timeouts;
+  // A case: set-up reply, data connect, then warm-up and measurement (each a run request, the
+  // pattern and the results), as client.cpp bounds them.
+  const auto per_case = (t.per_case + t.connect) + t.connect +
+                        2 * (t.handshake + (t.per_case + t.connect) + (t.per_case + t.handshake));
+  const auto per_run = t.connect + 2 * t.handshake;  // control connect, hello, bye
+  return 3 * per_run + static_cast<long>(tcp_cells + ucx_cells + path_cases) * per_case;
+}
+
+void analyze(doctor_report& r) {
+  const nlohmann::json& ctx = r.context;
+  const auto part = [&](const char* key) {
+    return ctx.is_object() && ctx.contains(key) ? ctx.at(key) : nlohmann::json::object();
+  };
+  const nlohmann::json env = part("env");
+  r.client = make_side("client", part("client"), env.value("client", nlohmann::json::object()),
+                       part("tool"));
+  r.server = make_side("server", part("server"), env.value("server", nlohmann::json::object()),
+                       part("server_tool"));
+  fill_reach(r.client, r.tcp, true);
+  fill_reach(r.server, r.tcp, false);
+  r.pair = compare_hosts(part("client"), part("server"));
+  r.client.loopback_reaches_peer = r.server.loopback_reaches_peer = r.pair.same_net;
+  r.findings = check_variables(r.client, r.server);
+
+  if (r.tcp.empty()) {
+    r.findings.push_back(finding{"pair", "interfaces",
+                                 "no local interface pairs with an address the server advertises "
+                                 "(check --iface, and that both sides have addresses up)",
+                                 "bring up an interface on the server's subnet"});
+  } else if (r.client.reaching.empty()) {
+    r.findings.push_back(
+        finding{"pair", "interfaces",
+                fmt::format("no interface of the client reaches any address of the server over TCP "
+                            "(tried {} pairs); only the control connection got through",
+                            r.tcp.size()),
+                "check routes and firewalls between the pair's data interfaces"});
+  }
+  for (const auto& u : r.ucx) {
+    if (u.result.status == case_status::ok || u.result.status == case_status::skipped) continue;
+    if (r.client.reaching.count(u.target.local_iface) == 0) continue;
+    r.findings.push_back(finding{
+        "client", "UCX_NET_DEVICES",
+        fmt::format("TCP reaches the server from {}, but UCX over tcp with UCX_NET_DEVICES={} "
+                    "fails: {}",
+                    u.target.local_iface, u.target.local_iface, u.result.message),
+        "run with UCX_LOG_LEVEL=info on both sides; check UCX_TCP_* options and the server's "
+        "UCX_NET_DEVICES"});
+  }
+  r.gpus.reset();
+  if (r.client.gpus && r.server.gpus) {
+    r.gpus = judge_gpu_pair(r.pair.same_host, *r.client.gpus, *r.server.gpus);
+    if (!r.gpus->problem.empty())
+      r.findings.push_back(finding{"pair", "GPUs", r.gpus->problem, r.gpus->fix});
+  }
+  for (const auto& c : r.path) {
+    // Both sides have GPUs (else there is no such row): a fallback, or GPU buffers UCX cannot move
+    // at all (skipped: a UCX without cuda_copy; failed), is a finding.
+    if (c.test.client_memory != memory_type::cuda) continue;
+    if (c.gpu_path != "fallback" && c.status == case_status::ok) continue;
+    if (c.status != case_status::ok) {
+      // Not measured: UCX or CUDA cannot move GPU buffers here at all; the case says why.
+      r.findings.push_back(finding{
+          "pair", "GPU path",
+          fmt::format("GPU buffers could not go through UCX: {} ({})", to_string(c.status),
+                      c.message),
+          "GPU data needs the NVIDIA driver on both sides and a UCX built with CUDA "
+          "(`pairperf info` says which is missing; scripts/build-ucx-cuda builds such a UCX)"});
+      continue;
+    }
+    const std::string cause = r.gpus && !r.gpus->problem.empty() ? r.gpus->problem : c.gpu_path_why;
+    r.findings.push_back(
+        finding{"pair", "GPU path", fmt::format("GPU buffers: {} ({})", c.gpu_path, cause),
+                r.gpus && !r.gpus->fix.empty()
+                    ? r.gpus->fix
+                    : "make cuda_ipc possible: both processes must see both GPUs, and "
+                      "UCX_TLS must include cuda_copy and cuda_ipc"});
+  }
+  r.verdict.reset();
+  if (!r.path.empty()) {
+    r.verdict = judge_host_path(r.pair, r.path.front());
+    const auto& v = *r.verdict;
+    if (v.verdict == "failed" || v.verdict.rfind("fallback", 0) == 0) {
+      r.findings.push_back(finding{"pair", "path",
+                                   fmt::format("expected {}, UCX used {}: {}; cause: {}",
+                                               v.expected, v.seen, v.verdict, v.cause),
+                                   v.fix});
+    }
+  }
+}
+
+doctor_report run_doctor(const doctor_options& o, std::FILE* progress) {
+  const auto start = std::chrono::steady_clock::now();
+  doctor_report r;
+  r.probe_timeout = o.probe_timeout;
+  r.this_host_only = o.this_host_only;
+  run_cases(o, {}, nullptr, &r.context);  // hello only: the server's interfaces and variables
+
+  const bool with_library = o.probes.library.has_value();
+  const auto targets =
+      plan_matrix(usable_interfaces(), interfaces_of(r.context.value("server", nlohmann::json())),
+                  r.context.value("server_ip", std::string()),
+                  r.context.value("server_listen", std::string()), o.ifaces);
+  std::vector<test_case> cases;
+  for (const auto& t : targets) {
+    test_case c = o.probes.reach;
+    c.size_bytes = o.size_bytes;
+    c.iface = t.local_iface;
+    c.target = t.peer_address;
+    cases.push_back(c);
+  }
+  std::vector<std::string> ucx_ifaces;
+  for (const auto& t : targets) {
+    if (std::find(ucx_ifaces.begin(), ucx_ifaces.end(), t.local_iface) == ucx_ifaces.end())
+      ucx_ifaces.push_back(t.local_iface);
+  }
+  if (with_library) {
+    for (const auto& name : ucx_ifaces) {
+      test_case c = *o.probes.library;
+      c.size_bytes = o.size_bytes;
+      c.iface = name;
+      cases.push_back(c);
+    }
+  }
+  const std::size_t path_cases = o.probes.path_bw ? 2 : 0;
+  r.bound = doctor_bound(o, targets.size(), with_library ? ucx_ifaces.size() : 0, path_cases);
+  if (progress != nullptr) {
+    fmt::print(progress,
+               "pairperf doctor: {} interface pair(s){}; connection attempts time out after {}, "
+               "the whole probe at worst {}\n",
+               targets.size(),
+               with_library ? fmt::format(", {} UCX interface(s), the UCX path", ucx_ifaces.size())
+                            : std::string(),
+               format_seconds(static_cast<double>(o.probe_timeout.count()) * 1e-9),
+               format_seconds(static_cast<double>(r.bound.count()) * 1e-9));
+  }
+  const auto results = run_cases(o, cases, progress, nullptr);
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    if (i < targets.size()) {
+      r.tcp.push_back(probe_result{targets[i], results[i]});
+    } else {
+      const auto& name = ucx_ifaces[i - targets.size()];
+      r.ucx.push_back(probe_result{probe_target{name, "", ""}, results[i]});
+    }
+  }
+  analyze(r);  // ranks the interfaces for the path cases
+
+  if (o.probes.path_bw && o.probes.path_lat && !r.client.ranked.empty()) {
+    // UCX's own choice of transports, as an application with this environment gets it; pinned
+    // to the best interface unless the environment already names devices.
+    const bool env_devices = r.client.env.contains("UCX_NET_DEVICES");
+    r.path_iface = env_devices ? std::string() : r.client.ranked.front();
+    test_case bw = *o.probes.path_bw;
+    test_case lat = *o.probes.path_lat;
+    bw.size_bytes = o.size_bytes;
+    bw.iface = lat.iface = r.path_iface;
+    std::vector<test_case> cases{bw, lat};
+    // Both sides see GPUs: the GPU path too (cuda buffers on both sides, UCX's default transports).
+    const bool gpus =
+        r.client.gpus && !r.client.gpus->empty() && r.server.gpus && !r.server.gpus->empty();
+    if (gpus) {
+      test_case g = bw;
+      g.client_memory = g.server_memory = memory_type::cuda;
+      cases.push_back(g);
+    }
+    r.path = run_cases(o, cases, progress, nullptr);
+    // A verdict on probes the host descheduled is no verdict: measure once more, then say so.
+    const auto noisy = [&] {
+      for (const auto& c : r.path) {
+        if (is_noisy(c.host_noise)) return noise_reason(c.host_noise);
+      }
+      return std::string();
+    };
+    if (!noisy().empty()) {
+      if (progress != nullptr)
+        fmt::print(progress, "pairperf doctor: the path probe was noisy ({}); measuring again\n",
+                   noisy());
+      r.path_retried = true;
+      r.path = run_cases(o, cases, progress, nullptr);
+    }
+    r.path_noisy = noisy();
+    analyze(r);
+  }
+  r.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+int exit_code(const doctor_report& r) {
+  if (!r.findings.empty()) return code(exit_status::missed);
+  if (!r.path_noisy.empty()) return code(exit_status::inconclusive);
+  return code(exit_status::held);
+}
+
+}  // namespace pairperf

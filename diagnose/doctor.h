@@ -1,0 +1,112 @@
+#pragma once
+// `pairperf doctor PEER`: which interfaces reach a pairperf server, how fast, what UCX does on
+// each, whether the pair's host memory takes the fast path, and what the interface variables of
+// UCX, NCCL and gloo on both sides get wrong. Every probe is an ordinary case of the harness
+// (bounded by the same timeouts), so a black-hole address costs one probe timeout, never a hang.
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/interfaces.h"
+#include "core/result.h"
+#include "core/socket.h"
+#include "core/units.h"
+#include "host/gpus.h"
+#include "host/netvars.h"
+#include "host/pair.h"
+
+namespace pairperf {
+
+// The cases doctor runs, chosen by the command that calls it (the harness names no transport);
+// sizes, interfaces and targets are filled in per probe.
+struct doctor_probes {
+  test_case reach;  // per interface pair, bound to the interface, aimed at the address
+  std::optional<test_case> library;   // per local interface, restricted to it (e.g. UCX over tcp)
+  std::optional<test_case> path_bw;   // the library's own choice of transports, at the probe size
+  std::optional<test_case> path_lat;  // ... and at its own (small) size
+};
+
+struct doctor_options {
+  doctor_probes probes;
+  endpoint server;
+  std::string token;
+  std::vector<std::string> ifaces;  // local interfaces to probe; empty = every usable one
+  std::uint64_t size_bytes = std::uint64_t{1} << 20;
+  // Each connection attempt. Above the kernel's 3 s of unanswered ARP, so an address that is not
+  // on the link shows as EHOSTUNREACH rather than a timeout.
+  std::chrono::nanoseconds probe_timeout = std::chrono::seconds(4);
+  std::chrono::nanoseconds duration = std::chrono::milliseconds(200);  // each bandwidth probe
+  double noise_threshold = 0.05;  // a probe is noisy beyond this descheduled share (noise.h)
+  std::vector<std::string> argv;
+  // No peer was given: the server is a local one, so only this host is checked (loopback to
+  // itself); the report says so and recommends no interface for multi-node variables.
+  bool this_host_only = false;
+};
+
+// One cell of the interface matrix: a local interface and one address the peer advertises.
+struct probe_target {
+  std::string local_iface;
+  std::string peer_iface;
+  std::string peer_address;
+  bool on_subnet = false;  // the address lies in a subnet of the local interface
+};
+
+// Every local interface x every peer address it could use. Loopback pairs only with loopback and
+// only when the control connection is on loopback (then nothing else is probed: every other
+// address of a same-namespace peer is ours too); link-local addresses are left out.
+// `server_listen` is the address the server listens on ("", "0.0.0.0" or "::" for all of its
+// IPv4 / all of its addresses). `only` restricts the local interfaces (empty = all given).
+std::vector<probe_target> plan_matrix(const std::vector<interface_info>& local,
+                                      const std::vector<interface_info>& peer,
+                                      const std::string& control_peer_ip,
+                                      const std::string& server_listen,
+                                      const std::vector<std::string>& only);
+
+struct probe_result {
+  probe_target target;
+  case_result result;
+};
+
+struct doctor_report {
+  nlohmann::json context;         // as in a results file: tool, hosts, env of both sides
+  std::vector<probe_result> tcp;  // per cell: TCP connect and a short stream
+  std::vector<probe_result> ucx;  // per local interface: UCX_TLS=tcp, UCX_NET_DEVICES=it
+  std::vector<case_result> path;  // UCX's default transports between the pair
+  std::string path_iface;         // the interface the path cases were pinned to
+  pair_facts pair;
+  std::optional<path_verdict> verdict;
+  std::optional<gpu_pair> gpus;  // when both sides know their GPUs
+  side_view client, server;
+  std::vector<finding> findings;
+  std::chrono::nanoseconds probe_timeout{};  // each connection attempt's bound
+  std::chrono::nanoseconds bound{};          // the most the probes could take, announced up front
+  double elapsed_s = 0;
+  bool this_host_only = false;  // doctor_options::this_host_only
+  // The path probes were noisy (noise.h) twice: why; the verdict then cannot be trusted.
+  std::string path_noisy;
+  bool path_retried = false;  // the first path probe was noisy and was run again
+};
+
+// Everything after the measurements: side views, ranking, variable checks, path verdict,
+// findings. Reads report.context and the probe results; fills the rest.
+void analyze(doctor_report& report);
+
+// The worst case time of the probes, from the plan and the options.
+std::chrono::nanoseconds doctor_bound(const doctor_options& o, std::size_t tcp_cells,
+                                      std::size_t ucx_cells, std::size_t path_cases);
+
+// Connects to the server, probes, analyzes. Throws step_error when the server cannot be
+// reached at all (the control connection or its hello fails). `progress` (may be null) gets a
+// line per probe as it starts.
+doctor_report run_doctor(const doctor_options& o, std::FILE* progress);
+
+void to_json(nlohmann::json& j, const doctor_report& r);
+void print_report(std::FILE* out, const doctor_report& r, rate_unit unit);
+// The exit-code contract: 3 findings (as a failed --expect); else 4 when the path verdict rests
+// on noisy probes (twice); else 0.
+int exit_code(const doctor_report& r);
+
+}  // namespace pairperf

@@ -1,0 +1,237 @@
+// doctor's outputs: the human report and the JSON document.
+#include <fmt/format.h>
+
+#include "diagnose/doctor.h"
+
+namespace pairperf {
+namespace {
+
+double best_rate(const case_result& r) {
+  return r.status == case_status::ok ? headline_of(r, headline::bandwidth).value_or(0) : 0;
+}
+
+std::string cell_text(const case_result& r, rate_unit unit, std::chrono::nanoseconds timeout) {
+  switch (r.status) {
+    case case_status::ok:
+      return format_rate(best_rate(r), unit);
+    case case_status::skipped:
+      return "skipped";
+    default:
+      break;
+  }
+  if (r.error_code == "ETIMEDOUT")
+    return fmt::format("timeout ({})", format_seconds(static_cast<double>(timeout.count()) * 1e-9));
+  if (!r.error_code.empty()) return r.error_code;
+  // UCX reports a status string, not an errno: show the last part of the first clause
+  // ("...: UCX operation failed: Endpoint timeout; UCX's lanes ..." -> "Endpoint timeout").
+  const std::string first = r.message.substr(0, r.message.find("; "));
+  const auto colon = first.rfind(": ");
+  std::string tail = colon == std::string::npos ? first : first.substr(colon + 2);
+  if (tail.size() > 40) tail = tail.substr(0, 37) + "...";
+  return fmt::format("{} ({})", to_string(r.status), tail);
+}
+
+const char* const variables[] = {
+    "UCX_TLS",     "UCX_NET_DEVICES",      "NCCL_SOCKET_IFNAME",    "GLOO_SOCKET_IFNAME",
+    "NCCL_IB_HCA", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"};
+
+std::string env_value(const side_view& s, const char* name) {
+  const auto it = s.env.find(name);
+  return it != s.env.end() && it->is_string() ? it->get<std::string>() : "(unset)";
+}
+
+}  // namespace
+
+void to_json(nlohmann::json& j, const doctor_report& r) {
+  const auto cells = [](const std::vector<probe_result>& list) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& c : list) {
+      nlohmann::json cell{{"local_iface", c.target.local_iface}, {"result", c.result}};
+      if (!c.target.peer_address.empty()) {
+        cell["peer_iface"] = c.target.peer_iface;
+        cell["peer_address"] = c.target.peer_address;
+        cell["on_subnet"] = c.target.on_subnet;
+      }
+      cell["reachable"] = c.result.status == case_status::ok;
+      out.push_back(std::move(cell));
+    }
+    return out;
+  };
+  const auto side = [](const side_view& s) {
+    nlohmann::json vars = nlohmann::json::object();
+    for (const char* v : variables) vars[v] = s.env.contains(v) ? s.env.at(v) : nlohmann::json();
+    return nlohmann::json{
+        {"interfaces", s.ifaces},
+        {"reaching", s.ranked},
+        {"variables", vars},
+        {"recommended", s.recommendable.empty()
+                            ? nlohmann::json()
+                            : nlohmann::json{{"UCX_NET_DEVICES", s.recommendable.front()},
+                                             {"NCCL_SOCKET_IFNAME", s.recommendable.front()},
+                                             {"GLOO_SOCKET_IFNAME", s.recommendable.front()}}},
+        {"hostname_address", s.hostname_address},
+        {"hostname_iface", s.hostname_iface}};
+  };
+  j = {{"schema", "pairperf.doctor"},
+       {"schema_version", "1.1.0"},
+       {"context", r.context},
+       {"tcp", cells(r.tcp)},
+       {"ucx", cells(r.ucx)},
+       {"path", r.path},
+       {"path_iface", r.path_iface},
+       {"pair", r.pair},
+       {"verdict", r.verdict ? nlohmann::json(*r.verdict) : nlohmann::json()},
+       {"gpus", r.gpus ? nlohmann::json{{"expected", r.gpus->expected}, {"why", r.gpus->why}}
+                       : nlohmann::json()},
+       {"client", side(r.client)},
+       {"server", side(r.server)},
+       {"findings", r.findings},
+       {"bound_s", static_cast<double>(r.bound.count()) * 1e-9},
+       {"elapsed_s", r.elapsed_s},
+       {"scope", r.this_host_only ? "this host" : "pair"},
+       {"path_noisy", r.path_noisy.empty() ? nlohmann::json() : nlohmann::json(r.path_noisy)},
+       {"path_retried", r.path_retried},
+       {"exit_code", exit_code(r)}};
+}
+
+void print_report(std::FILE* out, const doctor_report& r, rate_unit unit) {
+  const auto& ctx = r.context;
+  const std::string server_host =
+      ctx.contains("server") ? ctx.at("server").value("hostname", std::string("?")) : "?";
+  const std::string client_host =
+      ctx.contains("client") ? ctx.at("client").value("hostname", std::string("?")) : "?";
+  if (r.this_host_only) {
+    fmt::print(out,
+               "\npairperf doctor: this host only ({}, against a local server on {}), {:.1f} s\n"
+               "  No peer was given: the network between nodes is not checked. To check it, run "
+               "`pairperf server` on another node and `pairperf doctor NODE` here.\n",
+               client_host, ctx.value("server_address", std::string("?")), r.elapsed_s);
+  } else {
+    fmt::print(out, "\npairperf doctor: {} -> {} ({}), {:.1f} s\n", client_host,
+               ctx.value("server_address", std::string("?")), server_host, r.elapsed_s);
+  }
+
+  const auto timeout = r.probe_timeout;
+  const std::string ucx_title = r.ucx.empty() ? "" : "UCX (UCX_TLS=tcp)";
+  fmt::print(out,
+             "\nInterface matrix: TCP connect and a {} stream from each local interface to each "
+             "server address{}\n",
+             format_size(r.tcp.empty() ? 0 : r.tcp.front().result.test.size_bytes),
+             r.ucx.empty() ? "" : "; UCX over tcp with UCX_NET_DEVICES=<local interface>");
+  fmt::print(out, "  {:<12} {:<40} {:<28} {}\n", "LOCAL", "SERVER ADDRESS (INTERFACE)", "TCP",
+             ucx_title);
+  std::string last;
+  for (const auto& c : r.tcp) {
+    std::string ucx_cell;
+    if (c.target.local_iface != last) {
+      for (const auto& u : r.ucx) {
+        if (u.target.local_iface == c.target.local_iface)
+          ucx_cell = cell_text(u.result, unit, timeout);
+      }
+    }
+    fmt::print(
+        out, "  {:<12} {:<40} {:<28} {}\n",
+        c.target.local_iface == last ? "" : c.target.local_iface,
+        fmt::format("{} ({})", c.target.peer_address, c.target.peer_iface),
+        cell_text(c.result, unit, timeout) +
+            (c.result.status != case_status::ok && !c.target.on_subnet ? " (off-subnet)" : ""),
+        ucx_cell);
+    last = c.target.local_iface;
+  }
+  if (r.tcp.empty()) fmt::print(out, "  (no interface pair to probe)\n");
+
+  fmt::print(out, "\nRecommendation (interfaces that reach, fastest first):\n");
+  for (const side_view* s : {&r.client, &r.server}) {
+    if (r.this_host_only && s == &r.server) break;  // the same host: said once
+    const std::string who = r.this_host_only ? "this host" : s->name;
+    if (s->ranked.empty()) {
+      fmt::print(out, "  {}: none reaches\n", who);
+      continue;
+    }
+    fmt::print(out, "  {}: {}\n", who, fmt::join(s->ranked, ", "));
+    if (s->recommendable.empty()) {
+      fmt::print(out,
+                 "    no interface to name in UCX_NET_DEVICES, NCCL_SOCKET_IFNAME or "
+                 "GLOO_SOCKET_IFNAME: loopback reaches only this host{}\n",
+                 r.this_host_only ? " (run doctor against a server on another node)" : "");
+      continue;
+    }
+    const std::string& b = s->recommendable.front();
+    fmt::print(out, "    export UCX_NET_DEVICES={} NCCL_SOCKET_IFNAME={} GLOO_SOCKET_IFNAME={}\n",
+               b, b, b);
+  }
+
+  fmt::print(out, "\nVariables:\n  {:<24} {:<24} {}\n", "", "CLIENT", "SERVER");
+  for (const char* v : variables)
+    fmt::print(out, "  {:<24} {:<24} {}\n", v, env_value(r.client, v), env_value(r.server, v));
+
+  const auto yes = [](bool b) { return b ? "yes" : "no"; };
+  if (r.pair.known) {
+    fmt::print(out, "\nPair: {}", r.pair.same_host ? "one host (same boot id)" : "two hosts");
+    if (r.pair.same_host) {
+      fmt::print(out, "; IPC namespace shared: {}; PID namespace shared: {}; /dev/shm shared: {}",
+                 yes(r.pair.same_ipc), yes(r.pair.same_pid), yes(r.pair.same_shm));
+      if (r.pair.client_shm_bytes)
+        fmt::print(out, " ({:.1f} GiB on the client)",
+                   static_cast<double>(*r.pair.client_shm_bytes) / (1024.0 * 1024 * 1024));
+    }
+    fmt::print(out, "\n");
+  }
+  if (r.verdict) {
+    const auto& v = *r.verdict;
+    std::string rates;
+    if (!r.path.empty() && r.path.front().status == case_status::ok)
+      rates = fmt::format(", {}", format_rate(best_rate(r.path.front()), unit));
+    if (r.path.size() > 1 && r.path[1].status == case_status::ok && r.path[1].latency_s)
+      rates += fmt::format(", {} one-way at 8 B", format_seconds(r.path[1].latency_s->p50));
+    fmt::print(out, "Path (UCX's default transports{}): expected {}; seen {}{} -> {}\n",
+               r.path_iface.empty() ? "" : ", UCX_NET_DEVICES=" + r.path_iface, v.expected, v.seen,
+               rates, v.verdict + (r.path_noisy.empty() ? "" : " (noisy: not a verdict to trust)"));
+    if (!r.path_noisy.empty())
+      fmt::print(out,
+                 "  noisy: this verdict rests on probes the host descheduled{} ({}); measure again "
+                 "on a quiet host, or pin with `pairperf run --cpu`\n",
+                 r.path_retried ? ", twice" : "", r.path_noisy);
+    if (!v.cause.empty()) fmt::print(out, "  cause: {}\n", v.cause);
+    if (!v.fix.empty()) fmt::print(out, "  fix: {}\n", v.fix);
+  }
+
+  for (const side_view* s : {&r.client, &r.server}) {
+    if (!s->gpus) continue;
+    std::vector<std::string> list;
+    for (const auto& g : *s->gpus)
+      list.push_back(
+          fmt::format("{} {} ({}, {} NVLinks)", g.index, g.uuid, g.bus_id, g.nvlink_peers.size()));
+    fmt::print(out, "GPUs on the {}: {}\n", s->name,
+               list.empty() ? std::string("none") : fmt::format("{}", fmt::join(list, "; ")));
+  }
+  if (r.gpus && !r.gpus->expected.empty())
+    fmt::print(out, "GPU path: expected {} ({})\n", r.gpus->expected, r.gpus->why);
+  for (const auto& c : r.path) {
+    if (c.test.client_memory != memory_type::cuda) continue;
+    fmt::print(out, "GPU buffers (UCX's default transports): {}{}\n",
+               c.gpu_path.empty() ? to_string(c.status) : "seen " + c.gpu_path,
+               c.gpu_path_why.empty() ? (c.message.empty() ? "" : ": " + c.message)
+                                      : ": " + c.gpu_path_why);
+  }
+
+  if (r.findings.empty()) {
+    if (!r.path_noisy.empty()) {
+      fmt::print(out, "\nNo findings, but inconclusive: the path verdict rests on noisy probes.\n");
+    } else if (r.this_host_only) {
+      fmt::print(out,
+                 "\nNo findings on this host. The path to other nodes was not checked: run "
+                 "`pairperf server` on a peer and `pairperf doctor PEER` here.\n");
+    } else {
+      fmt::print(out, "\nNo findings.\n");
+    }
+    return;
+  }
+  fmt::print(out, "\nFindings ({}):\n", r.findings.size());
+  std::size_t n = 0;
+  for (const auto& f : r.findings) {
+    fmt::print(out, "  {}. [{}] {}: {}\n     fix: {}\n", ++n, f.side, f.subject, f.problem, f.fix);
+  }
+}
+
+}  // namespace pairperf

@@ -1,0 +1,387 @@
+#include "host/netvars.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+
+namespace pairperf {
+namespace {
+
+std::string trim(std::string s) {
+  const auto not_space = [](unsigned char c) { return std::isspace(c) == 0; };
+  s.erase(s.begin(), std::find_if(s.begin(), s.end(), not_space));
+  s.erase(std::find_if(s.rbegin(), s.rend(), not_space).base(), s.end());
+  return s;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  return v.empty() ? std::string("(none)") : fmt::format("{}", fmt::join(v, ","));
+}
+
+std::optional<std::string> get(const side_view& s, const char* name) {
+  const auto it = s.env.find(name);
+  if (it == s.env.end() || !it->is_string()) return std::nullopt;
+  return it->get<std::string>();
+}
+
+bool contains(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+// The interfaces a value names that this side has.
+std::vector<std::string> existing(const side_view& s, const std::vector<std::string>& names) {
+  std::vector<std::string> out;
+  for (const auto& n : names) {
+    if (contains(s.ifaces, n)) out.push_back(n);
+  }
+  return out;
+}
+
+std::vector<std::string> unreaching(const side_view& s, const std::vector<std::string>& names) {
+  std::vector<std::string> out;
+  for (const auto& n : names) {
+    if (s.tested.count(n) > 0 && s.reaching.count(n) == 0) out.push_back(n);
+  }
+  return out;
+}
+
+// The value to recommend for an interface variable on this side: the fastest reaching interface.
+// Never a loopback interface (recommendable leaves them out).
+std::string best(const side_view& s) {
+  return s.recommendable.empty() ? std::string() : s.recommendable.front();
+}
+
+std::string fix_line(const side_view& s, const char* var) {
+  const std::string b = best(s);
+  if (b.empty() && !s.ranked.empty())
+    return fmt::format(
+        "only loopback reached the peer from the {} (the two are on one host); "
+        "name the interface that reaches the other nodes",
+        s.name);
+  if (b.empty())
+    return fmt::format("no interface of the {} reached the peer: fix the network first", s.name);
+  return fmt::format("on the {}: {}={}", s.name, var, b);
+}
+
+class checker {
+ public:
+  checker(const side_view& client, const side_view& server) : m_c(client), m_s(server) {}
+
+  std::vector<finding> run() {
+    for (const side_view* side : {&m_c, &m_s}) {
+      socket_ifname(*side, "NCCL_SOCKET_IFNAME");
+      socket_ifname(*side, "GLOO_SOCKET_IFNAME");
+      ucx_net_devices(*side);
+      nccl_ib_hca(*side);
+      ucx_tls(*side);
+      gloo_default(*side);
+      gpus(*side);
+    }
+    one_sided("NCCL_SOCKET_IFNAME");
+    one_sided("GLOO_SOCKET_IFNAME");
+    tls_differs();
+    return std::move(m_out);
+  }
+
+ private:
+  void add(const side_view& s, std::string subject, std::string problem, std::string fix) {
+    m_out.push_back(finding{s.name, std::move(subject), std::move(problem), std::move(fix)});
+  }
+
+  // The interfaces a variable selects on this side, as its library reads it.
+  std::vector<std::string> selected(const side_view& s, const char* var, const std::string& value) {
+    if (std::string(var) == "GLOO_SOCKET_IFNAME") return existing(s, split_list(value));
+    return nccl_select(parse_nccl_filter(value), s.ifaces);
+  }
+
+  void socket_ifname(const side_view& s, const char* var) {
+    const auto value = get(s, var);
+    if (!value) {
+      if (std::string(var) == "NCCL_SOCKET_IFNAME") nccl_default(s);
+      return;
+    }
+    const auto chosen = selected(s, var, *value);
+    if (chosen.empty()) {
+      add(s, var,
+          fmt::format("{}={} names no interface of the {} (it has {})", var, *value, s.name,
+                      joined(s.ifaces)),
+          fix_line(s, var));
+      return;
+    }
+    const auto bad = unreaching(s, chosen);
+    if (!bad.empty() && bad.size() == chosen.size()) {
+      add(s, var,
+          fmt::format("{}={} selects {} on the {}, which does not reach the peer", var, *value,
+                      joined(bad), s.name),
+          fix_line(s, var));
+    } else if (!bad.empty()) {
+      add(s, var,
+          fmt::format("{}={} selects {} on the {}; {} of them do not reach the peer", var, *value,
+                      joined(chosen), s.name, joined(bad)),
+          fix_line(s, var));
+    }
+  }
+
+  void nccl_default(const side_view& s) {
+    const auto picks = nccl_default_interfaces(s.ifaces);
+    const auto bad = unreaching(s, picks);
+    if (bad.empty()) return;
+    add(s, "NCCL_SOCKET_IFNAME",
+        fmt::format("NCCL_SOCKET_IFNAME is unset on the {}: NCCL may pick any of {}, and {} "
+                    "does not reach the peer",
+                    s.name, joined(picks), joined(bad)),
+        fix_line(s, "NCCL_SOCKET_IFNAME"));
+  }
+
+  // gloo (torch.distributed, vLLM, SGLang) without GLOO_SOCKET_IFNAME binds the address its
+  // hostname resolves to.
+  void gloo_default(const side_view& s) {
+    if (get(s, "GLOO_SOCKET_IFNAME")) return;
+    const bool loopback = s.hostname_address.rfind("127.", 0) == 0 || s.hostname_address == "::1";
+    std::string problem;
+    if (s.hostname_address.empty()) {
+      problem = fmt::format(
+          "GLOO_SOCKET_IFNAME is unset on the {} and its hostname does not resolve: gloo cannot "
+          "pick an address",
+          s.name);
+    } else if (loopback && !s.loopback_reaches_peer) {
+      problem = fmt::format(
+          "GLOO_SOCKET_IFNAME is unset on the {} and its hostname resolves to {} (loopback): gloo "
+          "would listen where the peer cannot reach (\"Gloo connectFullMesh failed\")",
+          s.name, s.hostname_address);
+    } else if (!s.hostname_iface.empty() && s.tested.count(s.hostname_iface) > 0 &&
+               s.reaching.count(s.hostname_iface) == 0) {
+      problem = fmt::format(
+          "GLOO_SOCKET_IFNAME is unset on the {}: gloo binds the hostname's address {} on {}, "
+          "which does not reach the peer",
+          s.name, s.hostname_address, s.hostname_iface);
+    } else if (const auto nccl = get(s, "NCCL_SOCKET_IFNAME"); nccl && !loopback) {
+      // The vLLM case: NCCL was pointed at the right interface, gloo was left to the hostname.
+      const auto chosen = selected(s, "NCCL_SOCKET_IFNAME", *nccl);
+      if (!s.hostname_iface.empty() && !chosen.empty() && !contains(chosen, s.hostname_iface)) {
+        problem = fmt::format(
+            "NCCL_SOCKET_IFNAME={} is set on the {} but GLOO_SOCKET_IFNAME is not: gloo binds the "
+            "hostname's address {} on {}, another interface than NCCL's",
+            *nccl, s.name, s.hostname_address, s.hostname_iface);
+      }
+    }
+    if (!problem.empty()) add(s, "GLOO_SOCKET_IFNAME", problem, fix_line(s, "GLOO_SOCKET_IFNAME"));
+  }
+
+  void ucx_net_devices(const side_view& s) {
+    const auto value = get(s, "UCX_NET_DEVICES");
+    if (!value) {
+      std::vector<std::string> bad;
+      for (const auto& n : s.ifaces) {
+        if (n != "lo" && s.tested.count(n) > 0 && s.reaching.count(n) == 0) bad.push_back(n);
+      }
+      if (!bad.empty()) {
+        add(s, "UCX_NET_DEVICES",
+            fmt::format("UCX_NET_DEVICES is unset on the {}: UCX may use {}, which does not "
+                        "reach the peer (\"Network is unreachable\")",
+                        s.name, joined(bad)),
+            fix_line(s, "UCX_NET_DEVICES"));
+      }
+      return;
+    }
+    if (trim(*value) == "all") return;
+    std::vector<std::string> nets;
+    std::vector<std::string> missing;
+    for (const auto& d : split_list(*value)) {
+      const std::string dev = d.substr(0, d.find(':'));
+      if (contains(s.ifaces, d)) {
+        nets.push_back(d);
+      } else if (!contains(s.rdma, dev)) {
+        missing.push_back(d);
+      }
+    }
+    if (!missing.empty()) {
+      add(s, "UCX_NET_DEVICES",
+          fmt::format("UCX_NET_DEVICES={} names {}, which the {} does not have (interfaces {}, "
+                      "RDMA devices {})",
+                      *value, joined(missing), s.name, joined(s.ifaces), joined(s.rdma)),
+          fix_line(s, "UCX_NET_DEVICES"));
+    }
+    const auto bad = unreaching(s, nets);
+    if (!bad.empty()) {
+      add(s, "UCX_NET_DEVICES",
+          fmt::format("UCX_NET_DEVICES={} on the {}: {} does not reach the peer", *value, s.name,
+                      joined(bad)),
+          fix_line(s, "UCX_NET_DEVICES"));
+    }
+  }
+
+  void nccl_ib_hca(const side_view& s) {
+    const auto value = get(s, "NCCL_IB_HCA");
+    if (!value) return;
+    if (!nccl_select(parse_nccl_filter(*value), s.rdma).empty()) return;
+    add(s, "NCCL_IB_HCA",
+        fmt::format("NCCL_IB_HCA={} matches no RDMA device of the {} (it has {}): NCCL falls back "
+                    "to sockets",
+                    *value, s.name, joined(s.rdma)),
+        s.rdma.empty() ? fmt::format("the {} has no RDMA device: unset NCCL_IB_HCA, or expose the "
+                                     "HCA to this container",
+                                     s.name)
+                       : fmt::format("on the {}: NCCL_IB_HCA={}", s.name, joined(s.rdma)));
+  }
+
+  void ucx_tls(const side_view& s) {
+    const auto value = get(s, "UCX_TLS");
+    if (!value || s.ucx_transports.empty()) return;
+    // Aliases UCX expands itself; anything else must be a transport this side's UCX has.
+    static const std::vector<std::string> aliases{"all",  "sm",   "shm",  "mm",   "ib",   "rc",
+                                                  "ud",   "dc",   "rc_x", "ud_x", "dc_x", "rc_v",
+                                                  "ud_v", "cuda", "rocm", "ugni", "self"};
+    std::vector<std::string> unknown;
+    for (auto t : split_list(*value)) {
+      if (!t.empty() && t.front() == '^') t.erase(0, 1);
+      if (t.size() > 4 && t.compare(t.size() - 4, 4, ":aux") == 0) t.resize(t.size() - 4);
+      if (!contains(aliases, t) && !contains(s.ucx_transports, t)) unknown.push_back(t);
+    }
+    if (unknown.empty()) return;
+    add(s, "UCX_TLS",
+        fmt::format("UCX_TLS={} names {}, which the {}'s UCX does not have (it has {})", *value,
+                    joined(unknown), s.name, joined(s.ucx_transports)),
+        fmt::format("on the {}: drop {} from UCX_TLS, or install a UCX built with it", s.name,
+                    joined(unknown)));
+  }
+
+  void gpus(const side_view& s) {
+    if (!s.gpus) return;
+    const auto& list = *s.gpus;
+    if (const auto cvd = get(s, "CUDA_VISIBLE_DEVICES")) {
+      std::vector<std::string> missing;
+      for (const auto& e : split_list(*cvd)) {
+        const bool index = !e.empty() && std::all_of(e.begin(), e.end(), [](unsigned char ch) {
+          return std::isdigit(ch) != 0;
+        });
+        const bool found = index ? std::stoul(e) < list.size()
+                                 : std::any_of(list.begin(), list.end(), [&](const gpu_info& g) {
+                                     return g.uuid.rfind(e, 0) == 0;
+                                   });
+        if (!found) missing.push_back(e);
+      }
+      if (!missing.empty()) {
+        add(s, "CUDA_VISIBLE_DEVICES",
+            fmt::format("CUDA_VISIBLE_DEVICES={} names {}, but the {} sees {} GPU(s){}", *cvd,
+                        joined(missing), s.name, list.size(), gpu_list(list)),
+            fmt::format("on the {}: name GPUs by an index below {} or by a UUID it sees", s.name,
+                        list.size()));
+      }
+    }
+    if (const auto nvd = get(s, "NVIDIA_VISIBLE_DEVICES")) {
+      const std::string v = trim(*nvd);
+      if ((v == "none" || v == "void") && !list.empty()) return;
+      if (v != "all" && v != "none" && v != "void" && list.empty()) {
+        add(s, "NVIDIA_VISIBLE_DEVICES",
+            fmt::format("NVIDIA_VISIBLE_DEVICES={} on the {}, but it sees no GPU", v, s.name),
+            "check that the container runtime is the NVIDIA one and the GPUs exist");
+      }
+    }
+  }
+
+  static std::string gpu_list(const std::vector<gpu_info>& list) {
+    std::vector<std::string> u;
+    for (const auto& g : list) u.push_back(g.uuid);
+    return u.empty() ? std::string() : fmt::format(" ({})", fmt::join(u, ", "));
+  }
+
+  // A socket variable set on one side only: the side without it picks its own interface.
+  void one_sided(const char* var) {
+    const auto c = get(m_c, var);
+    const auto s = get(m_s, var);
+    if (c.has_value() == s.has_value()) return;
+    const side_view& unset = c ? m_s : m_c;
+    const side_view& set = c ? m_c : m_s;
+    m_out.push_back(finding{
+        "pair", var,
+        fmt::format("{} is set on the {} ({}) but not on the {}: the variable did not reach "
+                    "every process, and the {} picks an interface by itself",
+                    var, set.name, c ? *c : *s, unset.name, unset.name),
+        fix_line(unset, var)});
+  }
+
+  void tls_differs() {
+    const auto c = get(m_c, "UCX_TLS");
+    const auto s = get(m_s, "UCX_TLS");
+    if (!c && !s) return;
+    if (c && s && split_list(*c) == split_list(*s)) return;
+    m_out.push_back(finding{
+        "pair", "UCX_TLS",
+        fmt::format("UCX_TLS differs: client {}, server {}; a transport enabled on one side only "
+                    "cannot carry the pair",
+                    c ? *c : "(unset)", s ? *s : "(unset)"),
+        "set the same UCX_TLS on both sides"});
+  }
+
+  const side_view& m_c;
+  const side_view& m_s;
+  std::vector<finding> m_out;
+};
+
+}  // namespace
+
+nccl_filter parse_nccl_filter(const std::string& value) {
+  nccl_filter f;
+  std::string v = trim(value);
+  if (!v.empty() && v.front() == '^') {
+    f.exclude = true;
+    v.erase(0, 1);
+  }
+  if (!v.empty() && v.front() == '=') {
+    f.exact = true;
+    v.erase(0, 1);
+  }
+  f.entries = split_list(v);
+  return f;
+}
+
+std::vector<std::string> nccl_select(const nccl_filter& f, const std::vector<std::string>& names) {
+  std::vector<std::string> out;
+  for (const auto& n : names) {
+    bool hit = false;
+    for (const auto& e : f.entries) {
+      const std::string want = e.substr(0, e.find(':'));
+      hit = hit || (f.exact ? n == want : n.rfind(want, 0) == 0);
+    }
+    if (hit != f.exclude) out.push_back(n);
+  }
+  return out;
+}
+
+std::vector<std::string> nccl_default_interfaces(const std::vector<std::string>& names) {
+  std::vector<std::string> ib;
+  std::vector<std::string> rest;
+  for (const auto& n : names) {
+    if (n.rfind("ib", 0) == 0) ib.push_back(n);
+    if (n != "lo" && n.rfind("docker", 0) != 0) rest.push_back(n);
+  }
+  return ib.empty() ? rest : ib;
+}
+
+void to_json(nlohmann::json& j, const gpu_info& g) {
+  j = {{"index", g.index},
+       {"uuid", g.uuid},
+       {"bus_id", g.bus_id},
+       {"name", g.name},
+       {"nvlink_peers", g.nvlink_peers}};
+}
+
+void from_json(const nlohmann::json& j, gpu_info& g) {
+  g.index = j.value("index", 0U);
+  g.uuid = j.value("uuid", std::string());
+  g.bus_id = j.value("bus_id", std::string());
+  g.name = j.value("name", std::string());
+  g.nvlink_peers = j.value("nvlink_peers", std::vector<std::string>());
+}
+
+void to_json(nlohmann::json& j, const finding& f) {
+  j = {{"side", f.side}, {"subject", f.subject}, {"problem", f.problem}, {"fix", f.fix}};
+}
+
+std::vector<finding> check_variables(const side_view& client, const side_view& server) {
+  return checker(client, server).run();
+}
+
+}  // namespace pairperf

@@ -1,0 +1,75 @@
+#pragma once
+// The environment variables that pick interfaces and devices for UCX, NCCL and gloo, read the
+// way each library reads them, and checked on both sides of a pair against what exists there and
+// what reaches the peer (the findings of `pairperf doctor`).
+//   NCCL_SOCKET_IFNAME, NCCL_IB_HCA   comma list of prefixes; "^" excludes, "=" matches exactly;
+//                                     NCCL_IB_HCA entries may end in ":port"
+//   GLOO_SOCKET_IFNAME                comma list of exact interface names
+//   UCX_NET_DEVICES                   comma list of devices (netdevs, or RDMA "mlx5_0:1"), or all
+//   CUDA_VISIBLE_DEVICES              indices or GPU UUIDs (a unique prefix is enough)
+//   NVIDIA_VISIBLE_DEVICES            all, none, void, or indices / UUIDs (the container runtime)
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/units.h"  // split_list
+
+namespace pairperf {
+
+// NCCL's interface and HCA filters.
+struct nccl_filter {
+  bool exclude = false;  // "^..."
+  bool exact = false;    // "=..."
+  std::vector<std::string> entries;
+};
+nccl_filter parse_nccl_filter(const std::string& value);
+// Which of `names` the filter selects (the ":port" of an entry is ignored).
+std::vector<std::string> nccl_select(const nccl_filter& f, const std::vector<std::string>& names);
+// What NCCL picks with NCCL_SOCKET_IFNAME unset: ib* interfaces if any, else every interface but
+// lo and docker*.
+std::vector<std::string> nccl_default_interfaces(const std::vector<std::string>& names);
+
+// One side of the pair as the checks see it.
+struct gpu_info {
+  unsigned index = 0;
+  std::string uuid;    // "GPU-..."
+  std::string bus_id;  // "00000000:18:00.0"
+  std::string name;
+  std::vector<std::string> nvlink_peers;  // PCI bus id at the far end of each active NVLink
+};
+void to_json(nlohmann::json& j, const gpu_info& g);
+void from_json(const nlohmann::json& j, gpu_info& g);
+
+struct side_view {
+  std::string name;                               // "client" or "server"
+  nlohmann::json env = nlohmann::json::object();  // relevant_environment() of that side
+  std::vector<std::string> ifaces;                // interfaces that are up with an address
+  std::vector<std::string> rdma;                  // RDMA device names
+  std::set<std::string> tested;                   // interfaces the matrix tried on this side
+  std::set<std::string> reaching;                 // of those, the ones that reached the peer
+  std::vector<std::string> ranked;                // reaching interfaces, fastest first
+  // Of `ranked`, those a multi-node variable may name: never a loopback interface, which
+  // reaches only this host (pasted into a multi-node job, "lo" breaks it).
+  std::vector<std::string> recommendable;
+  std::set<std::string> loopback;             // this side's loopback interfaces
+  std::vector<std::string> ucx_transports;    // UCX transports this side's library has
+  std::optional<std::vector<gpu_info>> gpus;  // nullopt: unknown (no NVML)
+  std::string hostname_address;               // what the hostname resolves to ("" if it does not)
+  std::string hostname_iface;                 // the interface holding that address ("" if none)
+  bool loopback_reaches_peer = false;         // one network namespace: 127.0.0.1 is the peer's too
+};
+
+struct finding {
+  std::string side;     // "client", "server" or "pair"
+  std::string subject;  // the variable, or the topic ("path", "interface")
+  std::string problem;
+  std::string fix;
+};
+void to_json(nlohmann::json& j, const finding& f);
+
+// Every variable check on both sides, and between them.
+std::vector<finding> check_variables(const side_view& client, const side_view& server);
+
+}  // namespace pairperf

@@ -1,0 +1,192 @@
+#include "host/noise.h"
+
+#include <fmt/format.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/errors.h"
+
+namespace pairperf {
+namespace {
+
+std::int64_t clock_ns(clockid_t id) noexcept {
+  timespec ts{};
+  if (::clock_gettime(id, &ts) != 0) return 0;
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// The second field of schedstat: nanoseconds spent runnable on a run queue.
+std::optional<std::int64_t> runqueue_wait() noexcept {
+  std::ifstream f("/proc/thread-self/schedstat");
+  long long on_cpu = 0, waiting = 0;
+  if (!(f >> on_cpu >> waiting)) return std::nullopt;
+  return waiting;
+}
+
+double load1() noexcept {
+  std::ifstream f("/proc/loadavg");
+  double v = 0;
+  f >> v;
+  return v;
+}
+
+// The aggregate "cpu" line of /proc/stat: user nice system idle iowait irq softirq steal ...
+void cpu_ticks(noise_snapshot& s) noexcept {
+  try {
+    std::ifstream f("/proc/stat");
+    std::string line;
+    if (!std::getline(f, line) || line.rfind("cpu ", 0) != 0) return;
+    std::istringstream in(line.substr(4));
+    std::uint64_t v = 0, total = 0, steal = 0;
+    for (int field = 0; field < 8 && in >> v; ++field) {
+      total += v;
+      if (field == 7) steal = v;
+    }
+    s.steal_ticks = steal;
+    s.total_ticks = total;
+  } catch (...) {
+  }
+}
+
+double share(double part, double whole) { return whole > 0 ? part / whole : 0; }
+
+// The CPUs this thread may run on, as a list such as "0-1" or "3" (what --cpu pinned).
+std::string cpus_allowed() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return {};
+  std::vector<std::string> parts;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (!CPU_ISSET(c, &set)) continue;
+    int last = c;
+    while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &set)) ++last;
+    parts.push_back(last == c ? std::to_string(c) : fmt::format("{}-{}", c, last));
+    c = last;
+  }
+  return fmt::format("{}", fmt::join(parts, ","));
+}
+
+}  // namespace
+
+noise_snapshot take_noise_snapshot() noexcept {
+  noise_snapshot s;
+  s.load1 = load1();
+  cpu_ticks(s);
+  s.runqueue_wait_ns = runqueue_wait();
+  rusage ru{};
+  if (::getrusage(RUSAGE_THREAD, &ru) == 0) s.involuntary_switches = ru.ru_nivcsw;
+  s.cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+  s.wall_ns = clock_ns(CLOCK_MONOTONIC);
+  return s;
+}
+
+void noise_meter::end() noexcept {
+  const noise_snapshot now = take_noise_snapshot();
+  if (m_phases == 0) m_load_before = m_start.load1;
+  m_load_after = now.load1;
+  ++m_phases;
+  m_wall_ns += now.wall_ns - m_start.wall_ns;
+  m_cpu_ns += now.cpu_ns - m_start.cpu_ns;
+  m_switches += now.involuntary_switches - m_start.involuntary_switches;
+  if (m_wait_ns && now.runqueue_wait_ns && m_start.runqueue_wait_ns) {
+    *m_wait_ns += *now.runqueue_wait_ns - *m_start.runqueue_wait_ns;
+  } else {
+    m_wait_ns.reset();
+  }
+  if (m_ticks && now.total_ticks && m_start.total_ticks) {
+    m_steal += *now.steal_ticks - *m_start.steal_ticks;
+    m_total += *now.total_ticks - *m_start.total_ticks;
+  } else {
+    m_ticks = false;
+  }
+}
+
+nlohmann::json noise_meter::side() const {
+  if (m_phases == 0) return nullptr;
+  const double wall = static_cast<double>(m_wall_ns) * 1e-9;
+  nlohmann::json j{{"wall_s", wall},
+                   {"cpu_s", static_cast<double>(m_cpu_ns) * 1e-9},
+                   {"involuntary_switches", m_switches},
+                   {"load1_before", m_load_before},
+                   {"load1_after", m_load_after},
+                   {"cpus_allowed", cpus_allowed()}};
+  if (m_wait_ns) {
+    const double wait = static_cast<double>(*m_wait_ns) * 1e-9;
+    j["runqueue_wait_s"] = wait;
+    j["descheduled_share"] = share(wait, wall);
+  } else {
+    j["runqueue_wait_s"] = nullptr;
+    j["descheduled_share"] = nullptr;
+  }
+  // Ticks move every 10 ms: a phase shorter than a few of them says nothing about steal.
+  j["steal_share"] =
+      m_ticks && m_total >= 10
+          ? nlohmann::json(share(static_cast<double>(m_steal), static_cast<double>(m_total)))
+          : nlohmann::json(nullptr);
+  return j;
+}
+
+nlohmann::json judge_noise(const nlohmann::json& client, const nlohmann::json& server,
+                           double threshold) {
+  if (!client.is_object()) return nullptr;
+  nlohmann::json out{{"threshold_share", threshold}, {"client", client}};
+  if (server.is_object()) out["server"] = server;
+  std::vector<std::string> why;
+  for (const auto& [name, side] : {std::pair{"client", &client}, std::pair{"server", &server}}) {
+    if (!side->is_object()) continue;
+    const nlohmann::json* facts = side;  // a lambda may not capture a structured binding (clang 14)
+    const auto get = [facts](const char* key) {
+      const auto it = facts->find(key);
+      return it != facts->end() && it->is_number() ? it->get<double>() : 0.0;
+    };
+    const double off = get("descheduled_share");
+    if (off > threshold) {
+      why.push_back(fmt::format(
+          "the {} was descheduled {:.0f}% of the measured {:.3g} s ({:.3g} s waiting for a CPU, "
+          "{} involuntary switches, load {:.2f} -> {:.2f})",
+          name, off * 100, get("wall_s"), get("runqueue_wait_s"),
+          side->value("involuntary_switches", std::int64_t{0}), get("load1_before"),
+          get("load1_after")));
+    }
+    const double steal = get("steal_share");
+    if (steal > threshold)
+      why.push_back(
+          fmt::format("the {}'s host lost {:.0f}% of its CPU time to steal (a busy "
+                      "hypervisor)",
+                      name, steal * 100));
+  }
+  out["noisy"] = !why.empty();
+  if (!why.empty()) out["why"] = fmt::format("{}", fmt::join(why, "; "));
+  return out;
+}
+
+void pin_to_cpu(int cpu) {
+  const std::string allowed = cpus_allowed();
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (cpu < 0 || cpu >= CPU_SETSIZE)
+    throw usage_error(fmt::format("--cpu {}: no such CPU (this process may use {})", cpu, allowed));
+  CPU_SET(cpu, &set);
+  if (::sched_setaffinity(0, sizeof(set), &set) != 0)
+    throw usage_error(fmt::format("--cpu {}: cannot pin to it: {} (this process may use {})", cpu,
+                                  std::strerror(errno), allowed));
+}
+
+bool is_noisy(const nlohmann::json& host_noise) noexcept {
+  return host_noise.is_object() && host_noise.value("noisy", false);
+}
+
+std::string noise_reason(const nlohmann::json& host_noise) {
+  return is_noisy(host_noise) ? host_noise.value("why", std::string("noisy")) : std::string();
+}
+
+}  // namespace pairperf

@@ -1,0 +1,436 @@
+#include "mesh/mesh.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "core/errors.h"
+#include "core/interfaces.h"
+#include "core/stats.h"
+#include "core/units.h"
+
+namespace pairperf {
+namespace {
+
+// Greedy rounds: each pair goes into the first round where neither node is busy.
+std::vector<mesh_round> pack_rounds(const std::vector<node_pair>& pairs) {
+  std::vector<mesh_round> rounds;
+  std::vector<std::set<int>> busy;
+  for (const auto& p : pairs) {
+    std::size_t r = 0;
+    while (r < rounds.size() && (busy[r].count(p.client) > 0 || busy[r].count(p.server) > 0)) ++r;
+    if (r == rounds.size()) {
+      rounds.emplace_back();
+      busy.emplace_back();
+    }
+    rounds[r].push_back(p);
+    busy[r].insert(p.client);
+    busy[r].insert(p.server);
+  }
+  return rounds;
+}
+
+bool failed(const std::vector<case_result>& rs) {
+  return rs.empty() || std::any_of(rs.begin(), rs.end(), [](const case_result& r) {
+           return r.status == case_status::error || r.status == case_status::unreachable;
+         });
+}
+
+const char* const mesh_variables[] = {"UCX_TLS", "UCX_NET_DEVICES", "NCCL_SOCKET_IFNAME",
+                                      "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA"};
+
+std::string value_or_unset(const nlohmann::json& env, const char* var) {
+  const auto it = env.find(var);
+  return it != env.end() && it->is_string() ? it->get<std::string>() : "(unset)";
+}
+
+}  // namespace
+
+mesh_pattern parse_mesh_pattern(const std::string& text) {
+  if (text == "all-pairs") return mesh_pattern::all_pairs;
+  if (text == "ring") return mesh_pattern::ring;
+  if (text == "one-to-all") return mesh_pattern::one_to_all;
+  throw usage_error(fmt::format("unknown --pattern '{}' (all-pairs, ring, one-to-all)", text));
+}
+
+const char* to_string(mesh_pattern p) noexcept {
+  switch (p) {
+    case mesh_pattern::all_pairs:
+      return "all-pairs";
+    case mesh_pattern::ring:
+      return "ring";
+    case mesh_pattern::one_to_all:
+      return "one-to-all";
+  }
+  return "?";
+}
+
+namespace {
+
+std::vector<mesh_round> one_direction(int nodes, mesh_pattern pattern) {
+  std::vector<mesh_round> rounds;
+  if (nodes < 2) return rounds;
+  if (pattern == mesh_pattern::all_pairs) {
+    // The circle method: node 0 stays, the others rotate; an odd count gets an idle slot.
+    const int n = nodes % 2 == 0 ? nodes : nodes + 1;
+    std::vector<int> ring(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) ring[static_cast<std::size_t>(i)] = i;
+    for (int r = 0; r < n - 1; ++r) {
+      mesh_round round;
+      for (int i = 0; i < n / 2; ++i) {
+        const int a = ring[static_cast<std::size_t>(i)];
+        const int b = ring[static_cast<std::size_t>(n - 1 - i)];
+        if (a >= nodes || b >= nodes) continue;  // the idle slot
+        round.push_back(node_pair{std::min(a, b), std::max(a, b)});
+      }
+      std::sort(round.begin(), round.end(),
+                [](const node_pair& x, const node_pair& y) { return x.client < y.client; });
+      rounds.push_back(std::move(round));
+      std::rotate(ring.begin() + 1, ring.end() - 1, ring.end());
+    }
+    return rounds;
+  }
+  std::vector<node_pair> pairs;
+  if (pattern == mesh_pattern::ring) {
+    for (int i = 0; i < nodes; ++i) {
+      const int j = (i + 1) % nodes;
+      if (nodes == 2 && i == 1) break;  // two nodes: one pair
+      pairs.push_back(node_pair{i, j});
+    }
+  } else {
+    for (int j = 1; j < nodes; ++j) pairs.push_back(node_pair{0, j});
+  }
+  return pack_rounds(pairs);
+}
+
+}  // namespace
+
+std::vector<mesh_round> mesh_schedule(int nodes, mesh_pattern pattern, bool both_directions) {
+  std::vector<mesh_round> rounds = one_direction(nodes, pattern);
+  if (!both_directions) return rounds;
+  // The reverse of each round is itself a round of disjoint pairs; a pair the pattern already
+  // measures both ways (a ring of two) is not measured twice.
+  std::set<std::pair<int, int>> planned;
+  for (const auto& r : rounds) {
+    for (const auto& p : r) planned.emplace(p.client, p.server);
+  }
+  const std::size_t forward = rounds.size();
+  for (std::size_t i = 0; i < forward; ++i) {
+    mesh_round back;
+    for (const auto& p : rounds[i]) {
+      if (planned.count({p.server, p.client}) == 0) back.push_back(node_pair{p.server, p.client});
+    }
+    if (!back.empty()) rounds.push_back(std::move(back));
+  }
+  return rounds;
+}
+
+namespace {
+
+// How the two directions of a link differ beyond the rule, in words ("" when they do not), and
+// whether a -> b is the slow one. `final`: the retest where there was one, else the first figures.
+struct asymmetry {
+  std::vector<std::string> what;
+  bool slow_out = false;
+};
+
+asymmetry asymmetry_of(const pair_result& there, const pair_result& back, const outlier_rule& rule,
+                       bool final, const std::function<std::string(int)>& name) {
+  const auto& rs_there = final && !there.retest.empty() ? there.retest : there.results;
+  const auto& rs_back = final && !back.retest.empty() ? back.retest : back.results;
+  const int a = there.pair.client;
+  const int b = there.pair.server;
+  asymmetry out;
+  const auto bw1 = pair_bandwidth(rs_there);
+  const auto bw2 = pair_bandwidth(rs_back);
+  if (bw1 && bw2 && std::min(*bw1, *bw2) < rule.bw_fraction * std::max(*bw1, *bw2)) {
+    out.what.push_back(fmt::format("bandwidth {} -> {} {}, {} -> {} {} ({:.1f}x)", name(a), name(b),
+                                   format_rate(*bw1, rate_unit::gb), name(b), name(a),
+                                   format_rate(*bw2, rate_unit::gb),
+                                   std::max(*bw1, *bw2) / std::max(std::min(*bw1, *bw2), 1.0)));
+  }
+  const auto l1 = pair_latency(rs_there);
+  const auto l2 = pair_latency(rs_back);
+  if (l1 && l2 && std::max(*l1, *l2) > rule.lat_multiple * std::min(*l1, *l2)) {
+    out.what.push_back(fmt::format("latency {} -> {} {}, {} -> {} {}", name(a), name(b),
+                                   format_seconds(*l1), name(b), name(a), format_seconds(*l2)));
+  }
+  out.slow_out = bw1 && bw2 ? *bw1 < *bw2 : (l1 && l2 && *l1 > *l2);
+  return out;
+}
+
+// Each link measured both ways once, as (index of a -> b, index of b -> a) with a < b.
+std::vector<std::pair<std::size_t, std::size_t>> links(const std::vector<pair_result>& pairs) {
+  std::map<std::pair<int, int>, std::size_t> by_direction;
+  for (std::size_t i = 0; i < pairs.size(); ++i)
+    by_direction[{pairs[i].pair.client, pairs[i].pair.server}] = i;
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  for (const auto& [key, i] : by_direction) {
+    if (key.first > key.second) continue;
+    const auto it = by_direction.find({key.second, key.first});
+    if (it != by_direction.end()) out.emplace_back(i, it->second);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::size_t> find_retests(const std::vector<pair_result>& pairs,
+                                      const outlier_rule& rule) {
+  std::vector<std::size_t> out = find_outliers(pairs, rule);
+  const auto number = [](int i) { return std::to_string(i); };
+  for (const auto& [there, back] : links(pairs)) {
+    if (asymmetry_of(pairs[there], pairs[back], rule, false, number).what.empty()) continue;
+    out.push_back(there);
+    out.push_back(back);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::vector<finding> find_asymmetric(const std::vector<std::string>& names,
+                                     const std::vector<pair_result>& pairs,
+                                     const outlier_rule& rule) {
+  const auto name = [&](int i) {
+    return i >= 0 && static_cast<std::size_t>(i) < names.size() ? names[static_cast<std::size_t>(i)]
+                                                                : std::to_string(i);
+  };
+  std::vector<finding> out;
+  for (const auto& [there, back] : links(pairs)) {
+    const asymmetry d = asymmetry_of(pairs[there], pairs[back], rule, true, name);
+    if (d.what.empty()) continue;
+    const int a = pairs[there].pair.client;
+    const int b = pairs[there].pair.server;
+    const std::string slow_from = d.slow_out ? name(a) : name(b);
+    const std::string slow_to = d.slow_out ? name(b) : name(a);
+    out.push_back(finding{
+        fmt::format("{},{}", name(a), name(b)), "asymmetric link",
+        fmt::format("one direction of the link is degraded: {}", fmt::join(d.what, "; ")),
+        fmt::format("check the path from {} to {}: its transmit side (NIC, cable, bond member, "
+                    "switch port, shaping or a qdisc on {}) and {}'s receive side",
+                    slow_from, slow_to, slow_from, slow_to)});
+  }
+  return out;
+}
+
+std::optional<double> pair_bandwidth(const std::vector<case_result>& results) {
+  std::optional<double> best;
+  for (const auto& r : results) {
+    const auto v = headline_of(r, headline::bandwidth);
+    if (v && (!best || *v > *best)) best = v;
+  }
+  return best;
+}
+
+std::optional<double> pair_latency(const std::vector<case_result>& results) {
+  for (const auto& r : results) {
+    if (const auto v = headline_of(r, headline::latency_p50)) return v;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::size_t> find_outliers(const std::vector<pair_result>& pairs,
+                                       const outlier_rule& rule) {
+  std::vector<double> bws, lats;
+  for (const auto& p : pairs) {
+    if (auto b = pair_bandwidth(p.results)) bws.push_back(*b);
+    if (auto l = pair_latency(p.results)) lats.push_back(*l);
+  }
+  const double bw_median = median_of(bws);
+  const double lat_min = lats.empty() ? 0 : *std::min_element(lats.begin(), lats.end());
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    const auto& p = pairs[i];
+    if (failed(p.results)) {
+      out.push_back(i);
+      continue;
+    }
+    const auto b = pair_bandwidth(p.results);
+    const auto l = pair_latency(p.results);
+    if ((b && bws.size() > 1 && *b < rule.bw_fraction * bw_median) ||
+        (l && lats.size() > 1 && *l > rule.lat_multiple * lat_min))
+      out.push_back(i);
+  }
+  return out;
+}
+
+nlohmann::json mesh_matrices(int nodes, const std::vector<std::string>& names,
+                             const std::vector<pair_result>& pairs) {
+  const auto n = static_cast<std::size_t>(nodes);
+  nlohmann::json bw = nlohmann::json::array(), lat = nlohmann::json::array(),
+                 status = nlohmann::json::array();
+  for (std::size_t i = 0; i < n; ++i) {
+    bw.push_back(std::vector<nlohmann::json>(n, nullptr));
+    lat.push_back(std::vector<nlohmann::json>(n, nullptr));
+    status.push_back(std::vector<nlohmann::json>(n, nullptr));
+  }
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& p : pairs) {
+    const auto c = static_cast<std::size_t>(p.pair.client);
+    const auto s = static_cast<std::size_t>(p.pair.server);
+    const auto& final_results = p.retest.empty() ? p.results : p.retest;
+    if (auto b = pair_bandwidth(final_results)) bw[c][s] = *b;
+    if (auto l = pair_latency(final_results)) lat[c][s] = *l;
+    status[c][s] = p.verdict;
+    nlohmann::json item{{"client", p.pair.client},    {"server", p.pair.server},
+                        {"client_name", names.at(c)}, {"server_name", names.at(s)},
+                        {"verdict", p.verdict},       {"results", p.results}};
+    if (!p.retest.empty()) item["retest"] = p.retest;
+    list.push_back(std::move(item));
+  }
+  return {{"nodes", names},
+          {"bandwidth_Bps", bw},
+          {"latency_p50_s", lat},
+          {"verdict", status},
+          {"pairs", list},
+          {"layout", "row = client (measures towards), column = server; null = not measured"}};
+}
+
+std::vector<finding> compare_nodes(const std::vector<std::string>& names,
+                                   const std::vector<nlohmann::json>& hosts,
+                                   const std::vector<nlohmann::json>& envs) {
+  std::vector<finding> out;
+  const std::size_t n = names.size();
+  // Interfaces per node (up, with an address, not loopback).
+  std::vector<std::vector<interface_info>> ifaces(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i >= hosts.size() || !hosts[i].contains("interfaces")) continue;
+    for (const auto& j : hosts[i].at("interfaces")) {
+      interface_info info = j.get<interface_info>();
+      if (info.up && !info.loopback && !info.addresses.empty())
+        ifaces[i].push_back(std::move(info));
+    }
+  }
+  std::map<std::string, std::vector<std::string>> where;  // interface name -> nodes that have it
+  for (std::size_t i = 0; i < n; ++i) {
+    for (const auto& f : ifaces[i]) where[f.name].push_back(names[i]);
+  }
+  for (const auto& [iface, have] : where) {
+    if (have.size() == n) continue;
+    std::vector<std::string> lack;
+    for (const auto& name : names) {
+      if (std::find(have.begin(), have.end(), name) == have.end()) lack.push_back(name);
+    }
+    out.push_back(finding{fmt::format("{}", fmt::join(lack, ",")), "interfaces",
+                          fmt::format("interface {} exists on {} but not on {}", iface,
+                                      fmt::join(have, ","), fmt::join(lack, ",")),
+                          "configure the same interface names on every node, or set each node's "
+                          "NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME / UCX_NET_DEVICES to its own"});
+  }
+  // MTU mismatches within one IPv4 subnet.
+  std::map<std::string, std::map<unsigned, std::vector<std::string>>>
+      mtus;  // subnet -> mtu -> nodes
+  for (std::size_t i = 0; i < n; ++i) {
+    for (const auto& f : ifaces[i]) {
+      for (const auto& a : f.addresses) {
+        if (a.family != 2 /* AF_INET */) continue;
+        unsigned b[4] = {};
+        if (std::sscanf(a.address.c_str(), "%u.%u.%u.%u", &b[0], &b[1], &b[2], &b[3]) != 4)
+          continue;
+        const std::uint32_t ip = (b[0] << 24) | (b[1] << 16) | (b[2] << 8) | b[3];
+        const std::uint32_t mask = a.prefix_len == 0 ? 0 : ~std::uint32_t{0} << (32 - a.prefix_len);
+        const std::uint32_t net = ip & mask;
+        const std::string subnet = fmt::format("{}.{}.{}.{}/{}", net >> 24, (net >> 16) & 255,
+                                               (net >> 8) & 255, net & 255, a.prefix_len);
+        mtus[subnet][f.mtu].push_back(fmt::format("{}:{}", names[i], f.name));
+      }
+    }
+  }
+  for (const auto& [subnet, by_mtu] : mtus) {
+    if (by_mtu.size() < 2) continue;
+    std::vector<std::string> parts;
+    for (const auto& [mtu, who] : by_mtu)
+      parts.push_back(fmt::format("{} on {}", mtu, fmt::join(who, ",")));
+    out.push_back(finding{"pair", "MTU",
+                          fmt::format("MTU differs within {}: {}", subnet, fmt::join(parts, "; ")),
+                          "set one MTU on every interface of the subnet"});
+  }
+  // Variables: differing between nodes, and naming interfaces a node lacks.
+  for (const char* var : mesh_variables) {
+    std::map<std::string, std::vector<std::string>> values;
+    for (std::size_t i = 0; i < n; ++i) {
+      values[value_or_unset(i < envs.size() ? envs[i] : nlohmann::json::object(), var)].push_back(
+          names[i]);
+    }
+    if (values.size() > 1) {
+      std::vector<std::string> parts;
+      for (const auto& [v, who] : values)
+        parts.push_back(fmt::format("{}={} on {}", var, v, fmt::join(who, ",")));
+      out.push_back(finding{
+          "pair", var, fmt::format("{} differs between nodes: {}", var, fmt::join(parts, "; ")),
+          "set it to each node's reaching interface on every node (pairperf doctor "
+          "between two nodes names it)"});
+    }
+    const bool socket_var =
+        std::string(var) == "NCCL_SOCKET_IFNAME" || std::string(var) == "GLOO_SOCKET_IFNAME";
+    if (!socket_var) continue;
+    for (std::size_t i = 0; i < n && i < envs.size(); ++i) {
+      const std::string v = value_or_unset(envs[i], var);
+      if (v == "(unset)") continue;
+      std::vector<std::string> names_here;
+      for (const auto& f : ifaces[i]) names_here.push_back(f.name);
+      const auto chosen = std::string(var) == "GLOO_SOCKET_IFNAME"
+                              ? [&] {
+                                  std::vector<std::string> hit;
+                                  for (const auto& x : split_list(v)) {
+                                    if (std::find(names_here.begin(), names_here.end(), x) != names_here.end())
+                                      hit.push_back(x);
+                                  }
+                                  return hit;
+                                }()
+                              : nccl_select(parse_nccl_filter(v), names_here);
+      if (chosen.empty()) {
+        out.push_back(finding{
+            names[i], var,
+            fmt::format("{}={} names no interface of {} (it has {})", var, v, names[i],
+                        names_here.empty() ? std::string("none")
+                                           : fmt::format("{}", fmt::join(names_here, ","))),
+            fmt::format("on {}: set {} to the interface that reaches the others", names[i], var)});
+      }
+    }
+  }
+  return out;
+}
+
+void print_matrix(std::FILE* out, const std::vector<std::string>& names,
+                  const std::vector<pair_result>& pairs, bool latency) {
+  const std::size_t n = names.size();
+  std::vector<std::vector<std::string>> cell(n, std::vector<std::string>(n, "."));
+  for (std::size_t i = 0; i < n; ++i) cell[i][i] = "-";
+  for (const auto& p : pairs) {
+    const auto& rs = p.retest.empty() ? p.results : p.retest;
+    std::string text;
+    if (p.verdict == "unreachable" || p.verdict == "error") {
+      text = p.verdict == "unreachable" ? "UNREACH" : "ERROR";
+    } else if (latency) {
+      const auto l = pair_latency(rs);
+      text = l ? format_seconds(*l) : "?";
+    } else {
+      const auto b = pair_bandwidth(rs);
+      text = b ? fmt::format("{:.2f}", *b / 1e9) : "?";
+    }
+    if (p.verdict == "slow link") text += "!";
+    cell[static_cast<std::size_t>(p.pair.client)][static_cast<std::size_t>(p.pair.server)] = text;
+  }
+  fmt::print(out, "\n{} (row: client, column: server{})\n",
+             latency ? "Latency p50, one-way" : "Bandwidth, GB/s",
+             latency ? "" : "; ! = slow alone too");
+  // Names in full, never cut: the columns are as wide as the longest name.
+  std::size_t width = 10;
+  for (const auto& name : names) width = std::max(width, name.size());
+  fmt::print(out, "  {:>{}}", "", width);
+  for (const auto& name : names) fmt::print(out, " {:>{}}", name, width);
+  fmt::print(out, "\n");
+  for (std::size_t i = 0; i < n; ++i) {
+    fmt::print(out, "  {:>{}}", names[i], width);
+    for (std::size_t j = 0; j < n; ++j) fmt::print(out, " {:>{}}", cell[i][j], width);
+    fmt::print(out, "\n");
+  }
+}
+
+}  // namespace pairperf

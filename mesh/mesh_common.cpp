@@ -1,0 +1,229 @@
+#include "mesh/mesh_common.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+#include "core/errors.h"
+#include "core/exit_codes.h"
+#include "core/output.h"
+#include "core/units.h"
+#include "harness/context.h"
+#include "harness/token.h"
+#include "transports/registry.h"
+
+namespace pairperf::mesh {
+
+mesh_plan make_plan(const mesh_args& a, int nodes) {
+  mesh_plan p;
+  p.config.duration = parse_duration(a.duration);
+  p.config.timeouts.connect = parse_duration(a.t_connect);
+  p.config.timeouts.per_case = parse_duration(a.t_case);
+  const transport_entry* entry = transport_registry::instance().find(a.transport);
+  if (entry == nullptr) throw usage_error(fmt::format("unknown transport '{}'", a.transport));
+  p.tests = a.tests;
+  if (p.tests.empty()) {  // the transport's two-sided bandwidth and latency tests
+    for (const auto& t : entry->tests) {
+      const bool two_sided = t.data_op == op_kind::send && std::string(t.name).rfind("am_", 0) != 0;
+      if (two_sided &&
+          (t.pattern == pattern_kind::stream_uni || t.pattern == pattern_kind::pingpong))
+        p.tests.emplace_back(t.name);
+    }
+  }
+  for (const auto& name : p.tests) {
+    const test_spec* spec = transport_registry::instance().find_test(a.transport, name);
+    if (spec == nullptr)
+      throw usage_error(fmt::format("transport {} has no test {}", a.transport, name));
+    const bool lat = spec->pattern == pattern_kind::pingpong;
+    for (auto size : parse_size_list(a.sizes.empty() ? (lat ? "8" : "1M") : a.sizes)) {
+      test_case c;
+      c.index = p.cases.size();
+      c.transport = a.transport;
+      c.test = name;
+      c.pattern = spec->pattern;
+      c.iface = a.iface;
+      c.size_bytes = size;
+      p.cases.push_back(c);
+    }
+  }
+  for (const auto& e : a.expect) p.expectations.push_back(parse_expectation(e));
+  p.schedule = mesh_schedule(nodes, parse_mesh_pattern(a.pattern), !a.one_way);
+  if (a.retest_bw <= 0 || a.retest_bw >= 1)
+    throw usage_error("--retest-bw must be between 0 and 1");
+  if (a.retest_lat <= 1) throw usage_error("--retest-lat must be above 1");
+  const auto& t = p.config.timeouts;
+  p.pair_bound_s = std::chrono::duration<double>(t.connect + 2 * t.handshake +
+                                                 static_cast<long>(p.cases.size()) * 2 *
+                                                     (t.per_case + t.handshake))
+                       .count();
+  return p;
+}
+
+void name_nodes(std::vector<mesh_node>& nodes) {
+  // A hostname several nodes share becomes host:port (each has its own server port), or
+  // host#rank where the ports repeat too.
+  std::map<std::string, int> count;
+  std::map<std::string, int> with_port;
+  for (const auto& n : nodes) {
+    ++count[n.name];
+    ++with_port[fmt::format("{}:{}", n.name, n.port)];
+  }
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    auto& n = nodes[i];
+    if (count[n.name] < 2) continue;
+    const std::string host_port = fmt::format("{}:{}", n.name, n.port);
+    n.name = n.port != 0 && with_port[host_port] == 1 ? host_port : fmt::format("{}#{}", n.name, i);
+  }
+}
+
+pair_result unreachable_pair(const node_pair& pair, const std::vector<test_case>& cases,
+                             const std::string& why, const std::string& code) {
+  pair_result out{pair, {}, {}, "unreachable"};
+  for (const auto& c : cases) {
+    case_result r;
+    r.test = c;
+    r.status = case_status::unreachable;
+    r.message = why;
+    r.error_code = code;
+    out.results.push_back(r);
+  }
+  return out;
+}
+
+void judge(pair_result& p) {
+  p.verdict = "ok";
+  for (const auto& r : p.results) {
+    if (r.status == case_status::unreachable) p.verdict = "unreachable";
+    if (r.status == case_status::error && p.verdict == "ok") p.verdict = "error";
+  }
+}
+
+int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const mesh_plan& plan,
+                const std::vector<mesh_node>& nodes, std::vector<pair_result> pairs,
+                const std::vector<pair_result>& retests, const std::vector<double>& round_seconds,
+                double retest_seconds, std::chrono::steady_clock::time_point start) {
+  const outlier_rule rule{a.retest_bw, a.retest_lat};
+  // Retested as outliers (slow link or contention), or only to see both directions of a link
+  // alone (their verdict stays as it was).
+  const std::vector<std::size_t> outliers = find_outliers(pairs, rule);
+  // "--json -": the document on stdout, the tables on stderr.
+  std::FILE* out = a.json == "-" ? stderr : stdout;
+  for (const auto& r : retests) {
+    for (std::size_t idx = 0; idx < pairs.size(); ++idx) {
+      auto& p = pairs[idx];
+      if (!(p.pair == r.pair)) continue;
+      p.retest = r.results;
+      if (r.verdict != "ok") {
+        p.verdict = r.verdict;
+        continue;
+      }
+      if (std::find(outliers.begin(), outliers.end(), idx) == outliers.end()) continue;
+      // Alone it is fine: the first figure was contention. Still an outlier alone: a slow link.
+      std::vector<pair_result> probe = pairs;
+      probe[idx].results = r.results;
+      const auto again = find_outliers(probe, rule);
+      p.verdict =
+          std::find(again.begin(), again.end(), idx) != again.end() ? "slow link" : "contention";
+    }
+  }
+  std::size_t failed_checks = 0;
+  for (auto& p : pairs) {
+    for (auto& r : p.retest.empty() ? p.results : p.retest) {
+      apply_expectations(plan.expectations, r);
+      failed_checks += r.status == case_status::fail ? 1 : 0;
+    }
+  }
+  std::vector<std::string> names;
+  std::vector<nlohmann::json> hosts, envs;
+  for (const auto& n : nodes) {
+    names.push_back(n.name);
+    hosts.push_back(n.host);
+    envs.push_back(n.env);
+  }
+  std::vector<finding> findings = compare_nodes(names, hosts, envs);
+  for (auto& f : find_asymmetric(names, pairs, rule)) findings.push_back(std::move(f));
+  const double total =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto nodes_n = static_cast<int>(nodes.size());
+  fmt::print(out, "pairperf mesh: {} nodes, {} ({} rounds of up to {} pairs), {} {}\n", nodes_n,
+             a.pattern, plan.schedule.size(),
+             plan.schedule.empty() ? 0 : plan.schedule.front().size(), a.transport,
+             fmt::join(plan.tests, ","));
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    fmt::print(out, "  {:>3} {:<14} {}\n", i, nodes[i].name,
+               nodes[i].address.empty() ? "serves nothing: " + nodes[i].note
+                                        : fmt::format("{}:{}", nodes[i].address, nodes[i].port));
+  }
+  print_matrix(out, names, pairs, false);
+  print_matrix(out, names, pairs, true);
+  std::size_t bad = 0, slow = 0;
+  for (const auto& p : pairs) {
+    if (p.verdict == "ok" || p.verdict == "contention") continue;
+    ++(p.verdict == "slow link" ? slow : bad);
+    const auto& rs = p.retest.empty() ? p.results : p.retest;
+    fmt::print(out, "  {} -> {}: {}{}\n", names[static_cast<std::size_t>(p.pair.client)],
+               names[static_cast<std::size_t>(p.pair.server)], p.verdict,
+               rs.empty() || rs.front().message.empty() ? "" : ": " + rs.front().message);
+  }
+  if (!findings.empty()) {
+    fmt::print(out, "\nFindings ({}):\n", findings.size());
+    std::size_t k = 0;
+    for (const auto& f : findings)
+      fmt::print(out, "  {}. [{}] {}: {}\n     fix: {}\n", ++k, f.side, f.subject, f.problem,
+                 f.fix);
+  }
+  fmt::print(
+      out,
+      "\n{} pair(s) ({}), {} failed, {} slow; rounds {:.1f} s, retests {:.1f} s ({} pairs), total "
+      "{:.1f} s\n",
+      pairs.size(), a.one_way ? "one direction each" : "both directions", bad, slow,
+      std::accumulate(round_seconds.begin(), round_seconds.end(), 0.0), retest_seconds,
+      retests.size(), total);
+  // The exit-code contract: a failed pair is a failed measurement (1); a slow link, a finding
+  // or a missed expectation is a check that missed (3).
+  verdict_outcome outcome;
+  if (bad > 0) outcome.add(exit_status::failed, fmt::format("{} pair(s) failed", bad));
+  if (slow > 0) outcome.add(exit_status::missed, fmt::format("{} slow link(s)", slow));
+  if (!findings.empty())
+    outcome.add(exit_status::missed, fmt::format("{} finding(s)", findings.size()));
+  if (failed_checks > 0)
+    outcome.add(exit_status::missed, fmt::format("{} case(s) missed --expect", failed_checks));
+  if (pairs.empty()) outcome.add(exit_status::inconclusive, "no pair was measured");
+  if (!a.json.empty()) {
+    nlohmann::json doc{
+        {"schema", "pairperf.mesh"},
+        {"schema_version", "1.1.0"},
+        {"context",
+         {{"tool", tool_context()},
+          {"argv", redact_argv(argv)},
+          {"time_utc", utc_timestamp()},
+          {"pattern", a.pattern},
+          {"transport", a.transport},
+          {"tests", plan.tests},
+          {"directions", a.one_way ? "one-way" : "both"},
+          {"config", plan.config}}},
+        {"outcome",
+         {{"exit_code", code(outcome.status)},
+          {"verdict", to_string(outcome.status)},
+          {"reasons", outcome.reasons}}},
+        {"nodes", nlohmann::json::array()},
+        {"mesh", mesh_matrices(nodes_n, names, pairs)},
+        {"findings", findings},
+        {"timing_s", {{"rounds", round_seconds}, {"retests", retest_seconds}, {"total", total}}}};
+    for (const auto& n : nodes) {
+      doc["nodes"].push_back({{"name", n.name},
+                              {"address", n.address},
+                              {"port", n.port},
+                              {"note", n.note},
+                              {"host", n.host},
+                              {"env", n.env}});
+    }
+    write_output(a.json, doc.dump(2) + "\n");
+    if (a.json != "-") fmt::print(out, "results: {}\n", a.json);
+  }
+  return code(outcome.status);
+}
+
+}  // namespace pairperf::mesh
