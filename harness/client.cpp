@@ -12,8 +12,10 @@
 #include "core/units.h"
 #include "harness/case_session.h"
 #include "harness/case_worker.h"
+#include "harness/client_hello.h"
 #include "harness/client_results.h"
 #include "harness/context.h"
+#include "harness/phase_plan.h"
 #include "harness/token.h"
 #include "host/gpus.h"
 #include "host/noise.h"
@@ -45,36 +47,6 @@ case_result failed(case_result r, const step_error& e) {
   r.message = e.what();
   if (e.sys_errno() != 0) r.error_code = errno_name(e.sys_errno());
   return r;
-}
-
-// Says hello and waits for the server's: through `queued` replies while others are served (up to
-// timeouts.idle in all), or until `refused` / `busy` (thrown, kind refused).
-nlohmann::json say_hello(control_channel& channel, const std::string& token, const timeouts& t) {
-  channel.send(msg_type::hello,
-               {{"protocol", control_protocol_version}, {"token", token}, {"tool", tool_context()}},
-               "hello", t.handshake);
-  const deadline_t give_up = deadline_in(std::max(t.idle, t.handshake));
-  std::chrono::nanoseconds wait = t.handshake;
-  for (;;) {
-    message m = channel.receive("hello", wait);
-    if (m.type != msg_type::queued) {
-      if (m.type == msg_type::hello) return std::move(m.body);
-      // expect() turns refused / busy / error into their errors; give it the message back.
-      channel.unexpected(std::move(m), msg_type::hello, "hello");
-    }
-    const auto left = give_up - steady::now();
-    if (left <= std::chrono::nanoseconds::zero()) {
-      throw step_error(
-          error_kind::timeout, channel.place(),
-          fmt::format(
-              "still queued at position {} after {}; the server is serving "
-              "other clients",
-              m.body.value("position", nlohmann::json()).dump(),
-              format_seconds(std::chrono::duration<double>(std::max(t.idle, t.handshake)).count())),
-          ETIMEDOUT);
-    }
-    wait = std::chrono::duration_cast<std::chrono::nanoseconds>(left);
-  }
 }
 
 class client_run {
@@ -378,55 +350,30 @@ case_result client_run::run_case(const test_case& c) {
   return r;
 }
 
-// Nanoseconds per iteration of a phase.
-double per_iteration(const pattern_outcome& o, std::uint64_t n) {
-  return static_cast<double>(std::max<std::int64_t>(o.elapsed_ns, 1)) /
-         static_cast<double>(std::max<std::uint64_t>(n, 1));
-}
-
-// A count for a phase: `x` iterations, at least one, at most the run's maximum.
-std::uint64_t count_of(double x, const run_config& cfg) {
-  return std::clamp<std::uint64_t>(static_cast<std::uint64_t>(std::max(x, 1.0)), 1,
-                                   cfg.max_iterations);
-}
-
 // The measured iteration count under a time budget (a ping-pong's timed phases take it as their
-// cap, twice over). The warm-up's few iterations fit inside one scheduler slice and miss
-// contention (a busy host makes each round trip wait for a CPU), so unmeasured pilot phases over a
-// tenth of the budget (at most 0.5 s) re-derive the rate; the count is then held to half the case
-// timeout at that rate.
+// cap, twice over): unmeasured pilot phases re-derive the rate the warm-up missed (phase_plan.h).
 std::uint64_t client_run::calibrate(case_session& s, std::uint64_t warmed, pattern_outcome& mine) {
   const run_config& cfg = m_options.config;
-  const auto budget = static_cast<double>(cfg.duration.count());
-  const double per_iter = pilot_rate(s, warmed, mine, std::min(budget / 10, 0.5e9));
-  const double cap = static_cast<double>(t().per_case.count()) / 2 / per_iter;
-  const double fit = std::min(budget / per_iter, cap);
-  return std::clamp<std::uint64_t>(static_cast<std::uint64_t>(fit), cfg.min_iterations,
-                                   cfg.max_iterations);
+  return planned_count(cfg, pilot_rate(s, warmed, mine, pilot_budget_ns(cfg)));
 }
 
 // The rate (ns per iteration) of unmeasured phases over `pilot` ns after the warm-up. A timed
-// ping-pong runs one phase for that long. Other patterns run counts: they grow eightfold from the
-// warm-up's, each sized to what is left of the pilot's time at the rate seen so far, so a rate
-// that collapses costs one phase's overrun.
+// ping-pong runs one phase for that long; other patterns run growing counts (next_pilot_count).
 double client_run::pilot_rate(case_session& s, std::uint64_t warmed, pattern_outcome& mine,
                               double pilot) {
   const run_config& cfg = m_options.config;
   const double warm_rate = per_iteration(mine, warmed);
   if (s.timed()) {
-    phase(s, "warmup", count_of(2 * pilot / warm_rate, cfg), mine, phase_mode::unmeasured,
+    phase(s, "warmup", phase_count(2 * pilot / warm_rate, cfg), mine, phase_mode::unmeasured,
           std::chrono::nanoseconds(static_cast<std::int64_t>(pilot)));
     return per_iteration(mine, mine.messages_sent);
   }
-  double spent = per_iteration(mine, 1), per_iter = warm_rate, pilot_spent = 0;
+  double spent = elapsed_ns(mine), per_iter = warm_rate, pilot_spent = 0;
   std::uint64_t last = warmed, piloted = 0;
-  while (spent < pilot) {
-    const auto fits = static_cast<std::uint64_t>((pilot - spent) / per_iter);
-    const std::uint64_t n = std::min({fits, 8 * last, cfg.max_iterations});
-    if (n < std::max<std::uint64_t>(warmed, 1)) break;  // what is left is a warm-up's worth
+  while (const std::uint64_t n = next_pilot_count(cfg, pilot, spent, per_iter, last, warmed)) {
     phase(s, "warmup", n, mine, phase_mode::unmeasured);
-    spent += per_iteration(mine, 1);
-    pilot_spent += per_iteration(mine, 1);
+    spent += elapsed_ns(mine);
+    pilot_spent += elapsed_ns(mine);
     piloted += n;
     last = n;
     per_iter = pilot_spent / static_cast<double>(piloted);  // the pilot's rate, not the warm-up's
@@ -435,11 +382,9 @@ double client_run::pilot_rate(case_session& s, std::uint64_t warmed, pattern_out
 }
 
 // One measurement of `planned` iterations (a fixed count: one phase). Under a time budget a
-// timed ping-pong runs one phase for the budget, capped at twice the count. Other patterns run
-// phases the server adds up (samples, counts, host noise): the first covers half the budget at the
-// calibrated rate; each next one what is left of the budget at the rate measured so far, at most
-// doubling the count. A rate that drops mid-run (a busy host) then costs one phase's overrun
-// rather than the case timeout; an unchanged rate takes two phases.
+// timed ping-pong runs one phase for the budget, capped at twice the count; other patterns run
+// phases the server adds up (samples, counts, host noise): the first half the budget at the
+// calibrated rate, then next_measure_count's.
 server_view client_run::measure(case_session& s, std::uint64_t planned, pattern_outcome& mine,
                                 std::uint64_t& done) {
   const run_config& cfg = m_options.config;
@@ -448,27 +393,19 @@ server_view client_run::measure(case_session& s, std::uint64_t planned, pattern_
     return phase(s, "measure", planned, mine, phase_mode::measure);
   }
   if (s.timed()) {
-    server_view theirs = phase(s, "measure", count_of(2.0 * static_cast<double>(planned), cfg),
+    server_view theirs = phase(s, "measure", phase_count(2.0 * static_cast<double>(planned), cfg),
                                mine, phase_mode::measure,
                                std::min<std::chrono::nanoseconds>(cfg.duration, t().per_case / 2));
     done = mine.messages_sent;
     return theirs;
   }
-  const auto budget = static_cast<double>(cfg.duration.count());
   done = std::max<std::uint64_t>(planned / 2, 1);
   server_view theirs = phase(s, "measure", done, mine, phase_mode::measure);
-  for (;;) {
-    const double spent = per_iteration(mine, 1);
-    const double per_iter = spent / static_cast<double>(done);
-    const std::uint64_t fits =
-        spent < budget ? static_cast<std::uint64_t>((budget - spent) / per_iter) : 0;
-    std::uint64_t next = std::min({fits, 2 * done, cfg.max_iterations - done});
-    if (done < cfg.min_iterations) next = std::max(next, cfg.min_iterations - done);
-    // A remainder under a sixteenth of what ran is not worth a phase's round trips.
-    if (next == 0 || (next < done / 16 && done >= cfg.min_iterations)) return theirs;
+  while (const std::uint64_t next = next_measure_count(cfg, elapsed_ns(mine), done)) {
     theirs = phase(s, "measure", next, mine, phase_mode::measure_more);
     done += next;
   }
+  return theirs;
 }
 
 server_view client_run::phase(case_session& s, const char* name, std::uint64_t n,
