@@ -182,6 +182,7 @@ pattern_run case_session::phase_run(std::uint64_t iterations) const {
   run.deadline = deadline_in(m_config.timeouts.per_case);
   run.receive_after_send = m_receive_after_send;
   run.at_least = std::min(m_config.min_iterations, iterations);
+  if (m_params.options.progress == progress_mode::block) run.idle_polls_per_check = 1;
   return run;
 }
 

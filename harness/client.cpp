@@ -364,7 +364,7 @@ double client_run::pilot_rate(case_session& s, std::uint64_t warmed, pattern_out
   const run_config& cfg = m_options.config;
   const double warm_rate = per_iteration(mine, warmed);
   if (s.timed()) {
-    phase(s, "warmup", phase_count(2 * pilot / warm_rate, cfg), mine, phase_mode::unmeasured,
+    phase(s, "warmup", timed_cap(pilot / warm_rate, cfg), mine, phase_mode::unmeasured,
           std::chrono::nanoseconds(static_cast<std::int64_t>(pilot)));
     return per_iteration(mine, mine.messages_sent);
   }
@@ -393,9 +393,9 @@ server_view client_run::measure(case_session& s, std::uint64_t planned, pattern_
     return phase(s, "measure", planned, mine, phase_mode::measure);
   }
   if (s.timed()) {
-    server_view theirs = phase(s, "measure", phase_count(2.0 * static_cast<double>(planned), cfg),
-                               mine, phase_mode::measure,
-                               std::min<std::chrono::nanoseconds>(cfg.duration, t().per_case / 2));
+    server_view theirs =
+        phase(s, "measure", timed_cap(static_cast<double>(planned), cfg), mine, phase_mode::measure,
+              std::min<std::chrono::nanoseconds>(cfg.duration, t().per_case / 2));
     done = mine.messages_sent;
     return theirs;
   }

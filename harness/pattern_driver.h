@@ -2,6 +2,7 @@
 // What the pattern loops share (patterns.cpp: two-sided; patterns_one_sided.cpp: put and get):
 // cookies, the clock, arrival timing, and the driver that posts and polls with failure and
 // deadline handling. Internal to the harness.
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -13,7 +14,6 @@ namespace pairperf::pattern_detail {
 constexpr std::uint64_t sync_cookie = ~std::uint64_t{0};
 constexpr unsigned slot_bits = 16;
 constexpr std::uint64_t slot_mask = (std::uint64_t{1} << slot_bits) - 1;
-constexpr unsigned polls_between_clock_reads = 1024;
 
 constexpr std::uint64_t cookie_of(std::uint64_t seq, std::size_t slot) noexcept {
   return (seq << slot_bits) | slot;
@@ -70,6 +70,7 @@ class driver {
         m_deadline(run.deadline),
         m_place(place),
         m_stop_requested(run.stop_requested),
+        m_idle_polls_per_check(std::max(run.idle_polls_per_check, 1U)),
         m_ask_from(steady::now() + std::chrono::nanoseconds(run.budget_ns)) {}
 
   // Whether the peer said it stopped (a timed ping-pong's server: pattern_run::stop_requested).
@@ -108,7 +109,7 @@ class driver {
   std::span<const completion> poll() {
     const int n = m_t.poll(m_completions);
     if (n < 0) fail();
-    if (n == 0 && ++m_idle >= polls_between_clock_reads) {
+    if (n == 0 && ++m_idle >= m_idle_polls_per_check) {
       m_idle = 0;
       const auto now = steady::now();
       if (now >= m_deadline) {
@@ -130,6 +131,7 @@ class driver {
   deadline_t m_deadline;
   const where& m_place;
   const std::function<bool()>& m_stop_requested;
+  unsigned m_idle_polls_per_check;
   deadline_t m_ask_from;
   bool m_stopped = false;
   std::array<completion, 64> m_completions{};

@@ -42,6 +42,9 @@ struct pattern_run {
   unsigned window = 1;              // outstanding operations per direction (stream patterns)
   std::size_t size = 0;             // bytes per message
   deadline_t deadline{};            // the loop fails with a timeout after this
+  // Polls that find nothing between two reads of the clock (the deadline, the stop check): many
+  // where a poll spins, 1 where it sleeps in the kernel (progress_mode::block).
+  unsigned idle_polls_per_check = 1024;
   // Two-sided ping-pong only (has_time_budget): when positive, the client stops at the first round
   // trip that ends this long after its start (and not before at_least of them), `iterations` is
   // only a cap, and the server answers until stop_requested() says the client stopped; it asks on

@@ -17,6 +17,10 @@ std::uint64_t phase_count(double x, const run_config& cfg) noexcept {
   return static_cast<std::uint64_t>(std::min(std::max(x, 1.0), hi));  // NaN: 1
 }
 
+std::uint64_t timed_cap(double expected, const run_config& cfg) noexcept {
+  return phase_count(std::max(2 * expected, 65536.0), cfg);
+}
+
 double pilot_budget_ns(const run_config& cfg) noexcept {
   return std::min(static_cast<double>(cfg.duration.count()) / 10, 0.5e9);
 }

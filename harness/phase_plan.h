@@ -20,6 +20,11 @@ double per_iteration(const pattern_outcome& o, std::uint64_t n) noexcept;
 // `x` iterations as a phase's count: at least one, at most the run's max_iterations.
 std::uint64_t phase_count(double x, const run_config& cfg) noexcept;
 
+// A timed phase's cap from the count its time should hold at the rate known before it: twice
+// that, and at least 65,536 (half a megabyte of samples), so that a rate better than the pilot's
+// does not end the phase early; at most max_iterations.
+std::uint64_t timed_cap(double expected, const run_config& cfg) noexcept;
+
 // The pilot's time: a tenth of the budget, at most half a second.
 double pilot_budget_ns(const run_config& cfg) noexcept;
 

@@ -188,6 +188,21 @@ class Budget(unittest.TestCase):
         self.assertLess(bw["elapsed_s"], 1.5, bw)
 
 
+    def test_a_timed_ping_pong_ends_promptly_where_polls_sleep(self):
+        # --progress block: each empty poll may sleep 10 ms in the kernel, so the server checks the
+        # clock (and whether the client stopped) on every one, not every 1024th (10 s late).
+        with pp.Server() as s, pp.tmpdir() as d:
+            out = os.path.join(d, "r.json")
+            proc, took = pp.run(["run", s.address, "--json", out, "--transport", "tcp", "--test", "tcp_lat",
+                                 "--sizes", "8,64", "--duration", "0.3s", "--progress", "block"], timeout=60)
+            doc = pp.load(out)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr + s.log)
+        self.assertEqual([r["status"] for r in doc["results"]], ["ok", "ok"])
+        for r in doc["results"]:
+            self.assertGreaterEqual(r["elapsed_s"], 0.3, r)
+        self.assertLess(took, 8, proc.stdout)
+
+
 class FullDisk(unittest.TestCase):
     @unittest.skipIf(os.geteuid() != 0, "needs root to mount a small tmpfs")
     def test_a_full_disk_leaves_no_temporary_file(self):

@@ -29,9 +29,9 @@ TEST(PhasePlan, TheMeasuredCountIsTheBudgetAtThePilotsRateWithinHalfTheCaseTimeo
 TEST(PhasePlan, PilotPhasesGrowEightfoldAndStopAtTheirTime) {
   const run_config c = budget(1s);
   const double pilot = pilot_budget_ns(c);
-  EXPECT_EQ(pilot, 1e8);                                               // a tenth of the budget
-  EXPECT_EQ(pilot_budget_ns(budget(60s)), 0.5e9);                      // at most half a second
-  EXPECT_EQ(next_pilot_count(c, pilot, 1e4, 1000.0, 16, 16), 128U);    // grows eightfold
+  EXPECT_EQ(pilot, 1e8);                                                // a tenth of the budget
+  EXPECT_EQ(pilot_budget_ns(budget(60s)), 0.5e9);                       // at most half a second
+  EXPECT_EQ(next_pilot_count(c, pilot, 1e4, 1000.0, 16, 16), 128U);     // grows eightfold
   EXPECT_EQ(next_pilot_count(c, pilot, 9.999e7, 1000.0, 128, 16), 0U);  // less than a warm-up left
   EXPECT_EQ(next_pilot_count(c, pilot, 9.9e7, 1000.0, 1'000'000, 16), 1000U);  // what is left
   EXPECT_EQ(next_pilot_count(c, pilot, 2e8, 1000.0, 16, 16), 0U);              // time is up
@@ -56,6 +56,13 @@ TEST(PhasePlan, ACountedMeasurementTakesWhatIsLeftAtMostDoublingAndSkipsCrumbs) 
   x.max_iterations = 600'000;
   EXPECT_EQ(next_measure_count(x, 0.5e9, 500'000), 100'000U);
   EXPECT_EQ(next_measure_count(x, 0.5e9, 600'000), 0U);
+}
+
+TEST(PhasePlan, ATimedPhasesCapLeavesRoomForABetterRate) {
+  const run_config c = budget(1s);
+  EXPECT_EQ(timed_cap(1'000'000, c), 2'000'000U);
+  EXPECT_EQ(timed_cap(75, c), 65536U);  // a slow pilot does not hold a faster phase to 150
+  EXPECT_EQ(timed_cap(3e6, c), 4'000'000U);
 }
 
 TEST(PhasePlan, CountsAreWholeAndBounded) {
