@@ -14,7 +14,8 @@ double per_iteration(const pattern_outcome& o, std::uint64_t n) noexcept {
 
 std::uint64_t phase_count(double x, const run_config& cfg) noexcept {
   const double hi = static_cast<double>(std::max<std::uint64_t>(cfg.max_iterations, 1));
-  return static_cast<std::uint64_t>(std::min(std::max(x, 1.0), hi));  // NaN: 1
+  if (!(x >= 1.0)) return 1;  // NaN too
+  return static_cast<std::uint64_t>(std::min(x, hi));
 }
 
 std::uint64_t timed_cap(double expected, const run_config& cfg) noexcept {
@@ -31,9 +32,10 @@ std::uint64_t next_pilot_count(const run_config& cfg, double pilot_ns, double sp
   const double fits = (pilot_ns - spent_ns) / std::max(per_iter_ns, 1e-3);
   const double grown = 8.0 * static_cast<double>(std::max<std::uint64_t>(last, 1));
   const double n = std::min({fits, grown, static_cast<double>(cfg.max_iterations)});
-  return n < static_cast<double>(std::max<std::uint64_t>(warmed, 1))
-             ? 0
-             : static_cast<std::uint64_t>(n);
+  // Less than a warm-up's worth left (or a rate that is not a number): stop.
+  return n >= static_cast<double>(std::max<std::uint64_t>(warmed, 1))
+             ? static_cast<std::uint64_t>(n)
+             : 0;
 }
 
 std::uint64_t planned_count(const run_config& cfg, double per_iter_ns) {
@@ -43,7 +45,8 @@ std::uint64_t planned_count(const run_config& cfg, double per_iter_ns) {
   const double fit = std::min(budget, cap);
   const auto lo = static_cast<double>(cfg.min_iterations);
   const auto hi = static_cast<double>(std::max(cfg.max_iterations, cfg.min_iterations));
-  return static_cast<std::uint64_t>(std::clamp(fit, lo, hi));
+  if (!(fit >= lo)) return cfg.min_iterations;  // NaN too
+  return static_cast<std::uint64_t>(std::min(fit, hi));
 }
 
 std::uint64_t next_measure_count(const run_config& cfg, double spent_ns, std::uint64_t done) {

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "harness/phase_plan.h"
 
 namespace pairperf {
@@ -24,6 +26,7 @@ TEST(PhasePlan, TheMeasuredCountIsTheBudgetAtThePilotsRateWithinHalfTheCaseTimeo
   EXPECT_EQ(planned_count(budget(10s, 2s), 1e6), 1000U);
   EXPECT_EQ(planned_count(budget(1ms), 1e6), 10U);               // min_iterations
   EXPECT_EQ(planned_count(budget(10s, 600s), 1.0), 4'000'000U);  // max_iterations
+  EXPECT_EQ(planned_count(budget(1s), std::nan("")), 10U);
 }
 
 TEST(PhasePlan, PilotPhasesGrowEightfoldAndStopAtTheirTime) {
@@ -35,6 +38,7 @@ TEST(PhasePlan, PilotPhasesGrowEightfoldAndStopAtTheirTime) {
   EXPECT_EQ(next_pilot_count(c, pilot, 9.999e7, 1000.0, 128, 16), 0U);  // less than a warm-up left
   EXPECT_EQ(next_pilot_count(c, pilot, 9.9e7, 1000.0, 1'000'000, 16), 1000U);  // what is left
   EXPECT_EQ(next_pilot_count(c, pilot, 2e8, 1000.0, 16, 16), 0U);              // time is up
+  EXPECT_EQ(next_pilot_count(c, pilot, 1e4, std::nan(""), 16, 16), 0U);
 }
 
 TEST(PhasePlan, ACountedMeasurementTakesWhatIsLeftAtMostDoublingAndSkipsCrumbs) {
@@ -70,6 +74,7 @@ TEST(PhasePlan, CountsAreWholeAndBounded) {
   EXPECT_EQ(phase_count(0.2, c), 1U);
   EXPECT_EQ(phase_count(1e300, c), 4'000'000U);
   EXPECT_EQ(phase_count(-5, c), 1U);
+  EXPECT_EQ(phase_count(std::nan(""), c), 1U);
   pattern_outcome o;
   o.elapsed_ns = 0;
   EXPECT_EQ(elapsed_ns(o), 1.0);  // never a division by zero
