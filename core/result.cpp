@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/errors.h"
 
 namespace pairperf {
@@ -43,12 +45,71 @@ case_status parse_case_status(const std::string& text) {
   throw usage_error(fmt::format("unknown case status '{}'", text));
 }
 
+const char* to_string(lane_kind k) noexcept {
+  switch (k) {
+    case lane_kind::unknown:
+      return "unknown";
+    case lane_kind::shared_memory:
+      return "shared_memory";
+    case lane_kind::network:
+      return "network";
+    case lane_kind::rdma:
+      return "rdma";
+    case lane_kind::gpu_ipc:
+      return "gpu_ipc";
+    case lane_kind::staged_copy:
+      return "staged_copy";
+  }
+  return "unknown";
+}
+
+lane_kind parse_lane_kind(std::string_view text) noexcept {
+  for (auto k : {lane_kind::shared_memory, lane_kind::network, lane_kind::rdma, lane_kind::gpu_ipc,
+                 lane_kind::staged_copy}) {
+    if (text == to_string(k)) return k;
+  }
+  return lane_kind::unknown;
+}
+
 void to_json(nlohmann::json& j, const lane& l) {
-  j = {{"transport", l.transport}, {"device", l.device}};
+  j = {{"transport", l.transport}, {"device", l.device}, {"kind", to_string(l.kind)}};
 }
 void from_json(const nlohmann::json& j, lane& l) {
   j.at("transport").get_to(l.transport);
   j.at("device").get_to(l.device);
+  const auto kind = j.find("kind");
+  l.kind = kind != j.end() && kind->is_string() ? parse_lane_kind(kind->get<std::string>())
+                                                : lane_kind::unknown;
+}
+
+const std::vector<lane>& payload_lanes(const provenance& p) noexcept {
+  return p.bulk.empty() ? p.lanes : p.bulk;
+}
+
+nlohmann::json path_evidence(const provenance& p) {
+  return {{"bulk_lanes", p.bulk}, {"staged", p.staged}};
+}
+
+void add_peer_evidence(provenance& mine, const nlohmann::json& peer) {
+  if (!peer.is_object()) return;
+  if (mine.staged.empty()) {
+    const auto staged = peer.find("staged");
+    if (staged != peer.end() && staged->is_string()) mine.staged = staged->get<std::string>();
+  }
+  const auto bulk = peer.find("bulk_lanes");
+  if (bulk == peer.end() || !bulk->is_array()) return;
+  for (const auto& item : *bulk) {
+    lane l;
+    try {
+      l = item.get<lane>();
+    } catch (const nlohmann::json::exception&) {
+      continue;  // the peer's evidence is advisory: a malformed lane is left out
+    }
+    const bool known = std::any_of(mine.bulk.begin(), mine.bulk.end(), [&](const lane& m) {
+      return m.transport == l.transport && m.device == l.device;
+    });
+    if (l.kind == lane_kind::gpu_ipc && !known) mine.bulk.push_back(l);
+  }
 }
 
 void to_json(nlohmann::json& j, const bandwidth& b) {
@@ -105,10 +166,9 @@ void to_json(nlohmann::json& j, const case_result& r) {
   if (!r.verdict.is_null()) j["verdict"] = r.verdict;
   if (!r.host_noise.is_null()) j["host_noise"] = r.host_noise;
   if (r.provenance) {
-    j["provenance"] = {{"lanes", r.provenance->lanes},
-                       {"protocol", r.provenance->protocol},
-                       {"client", r.provenance->client},
-                       {"server", r.provenance->server}};
+    j["provenance"] = {{"lanes", r.provenance->lanes},   {"bulk_lanes", r.provenance->bulk},
+                       {"staged", r.provenance->staged}, {"protocol", r.provenance->protocol},
+                       {"client", r.provenance->client}, {"server", r.provenance->server}};
   }
 }
 
@@ -146,9 +206,10 @@ void from_json(const nlohmann::json& j, case_result& r) {
   if (j.contains("host_noise")) r.host_noise = j["host_noise"];
   if (j.contains("provenance")) {
     const auto& p = j["provenance"];
-    r.provenance = provenance{p.at("lanes").get<std::vector<lane>>(), p.value("protocol", ""),
-                              p.value("client", nlohmann::json::object()),
-                              p.value("server", nlohmann::json::object())};
+    r.provenance = provenance{
+        p.at("lanes").get<std::vector<lane>>(),      p.value("protocol", ""),
+        p.value("client", nlohmann::json::object()), p.value("server", nlohmann::json::object()),
+        p.value("bulk_lanes", std::vector<lane>{}),  p.value("staged", "")};
   }
 }
 

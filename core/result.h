@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/config.h"
@@ -23,19 +24,53 @@ enum class case_status {
 const char* to_string(case_status s) noexcept;
 case_status parse_case_status(const std::string& text);
 
-// One path the bytes took: a transport over a device, e.g. {"tcp", "eth0"}, {"cma", "memory"}.
+// How a lane moves bytes, as the transport that reports it classifies it. The verdicts (expect,
+// the pair's path, the GPU path) judge kinds, never transport names.
+enum class lane_kind : std::uint8_t {
+  unknown,        // the transport could not tell (or a results file older than kinds)
+  shared_memory,  // within one host through shared or cross-mapped host memory
+  network,        // a socket network stack (TCP)
+  rdma,           // an RDMA NIC (InfiniBand, RoCE, iWARP)
+  gpu_ipc,        // one GPU's memory mapped into the peer process (NVLink or PCIe peer-to-peer)
+  staged_copy,    // GPU memory copied through host memory by the CPU or a copy engine
+};
+
+const char* to_string(lane_kind k) noexcept;
+// Any text it does not know (a newer kind, an older file) is lane_kind::unknown.
+lane_kind parse_lane_kind(std::string_view text) noexcept;
+
+// One path the bytes took: a transport over a device, e.g. {"tcp", "eth0", network},
+// {"cma", "memory", shared_memory}.
 struct lane {
   std::string transport;
   std::string device;
+  lane_kind kind = lane_kind::unknown;
 };
 
 // What really carried the bytes, asked of the transport after the case.
 struct provenance {
-  std::vector<lane> lanes;
-  std::string protocol;   // e.g. "tcp stream, 2 connections, busy-poll"
-  nlohmann::json client;  // transport-specific detail from each side (addresses, TCP_INFO...)
+  std::vector<lane> lanes;  // every lane of the connection that can carry data
+  std::string protocol;     // e.g. "tcp stream, 2 connections, busy-poll"
+  nlohmann::json client;    // transport-specific detail from each side (addresses, TCP_INFO...)
   nlohmann::json server;
+  // The lanes that carried this case's payload at its size, where the transport can tell them
+  // apart from the rest (UCX's rendezvous moves a large message's bulk over its RMA lanes); empty
+  // where it cannot, and then all of `lanes` did.
+  std::vector<lane> bulk;
+  // Set where either side's transport saw the payload staged through host memory: the protocol's
+  // words that show it (e.g. "rendezvous pipeline cuda_copy").
+  std::string staged;
 };
+
+// The lanes that carried the payload: provenance.bulk, else all of provenance.lanes.
+const std::vector<lane>& payload_lanes(const provenance& p) noexcept;
+
+// What one side's transport saw of the payload's path, sent by the server beside its own detail
+// so the client's provenance judges both ends: its bulk lanes and any staging.
+nlohmann::json path_evidence(const provenance& p);
+// Adds the peer's evidence to the client's provenance: the peer's staging where this side saw
+// none, and its GPU IPC bulk lanes (the peer's operation may be the one that maps GPU memory).
+void add_peer_evidence(provenance& mine, const nlohmann::json& peer);
 
 // Either figure is absent where that side cannot see the data: the target of a put sees no
 // arrivals, the target of a get posts nothing.

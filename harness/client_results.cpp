@@ -113,6 +113,7 @@ void compose_result(case_result& r, case_session& s, const pattern_outcome& mine
   }
   provenance p = s.describe();
   p.server = theirs.body.value("provenance", nlohmann::json::object());
+  add_peer_evidence(p, theirs.body.value("path_evidence", nlohmann::json::object()));
   r.provenance = std::move(p);
   if (const gpu_path_verdict g = classify_gpu_path(r); !g.verdict.empty()) {
     r.gpu_path = g.verdict;

@@ -13,9 +13,25 @@
 #include "host/gpus.h"
 #include "host/noise.h"
 #include "host/pair.h"
+#include "transports/registry.h"
 
 namespace pairperf {
 namespace {
+
+// The kind of a lane an expectation names: as the case's own lanes report it, else as the case's
+// transport classifies the name (a lane that did not show up is what a missed expectation is
+// about).
+lane_kind kind_of_lane(const case_result& r, const std::string& name) {
+  if (r.provenance) {
+    for (const auto* set : {&r.provenance->lanes, &r.provenance->bulk}) {
+      for (const auto& l : *set) {
+        if (l.transport == name && l.kind != lane_kind::unknown) return l.kind;
+      }
+    }
+  }
+  const transport_entry* entry = transport_registry::instance().find(r.test.transport);
+  return entry != nullptr && entry->lane_kind_of ? entry->lane_kind_of(name) : lane_kind::unknown;
+}
 
 constexpr const char* forms =
     "transport=NAME, transport!=NAME, bw>=8GB/s[@SIZE], lat<=5us[@SIZE], lat.p99<=20us[@SIZE]";
@@ -125,8 +141,11 @@ nlohmann::json check(const expectation& e, const case_result& r,
       if (idle_lane)
         out["why"] = fmt::format("{} is on the endpoint but carries nothing here: {}", e.name,
                                  r.gpu_path_why);
-      const bool about_shm =
-          e.how == expectation::op::eq ? is_shared_memory_transport(e.name) : e.name == "tcp";
+      // The hint explains a missing shared-memory lane, or a network lane where shared memory
+      // was wanted.
+      const lane_kind kind = kind_of_lane(r, e.name);
+      const bool about_shm = e.how == expectation::op::eq ? kind == lane_kind::shared_memory
+                                                          : kind == lane_kind::network;
       if (!pass && hint && about_shm) {
         out["cause"] = hint->cause;
         out["fix"] = hint->fix;

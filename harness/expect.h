@@ -65,8 +65,9 @@ struct expectation_tally {
 // message. A bandwidth or latency miss on a noisy case (noise.h) is not judged instead: the host,
 // not the path, may have missed it. Always fills r.verdict when any expectation applied, and
 // r.unjudged when one covered the case but could not judge it. A missed transport expectation about
-// shared memory (transport=posix|sysv|cma|..., transport!=tcp) carries `hint` when given. `tally`
-// (may be null) counts per expectation.
+// shared memory (transport= a shared-memory lane, e.g. cma; transport!= a network lane, e.g. tcp:
+// kinds as the case's transport classifies its lanes) carries `hint` when given. `tally` (may be
+// null) counts per expectation.
 void apply_expectations(const std::vector<expectation>& expectations, case_result& r,
                         const std::optional<expectation_hint>& hint = std::nullopt,
                         expectation_tally* tally = nullptr);

@@ -379,7 +379,9 @@ void client_handler::on_run(const nlohmann::json& body) {
   results["validation"] = {{"messages_checked", v.messages_checked},
                            {"corrupt_bytes", v.corrupt_bytes}};
   if (phase == "measure") {
-    results["provenance"] = m_session->describe().server;
+    const provenance described = m_session->describe();
+    results["provenance"] = described.server;
+    results["path_evidence"] = path_evidence(described);
     results["host_noise"] = m_session->noise().side();
   }
   m_channel.send(msg_type::results, std::move(results), place.step, m_options.timeouts.handshake);

@@ -332,7 +332,7 @@ std::vector<lane> carrying_lanes(const case_result& r) {
   if (!r.provenance) return out;
   const bool mixed = r.test.client_memory != r.test.server_memory;
   for (const auto& l : r.provenance->lanes) {
-    if (!(mixed && l.transport == "cuda_ipc")) out.push_back(l);
+    if (!(mixed && l.kind == lane_kind::gpu_ipc)) out.push_back(l);
   }
   return out;
 }
@@ -343,38 +343,34 @@ gpu_path_verdict classify_gpu_path(const case_result& r) {
   if (!r.provenance) return {"unknown", "no provenance (the case did not run)"};
   const auto& p = *r.provenance;
   if (r.test.client_memory != r.test.server_memory) {
-    // cuda_ipc maps one GPU buffer into the other process: it needs GPU memory on both sides, so a
-    // lane of it on the endpoint does not carry a host <-> GPU transfer; cuda_copy does.
+    // GPU IPC maps one GPU buffer into the other process: it needs GPU memory on both sides, so a
+    // lane of it on the endpoint does not carry a host <-> GPU transfer; a staged copy does.
     return {"host-GPU copy",
-            "one side's buffer is in host memory: UCX copies between host and GPU with cuda_copy "
-            "and carries the bytes on its host path; cuda_ipc applies only between GPU buffers"};
-  }
-  std::string text = p.protocol;
-  for (const auto* side : {&p.client, &p.server}) {
-    if (side->is_object()) text += " " + side->value("request_info", std::string());
+            "one side's buffer is in host memory: the GPU data is copied between host and GPU "
+            "(UCX: cuda_copy) and carried on the host path; GPU IPC (cuda_ipc) applies only "
+            "between GPU buffers"};
   }
   const std::vector<lane> lanes = carrying_lanes(r);
-  const auto has_lane = [&](const char* name) {
-    return std::any_of(lanes.begin(), lanes.end(),
-                       [&](const lane& l) { return l.transport == name; });
+  const auto first_of = [&](lane_kind kind) -> const lane* {
+    for (const auto* set : {&lanes, &p.bulk}) {
+      const auto it =
+          std::find_if(set->begin(), set->end(), [&](const lane& l) { return l.kind == kind; });
+      if (it != set->end()) return &*it;
+    }
+    return nullptr;
   };
-  if (has_lane("cuda_ipc") || text.find("cuda_ipc") != std::string::npos)
-    return {"fast path", "cuda_ipc carried the GPU data (NVLink or PCIe peer-to-peer)"};
-  for (const char* phrase : {"software emulation", "rendezvous pipeline cuda_copy",
-                             "fragmented copy-in copy-out", "copy-in copy-out"}) {
-    if (text.find(phrase) != std::string::npos)
-      return {"fallback",
-              fmt::format("UCX staged the GPU data through host memory (\"{}\")", phrase)};
-  }
-  for (const auto& l : lanes) {
-    if (l.transport == "tcp")
-      return {"fallback",
-              fmt::format("GPU data went over tcp/{}: no cuda_ipc between these GPUs", l.device)};
-  }
-  for (const char* rdma : {"rc_mlx5", "rc_verbs", "dc_mlx5", "ud_mlx5", "ud_verbs", "rc"}) {
-    if (has_lane(rdma))
-      return {"network (RDMA)", "an RDMA lane carried the GPU data (GPUDirect RDMA if registered)"};
-  }
+  if (const lane* ipc = first_of(lane_kind::gpu_ipc))
+    return {"fast path",
+            fmt::format("{} carried the GPU data (NVLink or PCIe peer-to-peer)", ipc->transport)};
+  if (!p.staged.empty())
+    return {"fallback",
+            fmt::format("the GPU data was staged through host memory (\"{}\")", p.staged)};
+  if (const lane* net = first_of(lane_kind::network))
+    return {"fallback",
+            fmt::format("GPU data went over {}/{}: no GPU IPC (cuda_ipc) between these GPUs",
+                        net->transport, net->device)};
+  if (first_of(lane_kind::rdma) != nullptr)
+    return {"network (RDMA)", "an RDMA lane carried the GPU data (GPUDirect RDMA if registered)"};
   return {"unknown", "no lane names how the GPU data moved"};
 }
 

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <nlohmann/json.hpp>
 
 #include "core/units.h"
@@ -31,29 +30,10 @@ std::optional<std::uint64_t> shm_size(const nlohmann::json& process) {
   return shm->at("size_bytes").get<std::uint64_t>();
 }
 
-// The lanes that carried the bulk of a measured message: under a rendezvous protocol the lanes
-// UCX marks rma_bw (zero-copy get/put), else those of the measured request, else all of them.
+// The lanes that carried the bulk of a measured message, as its transport told them apart.
 std::vector<lane> bulk_lanes(const case_result& r) {
   if (!r.provenance) return {};
-  const nlohmann::json& c = r.provenance->client;
-  std::vector<lane> out;
-  if (r.provenance->protocol.find("rndv") != std::string::npos && c.is_object() &&
-      c.contains("lanes")) {
-    for (const auto& l : c.at("lanes")) {
-      for (const auto& u : l.value("usage", std::vector<std::string>())) {
-        if (u.rfind("rma_bw", 0) == 0) {
-          out.push_back(lane{l.value("transport", ""), l.value("device", "")});
-          break;
-        }
-      }
-    }
-  }
-  if (out.empty() && c.is_object() && c.contains("request_lanes")) {
-    for (const auto& l : c.at("request_lanes"))
-      out.push_back(lane{l.value("transport", ""), l.value("device", "")});
-  }
-  if (out.empty()) out = r.provenance->lanes;
-  return out;
+  return payload_lanes(*r.provenance);
 }
 
 std::string lanes_text(const std::vector<lane>& lanes) {
@@ -112,11 +92,6 @@ pair_facts compare_hosts(const nlohmann::json& client_host, const nlohmann::json
   };
   f.same_shm = same(shm_id(c), shm_id(s));
   return f;
-}
-
-bool is_shared_memory_transport(const std::string& name) {
-  constexpr std::array<const char*, 6> sm{"posix", "sysv", "cma", "knem", "xpmem", "self"};
-  return std::any_of(sm.begin(), sm.end(), [&](const char* s) { return name == s; });
 }
 
 std::optional<blocked_path> shared_memory_blocked(const pair_facts& f) {
@@ -191,10 +166,11 @@ path_verdict judge_host_path(const pair_facts& f, const case_result& measured) {
   const auto any = [](const std::vector<lane>& lanes, auto pred) {
     return std::any_of(lanes.begin(), lanes.end(), pred);
   };
-  const auto sm_lane = [](const lane& l) { return is_shared_memory_transport(l.transport); };
+  const auto sm_lane = [](const lane& l) { return l.kind == lane_kind::shared_memory; };
   const bool sm_any = measured.provenance && any(measured.provenance->lanes, sm_lane);
   const bool sm_bulk = any(bulk, sm_lane);
-  const bool tcp_bulk = any(bulk, [](const lane& l) { return l.transport == "tcp"; });
+  const auto network_bulk = std::find_if(
+      bulk.begin(), bulk.end(), [](const lane& l) { return l.kind == lane_kind::network; });
   v.seen = lanes_text(measured);
   if (bulk.size() < (measured.provenance ? measured.provenance->lanes.size() : 0))
     v.seen += fmt::format(" (the {} message's bulk: {})", format_size(measured.test.size_bytes),
@@ -209,7 +185,7 @@ path_verdict judge_host_path(const pair_facts& f, const case_result& measured) {
     v.cause = "shared memory carries the data";
     return v;
   }
-  v.verdict = tcp_bulk ? "fallback to tcp" : "fallback";
+  v.verdict = network_bulk != bulk.end() ? "fallback to " + network_bulk->transport : "fallback";
   if (sm_any) v.verdict += " for large messages";
   if (blocked) {
     v.cause = blocked->cause;

@@ -28,9 +28,6 @@ void to_json(nlohmann::json& j, const pair_facts& f);
 // client_host and server_host are host_context() blocks (the server's arrives in its hello).
 pair_facts compare_hosts(const nlohmann::json& client_host, const nlohmann::json& server_host);
 
-// The UCX transports that move host memory through shared memory on one host.
-bool is_shared_memory_transport(const std::string& name);
-
 // The path host memory should take between the pair, and why.
 struct expected_path {
   std::string kind;  // "shared memory", "network" or "unknown"
@@ -48,7 +45,9 @@ std::optional<blocked_path> shared_memory_blocked(const pair_facts& f);
 
 // Compares a measured UCX case (default UCX_TLS) with the expected path.
 struct path_verdict {
-  std::string verdict;  // "fast path", "fallback to tcp", "fallback", "failed", "network"
+  // "fast path", "fallback to <the network lane's transport, e.g. tcp>", "fallback", "failed",
+  // "network"
+  std::string verdict;
   std::string expected;
   std::string seen;  // the data lanes, or the error
   std::string cause;

@@ -26,6 +26,9 @@ struct transport_entry {
   // Why this host cannot run the transport at all ("" = it can; empty function = always can).
   // Such transports stay out of the default sweep; asked for by name, their cases are skipped.
   std::function<std::string()> unavailable;
+  // The kind of a lane this transport reports under `name` (UCX's "cma": shared memory), for
+  // judging a name that did not show up in a case's lanes. Empty function = unknown.
+  std::function<lane_kind(std::string_view name)> lane_kind_of;
 };
 
 class transport_registry {

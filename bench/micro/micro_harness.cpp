@@ -61,7 +61,9 @@ void BM_write_results_file_1000_cases(benchmark::State& state) {
   r.provenance = provenance{{lane{"tcp", "eth0"}},
                             "tcp stream, 1 connection",
                             {{"local", "10.0.0.1:5000"}},
-                            {{"local", "10.0.0.2:6000"}}};
+                            {{"local", "10.0.0.2:6000"}},
+                            {},
+                            ""};
   const auto path = std::filesystem::temp_directory_path() / "pairperf_micro_results.json";
   for (auto _ : state) {
     json_reporter j(path);

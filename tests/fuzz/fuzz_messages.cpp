@@ -1,7 +1,7 @@
 // libFuzzer harness: every control message's body as the server and the client read it (hello,
-// case with its config, case and regions, run with its budget, drive with its cases, results and
-// driven with case results). Any exception is a refusal the peer gets told about; a crash, a
-// sanitizer report or a hang is a bug.
+// case with its config, case and regions, run with its budget, drive with its cases, results with
+// the path evidence, and driven with case results). Any exception is a refusal the peer gets told
+// about; a crash, a sanitizer report or a hang is a bug.
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -43,6 +43,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     if (j.contains("address")) (void)pairperf::from_hex(j.at("address").get<std::string>());
   } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch)
+  }
+  // The server's evidence of the payload's path, as the client merges it (never throws).
+  if (j.contains("path_evidence")) {
+    pairperf::provenance mine;
+    pairperf::add_peer_evidence(mine, j.at("path_evidence"));
   }
   try {
     if (j.contains("budget_s")) (void)pairperf::parse_phase_budget(j.at("budget_s"));

@@ -39,7 +39,7 @@ class Doctor(unittest.TestCase):
         cell = doc["tcp"][0]
         self.assertEqual((cell["local_iface"], cell["peer_address"], cell["peer_iface"]), ("lo", "127.0.0.1", "lo"))
         self.assertTrue(cell["reachable"])
-        self.assertEqual(cell["result"]["provenance"]["lanes"], [{"transport": "tcp", "device": "lo"}])
+        self.assertEqual(cell["result"]["provenance"]["lanes"], [{"transport": "tcp", "device": "lo", "kind": "network"}])
         self.assertGreater(cell["result"]["bandwidth_Bps"]["receiver"], 1e8)
         # Loopback reaches, but is never recommended for a multi-node variable.
         self.assertEqual(doc["client"]["reaching"], ["lo"])

@@ -47,13 +47,16 @@ class Ucx(unittest.TestCase):
                 self.assertEqual(r["validation"]["corrupt_bytes"], 0)
                 self.assertGreater(r["validation"]["messages_checked"], 0)
                 lanes = {l["transport"] for l in r["provenance"]["lanes"]}
+                kinds = {l["kind"] for l in r["provenance"]["lanes"] + r["provenance"]["bulk_lanes"]}
                 self.assertTrue(lanes, "every result names its lanes")
                 self.assertTrue(r["provenance"]["protocol"], "every result names its protocol")
                 if c["tls"] == "tcp":
                     self.assertEqual(lanes, {"tcp"})
+                    self.assertEqual(kinds, {"network"}, "the UCX transport classifies its lanes")
                 if c["tls"] == "posix,sysv,cma":
                     self.assertNotIn("tcp", lanes)
                     self.assertTrue(lanes <= SHM, lanes)
+                    self.assertEqual(kinds, {"shared_memory"})
 
     def test_rendezvous_threshold_option_changes_the_protocol(self):
         with pp.Server() as s:

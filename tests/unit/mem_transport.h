@@ -118,7 +118,7 @@ class mem_transport final : public transport {
   [[nodiscard]] std::string last_error() const override { return m_error; }
   [[nodiscard]] bool peer_gone() const noexcept override { return m_gone; }
   [[nodiscard]] provenance describe() const override {
-    return {{{"mem", "test"}}, "in-memory", {}, {}};
+    return {{{"mem", "test"}}, "in-memory", {}, {}, {}, ""};
   }
 
  private:

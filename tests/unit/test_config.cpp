@@ -98,7 +98,12 @@ TEST(Result, RoundTripsWithUnitsInNames) {
   r.bandwidth_Bps = bandwidth{2e9, 1.9e9};
   r.message_rate_per_s = 1e6;
   r.validated = validation{100, 0};
-  r.provenance = provenance{{lane{"tcp", "lo"}}, "tcp stream", {{"local", "a"}}, {{"local", "b"}}};
+  r.provenance = provenance{{lane{"tcp", "lo", lane_kind::network}},
+                            "tcp stream",
+                            {{"local", "a"}},
+                            {{"local", "b"}},
+                            {},
+                            ""};
   const nlohmann::json j = r;
   EXPECT_EQ(j.at("bandwidth_Bps").at("receiver").get<double>(), 2e9);
   EXPECT_EQ(j.at("provenance").at("lanes")[0].at("device"), "lo");
@@ -108,6 +113,53 @@ TEST(Result, RoundTripsWithUnitsInNames) {
   EXPECT_DOUBLE_EQ(*back.bandwidth_Bps->sender_Bps, 1.9e9);
   EXPECT_EQ(back.provenance->lanes[0].transport, "tcp");
   EXPECT_EQ(back.validated->messages_checked, 100U);
+}
+
+TEST(Result, LaneKindsBulkAndStagingRoundTrip) {
+  case_result r;
+  r.test.size_bytes = 1 << 20;
+  r.provenance =
+      provenance{{{"sysv", "memory", lane_kind::shared_memory}, {"tcp", "lo", lane_kind::network}},
+                 "tag rndv rts",
+                 {},
+                 {},
+                 {{"tcp", "lo", lane_kind::network}},
+                 "copy-in copy-out"};
+  const nlohmann::json j = r;
+  EXPECT_EQ(j.at("provenance").at("lanes")[0].at("kind"), "shared_memory");
+  EXPECT_EQ(j.at("provenance").at("bulk_lanes")[0].at("kind"), "network");
+  const auto back = j.get<case_result>();
+  EXPECT_EQ(back.provenance->lanes[1].kind, lane_kind::network);
+  EXPECT_EQ(payload_lanes(*back.provenance).size(), 1U);
+  EXPECT_EQ(back.provenance->staged, "copy-in copy-out");
+  // A file from before kinds, or from a newer pairperf with a kind this one does not know.
+  nlohmann::json old = j;
+  old["provenance"]["lanes"][0].erase("kind");
+  old["provenance"]["lanes"][1]["kind"] = "photonic";
+  old["provenance"].erase("bulk_lanes");
+  const auto older = old.get<case_result>();
+  EXPECT_EQ(older.provenance->lanes[0].kind, lane_kind::unknown);
+  EXPECT_EQ(older.provenance->lanes[1].kind, lane_kind::unknown);
+  EXPECT_EQ(payload_lanes(*older.provenance).size(), 2U);  // no bulk: every lane carried it
+}
+
+TEST(Result, ThePeersEvidenceAddsStagingAndGpuIpcOnly) {
+  provenance mine{{{"tcp", "eth0", lane_kind::network}}, "rndv", {}, {}, {}, ""};
+  add_peer_evidence(mine, {{"staged", "software emulation"},
+                           {"bulk_lanes",
+                            {{{"transport", "cuda_ipc"}, {"device", "cuda0"}, {"kind", "gpu_ipc"}},
+                             {{"transport", "tcp"}, {"device", "eth1"}, {"kind", "network"}},
+                             "not a lane",
+                             {{"transport", 7}}}}});
+  EXPECT_EQ(mine.staged, "software emulation");
+  ASSERT_EQ(mine.bulk.size(), 1U);
+  EXPECT_EQ(mine.bulk[0].kind, lane_kind::gpu_ipc);
+  // This side's own staging wins; evidence that is not an object changes nothing.
+  mine.staged = "rendezvous pipeline cuda_copy";
+  add_peer_evidence(mine, {{"staged", "software emulation"}});
+  add_peer_evidence(mine, "junk");
+  EXPECT_EQ(mine.staged, "rendezvous pipeline cuda_copy");
+  EXPECT_EQ(path_evidence(mine).at("bulk_lanes").size(), 1U);
 }
 
 TEST(Result, SkippedCarriesOnlyTheReason) {

@@ -17,7 +17,7 @@ case_result stream_result(std::uint64_t size, double receiver_Bps, std::vector<l
   r.test.size_bytes = size;
   r.iterations = 100;
   r.bandwidth_Bps = bandwidth{receiver_Bps, receiver_Bps};
-  r.provenance = provenance{std::move(lanes), "tag rndv rts", {}, {}};
+  r.provenance = provenance{std::move(lanes), "tag rndv rts", {}, {}, {}, ""};
   return r;
 }
 
@@ -77,7 +77,10 @@ TEST(Expect, TransportIsCheckedAgainstTheLanesReallyUsed) {
 }
 
 TEST(Expect, CudaIpcOnAHostToGpuRowCarriesNothing) {
-  auto r = stream_result(1 << 20, 5e9, {{"cuda_ipc", "cuda"}, {"sysv", "memory"}});
+  // The transport classified the lanes; carrying_lanes (gpus.h) drops GPU IPC by its kind.
+  const std::vector<lane> lanes{{"cuda_ipc", "cuda", lane_kind::gpu_ipc},
+                                {"sysv", "memory", lane_kind::shared_memory}};
+  auto r = stream_result(1 << 20, 5e9, lanes);
   r.test.client_memory = memory_type::host;
   r.test.server_memory = memory_type::cuda;
   r.gpu_path = "host-GPU copy";
@@ -87,7 +90,7 @@ TEST(Expect, CudaIpcOnAHostToGpuRowCarriesNothing) {
   EXPECT_NE(r.verdict.at("checks")[0].at("why").get<std::string>().find("carries nothing here"),
             std::string::npos);
   // Between GPU buffers the same lane is the fast path.
-  auto g = stream_result(1 << 20, 5e11, {{"cuda_ipc", "cuda"}, {"sysv", "memory"}});
+  auto g = stream_result(1 << 20, 5e11, lanes);
   g.test.client_memory = g.test.server_memory = memory_type::cuda;
   g.gpu_path = "fast path";
   apply_expectations({parse_expectation("transport=cuda_ipc")}, g);

@@ -88,40 +88,57 @@ TEST(GpuTopology, PcieOnlyPair) {
   EXPECT_EQ(t.links[0][1], "SYS");
 }
 
-case_result gpu_row(std::vector<lane> lanes, std::string protocol,
-                    nlohmann::json client = nlohmann::json::object()) {
+constexpr auto ipc = lane_kind::gpu_ipc;
+constexpr auto copy = lane_kind::staged_copy;
+constexpr auto net = lane_kind::network;
+constexpr auto rdma = lane_kind::rdma;
+
+// `bulk` and `staged` as the transport reports them (provenance.h).
+case_result gpu_row(std::vector<lane> lanes, std::string protocol, std::vector<lane> bulk = {},
+                    std::string staged = "") {
   case_result r;
   r.test.transport = "ucx";
   r.test.test = "tag_bw";
   r.test.client_memory = r.test.server_memory = memory_type::cuda;
-  r.provenance = provenance{std::move(lanes), std::move(protocol), std::move(client), {}};
+  r.provenance =
+      provenance{std::move(lanes), std::move(protocol), {}, {}, std::move(bulk), std::move(staged)};
   return r;
 }
 
 TEST(GpuPath, FastPathAndFallbacks) {
-  EXPECT_EQ(classify_gpu_path(gpu_row({{"cuda_ipc", "cuda"}}, "tag rndv rts")).verdict,
+  EXPECT_EQ(classify_gpu_path(gpu_row({{"cuda_ipc", "cuda", ipc}}, "tag rndv rts")).verdict,
             "fast path");
-  const auto tcp =
-      classify_gpu_path(gpu_row({{"tcp", "eth0"}, {"cuda_copy", "cuda"}}, "tag rndv rts"));
+  // GPU IPC that only the protocol (or the peer's request) named: the transport put it in bulk.
+  EXPECT_EQ(
+      classify_gpu_path(gpu_row({{"tcp", "eth0", net}}, "rndv", {{"cuda_ipc", "", ipc}})).verdict,
+      "fast path");
+  const auto tcp = classify_gpu_path(
+      gpu_row({{"tcp", "eth0", net}, {"cuda_copy", "cuda", copy}}, "tag rndv rts"));
   EXPECT_EQ(tcp.verdict, "fallback");
   EXPECT_NE(tcp.why.find("tcp/eth0"), std::string::npos);
   // UCX's FAQ row: "(?) rendezvous pipeline cuda_copy, fenced write to remote, cuda |
-  // rc_mlx5/mlx5_0:1"
-  const auto pipeline = classify_gpu_path(gpu_row(
-      {{"rc_mlx5", "mlx5_0:1"}}, "rendezvous pipeline cuda_copy, fenced write to remote, cuda"));
+  // rc_mlx5/mlx5_0:1": the transport reports the staging.
+  const auto pipeline =
+      classify_gpu_path(gpu_row({{"rc_mlx5", "mlx5_0:1", rdma}},
+                                "rendezvous pipeline cuda_copy, fenced write to remote, cuda", {},
+                                "rendezvous pipeline cuda_copy"));
   EXPECT_EQ(pipeline.verdict, "fallback");
   EXPECT_NE(pipeline.why.find("rendezvous pipeline cuda_copy"), std::string::npos);
-  EXPECT_EQ(
-      classify_gpu_path(gpu_row({{"rc_mlx5", "mlx5_0:1"}}, "rendezvous zero-copy read from remote"))
-          .verdict,
-      "network (RDMA)");
-  EXPECT_EQ(classify_gpu_path(gpu_row({}, "", {{"request_info", "software emulation"}})).verdict,
-            "fallback");
-  // host -> GPU: a cuda_ipc lane on the endpoint does not carry it.
-  case_result mixed = gpu_row({{"cuda_ipc", "cuda"}, {"sysv", "memory"}}, "tag rndv rts");
+  EXPECT_EQ(classify_gpu_path(
+                gpu_row({{"rc_mlx5", "mlx5_0:1", rdma}}, "rendezvous zero-copy read from remote"))
+                .verdict,
+            "network (RDMA)");
+  EXPECT_EQ(classify_gpu_path(gpu_row({}, "", {}, "software emulation")).verdict, "fallback");
+  // Kinds, not names: a lane of a transport the verdict never heard of.
+  EXPECT_EQ(classify_gpu_path(gpu_row({{"xe_link", "gpu0", ipc}}, "put")).verdict, "fast path");
+  EXPECT_EQ(classify_gpu_path(gpu_row({{"cuda_ipc", "cuda"}}, "put")).verdict, "unknown");
+  // host -> GPU: a GPU IPC lane on the endpoint does not carry it.
+  case_result mixed = gpu_row(
+      {{"cuda_ipc", "cuda", ipc}, {"sysv", "memory", lane_kind::shared_memory}}, "tag rndv rts");
   mixed.test.client_memory = memory_type::host;
   EXPECT_EQ(classify_gpu_path(mixed).verdict, "host-GPU copy");
-  case_result host = gpu_row({{"tcp", "eth0"}}, "");
+  EXPECT_TRUE(carrying_lanes(mixed).size() == 1 && carrying_lanes(mixed)[0].transport == "sysv");
+  case_result host = gpu_row({{"tcp", "eth0", net}}, "");
   host.test.client_memory = host.test.server_memory = memory_type::host;
   EXPECT_EQ(classify_gpu_path(host).verdict, "");  // not a GPU row
 }

@@ -82,24 +82,18 @@ TEST(Matrix, RefusesUnknownNamesWithTheValidOnes) {
   EXPECT_THROW(expand_matrix(req, transport_registry::instance(), fake_ifaces()), usage_error);
 }
 
+transport_entry entry_named(std::string name, std::vector<test_spec> tests, bool axis = false) {
+  transport_entry e;
+  e.name = std::move(name);
+  e.tests = std::move(tests);
+  e.tls_axis = axis;
+  return e;
+}
+
 TEST(Matrix, TlsAxisCrossesOnlyTransportsThatHaveIt) {
   transport_registry reg;
-  reg.add(transport_entry{"plain",
-                          "",
-                          {{"p_lat", pattern_kind::pingpong, op_kind::send, ""}},
-                          nullptr,
-                          false,
-                          nullptr,
-                          nullptr,
-                          nullptr});
-  reg.add(transport_entry{"lib",
-                          "",
-                          {{"l_lat", pattern_kind::pingpong, op_kind::send, ""}},
-                          nullptr,
-                          true,
-                          nullptr,
-                          nullptr,
-                          nullptr});
+  reg.add(entry_named("plain", {{"p_lat", pattern_kind::pingpong, op_kind::send, ""}}));
+  reg.add(entry_named("lib", {{"l_lat", pattern_kind::pingpong, op_kind::send, ""}}, true));
   matrix_request req;
   req.sizes = {8};
   req.tls = {"tcp", "posix,sysv,cma", ""};
@@ -121,7 +115,7 @@ TEST(Matrix, ParsesMemoryPairs) {
 
 TEST(Registry, RefusesDuplicates) {
   transport_registry r;
-  transport_entry e{"x", "", {}, nullptr, false, {}, {}, {}};
+  const transport_entry e = entry_named("x", {});
   r.add(e);
   EXPECT_THROW(r.add(e), std::logic_error);
   EXPECT_NE(transport_registry::instance().find_test("tcp", "tcp_bw"), nullptr);

@@ -23,15 +23,19 @@ nlohmann::json host(const std::string& boot, const std::string& ipc, const std::
              {{"device", "0:25"}, {"inode", std::stoull(shm_inode)}, {"size_bytes", 1 << 30}}}}}};
 }
 
+constexpr auto shm = lane_kind::shared_memory;
+constexpr auto net = lane_kind::network;
+
+// `bulk`: the lanes the transport says carried the payload (empty: all of them).
 case_result measured(std::vector<lane> lanes, const std::string& protocol,
-                     nlohmann::json client = nlohmann::json::object()) {
+                     std::vector<lane> bulk = {}) {
   case_result r;
   r.test.transport = "ucx";
   r.test.test = "tag_bw";
   r.test.pattern = pattern_kind::stream_uni;
   r.test.size_bytes = 1 << 20;
   r.bandwidth_Bps = bandwidth{4e9, 4e9};
-  r.provenance = provenance{std::move(lanes), protocol, std::move(client), {}};
+  r.provenance = provenance{std::move(lanes), protocol, {}, {}, std::move(bulk), ""};
   return r;
 }
 
@@ -70,7 +74,7 @@ TEST(Pair, IpcSplitIsAFallbackToTcpWithTheCause) {
   ASSERT_TRUE(blocked.has_value());
   EXPECT_NE(blocked->cause.find("different IPC namespaces"), std::string::npos);
   EXPECT_NE(blocked->fix.find("hostIPC"), std::string::npos);
-  const path_verdict v = judge_host_path(f, measured({{"tcp", "lo"}}, "tag rndv rts"));
+  const path_verdict v = judge_host_path(f, measured({{"tcp", "lo", net}}, "tag rndv rts"));
   EXPECT_EQ(v.verdict, "fallback to tcp");
   EXPECT_EQ(v.expected, "shared memory");
   EXPECT_EQ(v.cause, blocked->cause);
@@ -80,12 +84,8 @@ TEST(Pair, PidSplitLosesZeroCopyForLargeMessages) {
   const pair_facts f =
       compare_hosts(host("a", "ipc:[1]", "pid:[1]"), host("a", "ipc:[1]", "pid:[9]"));
   // What UCX 1.13 does here: eager over sysv, the rendezvous' bulk over the tcp rma_bw lane.
-  const nlohmann::json client{
-      {"lanes",
-       {{{"transport", "sysv"}, {"device", "memory"}, {"usage", {"am", "am_bw#0"}}},
-        {{"transport", "tcp"}, {"device", "lo"}, {"usage", {"rma_bw#0", "wireup"}}}}}};
-  const path_verdict v =
-      judge_host_path(f, measured({{"sysv", "memory"}, {"tcp", "lo"}}, "tag rndv rts", client));
+  const path_verdict v = judge_host_path(f, measured({{"sysv", "memory", shm}, {"tcp", "lo", net}},
+                                                     "tag rndv rts", {{"tcp", "lo", net}}));
   EXPECT_EQ(v.verdict, "fallback to tcp for large messages");
   EXPECT_NE(v.cause.find("PID namespaces"), std::string::npos);
   EXPECT_NE(v.seen.find("bulk: tcp/lo"), std::string::npos) << v.seen;
@@ -94,18 +94,26 @@ TEST(Pair, PidSplitLosesZeroCopyForLargeMessages) {
 TEST(Pair, SharedMemoryBulkIsTheFastPath) {
   const pair_facts f =
       compare_hosts(host("a", "ipc:[1]", "pid:[1]"), host("a", "ipc:[1]", "pid:[1]"));
-  const nlohmann::json client{
-      {"lanes",
-       {{{"transport", "sysv"}, {"device", "memory"}, {"usage", {"am", "am_bw#0"}}},
-        {{"transport", "cma"}, {"device", "memory"}, {"usage", {"rma_bw#0"}}}}}};
-  EXPECT_EQ(
-      judge_host_path(f, measured({{"sysv", "memory"}, {"cma", "memory"}}, "tag rndv rts", client))
-          .verdict,
-      "fast path");
+  EXPECT_EQ(judge_host_path(f, measured({{"sysv", "memory", shm}, {"cma", "memory", shm}},
+                                        "tag rndv rts", {{"cma", "memory", shm}}))
+                .verdict,
+            "fast path");
   // Nothing forbids shared memory, yet UCX used tcp: UCX_TLS is the suspect.
-  const path_verdict v = judge_host_path(f, measured({{"tcp", "lo"}}, "tag egr/short"));
+  const path_verdict v = judge_host_path(f, measured({{"tcp", "lo", net}}, "tag egr/short"));
   EXPECT_EQ(v.verdict, "fallback to tcp");
   EXPECT_NE(v.cause.find("UCX_TLS"), std::string::npos);
+}
+
+TEST(Pair, TheVerdictJudgesKindsNotNames) {
+  const pair_facts f =
+      compare_hosts(host("a", "ipc:[1]", "pid:[1]"), host("a", "ipc:[1]", "pid:[1]"));
+  // A transport the verdict has never heard of, classified by its transport.
+  EXPECT_EQ(judge_host_path(f, measured({{"newshm", "memory", shm}}, "eager")).verdict,
+            "fast path");
+  EXPECT_EQ(judge_host_path(f, measured({{"sockets", "eth0", net}}, "eager")).verdict,
+            "fallback to sockets");
+  // A known name whose transport did not classify it is not taken for shared memory.
+  EXPECT_EQ(judge_host_path(f, measured({{"cma", "memory"}}, "eager")).verdict, "fallback");
 }
 
 TEST(Pair, AFailedCaseIsAFailedVerdictWithTheBlockingCause) {
@@ -123,16 +131,24 @@ TEST(Pair, AFailedCaseIsAFailedVerdictWithTheBlockingCause) {
 TEST(Pair, MissedShmExpectationCarriesTheCause) {
   const std::optional<expectation_hint> hint =
       expectation_hint{"different IPC namespaces", "hostIPC: true"};
-  case_result r = measured({{"tcp", "lo"}}, "tag rndv rts");
+  case_result r = measured({{"tcp", "lo", net}}, "tag rndv rts");
   apply_expectations({parse_expectation("transport!=tcp")}, r, hint);
   EXPECT_EQ(r.status, case_status::fail);
   EXPECT_NE(r.message.find("cause: different IPC namespaces"), std::string::npos) << r.message;
   EXPECT_EQ(r.verdict["checks"][0]["fix"], "hostIPC: true");
   // An expectation about an RDMA transport is not explained by IPC namespaces.
-  case_result r2 = measured({{"tcp", "eth0"}}, "tag rndv rts");
+  case_result r2 = measured({{"tcp", "eth0", net}}, "tag rndv rts");
   apply_expectations({parse_expectation("transport=rc_mlx5")}, r2, hint);
   EXPECT_EQ(r2.status, case_status::fail);
   EXPECT_EQ(r2.message.find("IPC"), std::string::npos) << r2.message;
+#if PAIRPERF_HAVE_UCX
+  // A shared-memory lane that did not show up: its kind comes from the case's transport (UCX
+  // classifies cma), so the namespaces explain it.
+  case_result r3 = measured({{"tcp", "lo", net}}, "tag rndv rts");
+  apply_expectations({parse_expectation("transport=cma")}, r3, hint);
+  EXPECT_EQ(r3.status, case_status::fail);
+  EXPECT_NE(r3.message.find("cause: different IPC namespaces"), std::string::npos) << r3.message;
+#endif
 }
 
 }  // namespace

@@ -21,7 +21,8 @@ case_result sample_result() {
   r.iterations = 10;
   r.latency_s = sample_stats{10, 1e-6, 2e-6, 2.5e-6, 3e-6, 9e-6, 1e-5, 1e-5, 1e-7};
   r.message_rate_per_s = 2.5e5;
-  r.provenance = provenance{{lane{"tcp", "eth0"}}, "tcp stream", {}, {}};
+  r.provenance =
+      provenance{{lane{"tcp", "eth0", lane_kind::network}}, "tcp stream", {}, {}, {}, ""};
   return r;
 }
 

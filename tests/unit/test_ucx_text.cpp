@@ -116,6 +116,51 @@ TEST(UcxRequestInfo, Ucx118Format) {
   EXPECT_EQ(cuda.lanes[0].device, "mlx5_0:1");
 }
 
+TEST(UcxLaneKinds, EachTransportNameHasItsKind) {
+  for (const char* sm : {"posix", "sysv", "cma", "knem", "xpmem", "self"})
+    EXPECT_EQ(kind_of_transport(sm), lane_kind::shared_memory) << sm;
+  EXPECT_EQ(kind_of_transport("tcp"), lane_kind::network);
+  for (const char* rdma : {"rc_mlx5", "rc_verbs", "dc_mlx5", "ud_mlx5", "ud_verbs", "rc"})
+    EXPECT_EQ(kind_of_transport(rdma), lane_kind::rdma) << rdma;
+  EXPECT_EQ(kind_of_transport("cuda_ipc"), lane_kind::gpu_ipc);
+  EXPECT_EQ(kind_of_transport("rocm_ipc"), lane_kind::gpu_ipc);
+  EXPECT_EQ(kind_of_transport("cuda_copy"), lane_kind::staged_copy);
+  EXPECT_EQ(kind_of_transport("gdr_copy"), lane_kind::staged_copy);
+  EXPECT_EQ(kind_of_transport("tcpx"), lane_kind::unknown);
+  EXPECT_EQ(kind_of_transport(""), lane_kind::unknown);
+}
+
+TEST(UcxLaneKinds, StagingIsNamedByTheProtocolWords) {
+  EXPECT_EQ(staging_in("(?) rendezvous pipeline cuda_copy, fenced write to remote, cuda"),
+            "rendezvous pipeline cuda_copy");
+  EXPECT_EQ(staging_in("tag_send from cuda memory length 8 software emulation"),
+            "software emulation");
+  EXPECT_EQ(staging_in("eager fragmented copy-in copy-out"), "fragmented copy-in copy-out");
+  EXPECT_EQ(staging_in("rendezvous zero-copy read from remote"), "");
+}
+
+TEST(UcxLaneKinds, BulkLanesOfARendezvousAreItsRmaLanes) {
+  // UCX 1.13 with split PID namespaces: eager over sysv, the rendezvous' bulk over tcp's rma_bw.
+  const std::vector<lane_info> ep{{0, "sysv", "memory", {"am", "am_bw#0"}},
+                                  {1, "tcp", "lo", {"rma_bw#0", "wireup"}}};
+  const auto rndv = bulk_lanes("tag rndv rts", "", ep, {});
+  ASSERT_EQ(rndv.size(), 1U);
+  EXPECT_EQ(rndv[0].transport, "tcp");
+  EXPECT_EQ(rndv[0].kind, lane_kind::network);
+  // Not a rendezvous: the request's own lanes.
+  const auto eager = bulk_lanes("tag egr/short", "", ep, {{0, "sysv", "memory", {}}});
+  ASSERT_EQ(eager.size(), 1U);
+  EXPECT_EQ(eager[0].kind, lane_kind::shared_memory);
+  // Neither says: empty (then all lanes carried it).
+  EXPECT_TRUE(bulk_lanes("tag egr/short", "", ep, {}).empty());
+  // A GPU IPC transport named only in the text, once even when a device names it too.
+  const auto ipc =
+      bulk_lanes("rndv put", "... cuda_ipc/cuda0 ... cuda_ipc", {}, {{0, "cuda_ipc", "cuda0", {}}});
+  ASSERT_EQ(ipc.size(), 1U);
+  EXPECT_EQ(ipc[0].kind, lane_kind::gpu_ipc);
+  EXPECT_EQ(bulk_lanes("protocol cuda_ipc zcopy", "", {}, {}).at(0).transport, "cuda_ipc");
+}
+
 TEST(UcxLogLine, EpConfigLinesOfOldAndNewUcx) {
   const auto old_format = parse_log_line(
       "[1700000000.123456] [node1:1234:0]     ucp_worker.c:1888 UCX  INFO  ep_cfg[0]: "

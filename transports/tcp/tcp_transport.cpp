@@ -65,24 +65,23 @@ nlohmann::json stream_details(int fd) {
 }  // namespace
 
 transport_entry tcp_transport::entry() {
-  return transport_entry{
-      "tcp",
-      "TCP sockets (kernel stack), bound to an interface on request",
-      {
-          {"tcp_lat", pattern_kind::pingpong, op_kind::send, "ping-pong latency over TCP"},
-          {"tcp_bw", pattern_kind::stream_uni, op_kind::send,
-           "client-to-server streaming bandwidth over TCP"},
-          {"tcp_bibw", pattern_kind::stream_bi, op_kind::send,
-           "bidirectional streaming bandwidth over TCP"},
-      },
-      [](const transport_params& p) -> std::unique_ptr<transport> {
-        return std::make_unique<tcp_transport>(p);
-      },
-      false,
-      nullptr,
-      nullptr,
-      nullptr,  // always available
+  transport_entry e;
+  e.name = "tcp";
+  e.description = "TCP sockets (kernel stack), bound to an interface on request";
+  e.tests = {
+      {"tcp_lat", pattern_kind::pingpong, op_kind::send, "ping-pong latency over TCP"},
+      {"tcp_bw", pattern_kind::stream_uni, op_kind::send,
+       "client-to-server streaming bandwidth over TCP"},
+      {"tcp_bibw", pattern_kind::stream_bi, op_kind::send,
+       "bidirectional streaming bandwidth over TCP"},
   };
+  e.create = [](const transport_params& p) -> std::unique_ptr<transport> {
+    return std::make_unique<tcp_transport>(p);
+  };
+  e.lane_kind_of = [](std::string_view name) {
+    return name == "tcp" ? lane_kind::network : lane_kind::unknown;
+  };
+  return e;
 }
 
 tcp_transport::tcp_transport(const transport_params& params) : m_params(params) {
@@ -267,7 +266,7 @@ provenance tcp_transport::describe() const {
   const int fd0 = m_streams.front().fd();
   const std::string iface = interface_of_address(local_ip(fd0));
   const auto info = find_interface(iface);
-  p.lanes.push_back(lane{"tcp", iface.empty() ? "unknown" : iface});
+  p.lanes.push_back(lane{"tcp", iface.empty() ? "unknown" : iface, lane_kind::network});
   p.protocol =
       fmt::format("tcp stream, {} connection{}, {} progress, TCP_NODELAY", m_streams.size(),
                   m_streams.size() == 1 ? "" : "s", to_string(m_params.options.progress));

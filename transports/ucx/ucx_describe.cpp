@@ -77,10 +77,13 @@ provenance describe_endpoint(const endpoint_facts& f) {
   const std::string ep_text = capture([&](FILE* out) { ucp_ep_print_info(f.ep, out); });
   const std::vector<lane_info> lanes = endpoint_lanes(f.ep, ep_text);
   for (const auto& l : lanes) {
-    if (l.carries_data()) p.lanes.push_back(lane{l.transport, l.device});
+    if (l.carries_data())
+      p.lanes.push_back(lane{l.transport, l.device, kind_of_transport(l.transport)});
   }
   const request_info req = parse_request_info(f.request_info);
   p.protocol = protocol_text(f, req, ep_text, lanes);
+  p.bulk = bulk_lanes(p.protocol, req.raw, lanes, req.lanes);
+  if (f.gpu_memory) p.staged = staging_in(p.protocol + " " + req.raw);
 
   nlohmann::json lanes_json = nlohmann::json::array();
   for (const auto& l : lanes)
@@ -96,13 +99,13 @@ provenance describe_endpoint(const endpoint_facts& f) {
     start = end + 1;
   }
   nlohmann::json details{{"ucx_version", ucp_get_version_string()},
-                         {"tls", f.tls.empty() ? std::string("(default)") : f.tls},
+                         {"tls", f.tls},
                          {"lanes", lanes_json},
                          {"request_info", req.raw},
                          {"request_lanes", request_lanes},
                          {"error_handling", "none"},
                          {"ep_info", ep_lines}};
-  if (f.client) details["net_devices"] = f.iface.empty() ? std::string("(default)") : f.iface;
+  if (f.client) details["net_devices"] = f.iface;
   (f.client ? p.client : p.server) = std::move(details);
   return p;
 }

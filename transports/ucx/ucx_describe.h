@@ -13,11 +13,12 @@ namespace pairperf::ucx {
 struct endpoint_facts {
   ucp_ep_h ep = nullptr;
   bool client = true;
-  std::string tls;    // "" = UCX's default
-  std::string iface;  // the client's UCX_NET_DEVICES, "" = default
+  std::string tls;    // "" = UCX's default (as in the case: one spelling of the default)
+  std::string iface;  // the client's UCX_NET_DEVICES, "" = UCX's default
   op_kind data_op = op_kind::send;
   bool active_messages = false;
   std::size_t size = 0;
+  bool gpu_memory = false;   // this side's buffer is GPU memory (staging is judged only then)
   std::string request_info;  // ucp_request_query's text for one data operation, "" if none
 };
 

@@ -219,4 +219,66 @@ std::vector<lane_info> parse_log_line(std::string_view line) {
   return lanes;
 }
 
+lane_kind kind_of_transport(std::string_view t) {
+  const auto starts = [&](std::string_view prefix) { return t.rfind(prefix, 0) == 0; };
+  for (std::string_view sm : {"posix", "sysv", "cma", "knem", "xpmem", "self"}) {
+    if (t == sm) return lane_kind::shared_memory;
+  }
+  if (t == "tcp") return lane_kind::network;
+  if (starts("rc_") || starts("dc_") || starts("ud_") || starts("ugni_") || t == "rc" ||
+      t == "dc" || t == "ud")
+    return lane_kind::rdma;
+  if (t == "cuda_ipc" || t == "rocm_ipc" || t == "ze_ipc") return lane_kind::gpu_ipc;
+  if (t == "cuda_copy" || t == "rocm_copy" || t == "ze_copy" || t == "gdr_copy")
+    return lane_kind::staged_copy;
+  return lane_kind::unknown;
+}
+
+std::string staging_in(std::string_view text) {
+  for (std::string_view phrase : {"software emulation", "rendezvous pipeline cuda_copy",
+                                  "fragmented copy-in copy-out", "copy-in copy-out"}) {
+    if (text.find(phrase) != std::string_view::npos) return std::string(phrase);
+  }
+  return {};
+}
+
+std::vector<lane> bulk_lanes(std::string_view protocol_text, std::string_view request_text,
+                             const std::vector<lane_info>& endpoint_lanes,
+                             const std::vector<lane_info>& request_lanes) {
+  std::vector<lane> out;
+  const auto add = [&](const std::string& transport, const std::string& device) {
+    const bool known = std::any_of(out.begin(), out.end(), [&](const lane& l) {
+      return l.transport == transport && (l.device == device || device.empty());
+    });
+    if (!known) out.push_back(lane{transport, device, kind_of_transport(transport)});
+  };
+  if (protocol_text.find("rndv") != std::string_view::npos) {
+    for (const auto& l : endpoint_lanes) {
+      if (std::any_of(l.usage.begin(), l.usage.end(),
+                      [](const std::string& u) { return u.rfind("rma_bw", 0) == 0; }))
+        add(l.transport, l.device);
+    }
+  }
+  if (out.empty()) {
+    for (const auto& l : request_lanes) add(l.transport, l.device);
+  }
+  // A GPU IPC transport named in the text without a device ("... cuda_ipc ...").
+  const std::string text = std::string(protocol_text) + " " + std::string(request_text);
+  const auto word_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  };
+  for (std::size_t i = 0; i < text.size();) {
+    if (!word_char(text[i])) {
+      ++i;
+      continue;
+    }
+    std::size_t end = i;
+    while (end < text.size() && word_char(text[end])) ++end;
+    const std::string word = text.substr(i, end - i);
+    if (kind_of_transport(word) == lane_kind::gpu_ipc) add(word, "");
+    i = end;
+  }
+  return out;
+}
+
 }  // namespace pairperf::ucx

@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/result.h"
+
 namespace pairperf::ucx {
 
 struct lane_info {
@@ -56,5 +58,24 @@ std::string protocol_for_size(std::string_view ep_text, std::string_view operati
 // "tcp/lo.0" -> {tcp, lo}; "cma/memory" -> {cma, memory}; "rc_mlx5/mlx5_0:1.0" -> {rc_mlx5,
 // mlx5_0:1}. Returns false when the token does not name a transport and device.
 bool parse_resource_token(std::string_view token, lane_info& out);
+
+// The kind of a UCX transport, by its UCX_TLS name: posix, sysv, cma, knem, xpmem and self share
+// host memory; tcp is a network; rc_*, dc_*, ud_* and ugni_* are RDMA; cuda_ipc, rocm_ipc and
+// ze_ipc map GPU memory into the peer; cuda_copy, rocm_copy, ze_copy and gdr_copy copy GPU memory
+// through the host. Anything else is unknown.
+lane_kind kind_of_transport(std::string_view transport);
+
+// The words of a protocol description that show GPU data staged through host memory
+// ("rendezvous pipeline cuda_copy", "software emulation", "copy-in copy-out"), "" if none. Only
+// meaningful for GPU memory: host memory's eager protocols copy in and out too.
+std::string staging_in(std::string_view text);
+
+// The lanes that carried a message's payload, with their kinds: for a rendezvous protocol the
+// endpoint's RMA bandwidth lanes (where the bulk moves), else the lanes the request names, plus a
+// GPU IPC transport the protocol or the request's text names without a device. Empty where none
+// of them says.
+std::vector<lane> bulk_lanes(std::string_view protocol_text, std::string_view request_text,
+                             const std::vector<lane_info>& endpoint_lanes,
+                             const std::vector<lane_info>& request_lanes);
 
 }  // namespace pairperf::ucx

@@ -15,6 +15,7 @@
 #include "transports/ucx/ucx_cuda.h"
 #include "transports/ucx/ucx_describe.h"
 #include "transports/ucx/ucx_options.h"
+#include "transports/ucx/ucx_provenance.h"
 #include "transports/ucx/ucx_wire.h"
 
 namespace pairperf {
@@ -69,24 +70,24 @@ ucs_memory_type_t to_ucs(memory_type m) {
 }  // namespace
 
 transport_entry ucx_transport::entry() {
-  std::vector<test_spec> specs;
-  for (const auto& t : tests) specs.push_back(t.spec);
-  return transport_entry{
-      "ucx",
-      "UCX (UCP): tagged messages, active messages and RMA over the transports UCX_TLS selects",
-      specs,
-      [](const transport_params& p) -> std::unique_ptr<transport> {
-        return std::make_unique<ucx_transport>(p);
-      },
-      true,
-      ucx::check_options,
-      [] {
-        return nlohmann::json{{"version", ucp_get_version_string()},
-                              {"transports", ucx::available_transports()},
-                              {"cuda", ucx::to_json(ucx::probe_cuda_support())}};
-      },
-      nullptr,  // available wherever the library loads
+  transport_entry e;
+  e.name = "ucx";
+  e.description =
+      "UCX (UCP): tagged messages, active messages and RMA over the transports UCX_TLS selects";
+  for (const auto& t : tests) e.tests.push_back(t.spec);
+  e.create = [](const transport_params& p) -> std::unique_ptr<transport> {
+    return std::make_unique<ucx_transport>(p);
   };
+  e.tls_axis = true;
+  e.check_options = ucx::check_options;
+  e.describe_library = [] {
+    return nlohmann::json{{"version", ucp_get_version_string()},
+                          {"transports", ucx::available_transports()},
+                          {"cuda", ucx::to_json(ucx::probe_cuda_support())}};
+  };
+  // Available wherever the library loads: no `unavailable`.
+  e.lane_kind_of = ucx::kind_of_transport;
+  return e;
 }
 
 ucx_transport::ucx_transport(const transport_params& params) : m_params(params) {
@@ -328,6 +329,7 @@ provenance ucx_transport::describe() const {
   facts.data_op = it != tests.end() ? it->spec.data_op : op_kind::send;
   facts.active_messages = m_use_am;
   facts.size = m_params.test.size_bytes;
+  facts.gpu_memory = m_mem_type != UCS_MEMORY_TYPE_HOST;
   facts.request_info = m_request_info;
   return ucx::describe_endpoint(facts);
 }

@@ -98,6 +98,9 @@ transport_entry verbs_transport::entry() {
                ? std::string("no RDMA device on this host (/sys/class/infiniband is empty)")
                : std::string();
   };
+  e.lane_kind_of = [](std::string_view name) {
+    return name == "rc" ? lane_kind::rdma : lane_kind::unknown;
+  };
   return e;
 }
 
@@ -356,7 +359,7 @@ int verbs_transport::poll(std::span<completion> out) noexcept {
 provenance verbs_transport::describe() const {
   provenance p;
   const std::string dev = fmt::format("{}:{}", m_device_name, m_port);
-  p.lanes.push_back(lane{"rc", dev});
+  p.lanes.push_back(lane{"rc", dev, lane_kind::rdma});
   const auto it = std::find_if(tests.begin(), tests.end(),
                                [&](const test_spec& t) { return t.name == m_params.test.test; });
   const op_kind data = it != tests.end() ? it->data_op : op_kind::send;
