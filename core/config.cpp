@@ -18,16 +18,6 @@ double seconds(std::chrono::nanoseconds d) { return std::chrono::duration<double
 // (nlohmann's get<> would wrap, truncate or cast out of range).
 constexpr double max_seconds = 7 * 24 * 3600.0;
 
-std::uint64_t whole_number(const nlohmann::json& v, const char* field, std::uint64_t max) {
-  const bool whole =
-      v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0);
-  if (!whole)
-    throw usage_error(fmt::format("{} must be a whole number >= 0, not {}", field, v.dump()));
-  const auto x = v.get<std::uint64_t>();
-  if (x > max) throw usage_error(fmt::format("{} = {} is above its limit {}", field, x, max));
-  return x;
-}
-
 template <class T>
 void get_whole(const nlohmann::json& j, const char* field, T& out,
                std::uint64_t max = std::numeric_limits<T>::max()) {
@@ -43,6 +33,16 @@ std::chrono::nanoseconds from_seconds(const nlohmann::json& v, const char* field
 }
 
 }  // namespace
+
+std::uint64_t whole_number(const nlohmann::json& v, const char* field, std::uint64_t max) {
+  const bool whole =
+      v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0);
+  if (!whole)
+    throw usage_error(fmt::format("{} must be a whole number >= 0, not {}", field, v.dump()));
+  const auto x = v.get<std::uint64_t>();
+  if (x > max) throw usage_error(fmt::format("{} = {} is above its limit {}", field, x, max));
+  return x;
+}
 
 const char* to_string(pattern_kind p) noexcept {
   switch (p) {
@@ -113,15 +113,7 @@ void to_json(nlohmann::json& j, const run_config& c) {
       {"streams", c.transport.streams},
       {"send_buffer_bytes", c.transport.send_buffer_bytes},
       {"recv_buffer_bytes", c.transport.recv_buffer_bytes},
-      {"ucx", c.transport.ucx},
-      {"verbs",
-       {{"device", c.transport.verbs.device},
-        {"gid_index", c.transport.verbs.gid_index},
-        {"mtu_bytes", c.transport.verbs.mtu},
-        {"qps", c.transport.verbs.qps},
-        {"rdma_cm", c.transport.verbs.rdma_cm},
-        {"inline_bytes", c.transport.verbs.inline_bytes},
-        {"signal_every", c.transport.verbs.signal_every}}},
+      {"transports", c.transport.own},
       {"timeouts_s",
        {{"connect", seconds(c.timeouts.connect)},
         {"handshake", seconds(c.timeouts.handshake)},
@@ -149,16 +141,13 @@ void from_json(const nlohmann::json& j, run_config& c) {
   get_whole(j, "streams", c.transport.streams, 64);
   get_whole(j, "send_buffer_bytes", c.transport.send_buffer_bytes, std::uint64_t{1} << 31);
   get_whole(j, "recv_buffer_bytes", c.transport.recv_buffer_bytes, std::uint64_t{1} << 31);
-  c.transport.ucx = j.value("ucx", std::vector<std::string>{});
-  if (const auto v = j.find("verbs"); v != j.end() && v->is_object()) {
-    auto& o = c.transport.verbs;
-    o.device = v->value("device", std::string());
-    o.gid_index = v->value("gid_index", -1);
-    o.mtu = v->value("mtu_bytes", 0U);
-    o.qps = v->value("qps", 1U);
-    o.rdma_cm = v->value("rdma_cm", false);
-    o.inline_bytes = v->value("inline_bytes", 64U);
-    o.signal_every = v->value("signal_every", 16U);
+  if (const auto own = j.find("transports"); own != j.end()) {
+    const bool objects =
+        own->is_object() &&
+        std::all_of(own->begin(), own->end(), [](const auto& v) { return v.is_object(); });
+    if (!objects)
+      throw usage_error("transports must be an object holding one object per transport");
+    c.transport.own = *own;
   }
   const auto& t = j.at("timeouts_s");
   c.timeouts.connect = from_seconds(t.at("connect"), "timeouts_s.connect");
@@ -167,6 +156,13 @@ void from_json(const nlohmann::json& j, run_config& c) {
   c.timeouts.idle = from_seconds(t.at("idle"), "timeouts_s.idle");
   if (c.window == 0 || c.transport.streams == 0)
     throw usage_error("window and streams must be at least 1");
+}
+
+const nlohmann::json& own_options(const transport_options& options, const std::string& transport) {
+  static const nlohmann::json none = nlohmann::json::object();
+  if (!options.own.is_object()) return none;
+  const auto it = options.own.find(transport);
+  return it != options.own.end() && it->is_object() ? *it : none;
 }
 
 void to_json(nlohmann::json& j, const test_case& c) {

@@ -3,7 +3,7 @@
 // matrix). Both are plain values with a JSON round trip; the client sends them to the server.
 #include <chrono>
 #include <cstdint>
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,26 +40,25 @@ struct timeouts {
   std::chrono::nanoseconds idle = std::chrono::seconds(60);      // server waiting for the next case
 };
 
-// Raw verbs (RC queue pairs): device, addressing and work-request shaping.
-struct verbs_options {
-  std::string device;    // --ib-dev NAME[:PORT]; "" = from --iface, else the first active port
-  int gid_index = -1;    // --gid-index; -1 = automatic (RoCE v2 IPv4-mapped first)
-  unsigned mtu = 0;      // --mtu in bytes (256..4096); 0 = the port's active MTU
-  unsigned qps = 1;      // --qps: data queue pairs (a separate one carries sync messages)
-  bool rdma_cm = false;  // --rdma-cm: connect through librdmacm, not the control channel
-  unsigned inline_bytes = 64;  // --inline: messages up to this size are posted inline (0 = never)
-  unsigned signal_every = 16;  // --signal-every: stream tests request a completion every Nth post
-};
-
 // Options that shape how transports move bytes, the same for every case of a run.
 struct transport_options {
   progress_mode progress = progress_mode::busy;
   unsigned streams = 1;                 // parallel connections (TCP)
   std::uint64_t send_buffer_bytes = 0;  // 0 = the kernel's default (and autotuning)
   std::uint64_t recv_buffer_bytes = 0;
-  std::vector<std::string> ucx;  // UCX options as KEY=VALUE (without the UCX_ prefix)
-  verbs_options verbs;
+  // Each transport's own options, one JSON object under its registry name (e.g. "verbs":
+  // {"qps": 2, ...}), from the options that transport registered on the command line. The
+  // transport parses and checks its object, on both sides (the server's comes from the peer);
+  // core knows nothing of what is inside. A transport missing here takes its defaults.
+  nlohmann::json own = nlohmann::json::object();
 };
+
+// A number a peer sent, checked before it is converted: a whole number from 0 to `max`, else
+// usage_error naming `field`. (A double out of an integer's range must never reach a cast.)
+std::uint64_t whole_number(const nlohmann::json& v, const char* field, std::uint64_t max);
+
+// The transport's own object in `options.own` (an empty object where there is none).
+const nlohmann::json& own_options(const transport_options& options, const std::string& transport);
 
 // Bounds on what a control message may carry (config.cpp refuses anything beyond them, so a
 // peer's numbers never overflow a conversion); the server applies its own, tighter limits on top.
@@ -88,7 +87,9 @@ struct test_case {
   std::string transport;  // registry name, e.g. "tcp"
   std::string test;       // test name from the transport's table, e.g. "tcp_lat"
   pattern_kind pattern = pattern_kind::pingpong;
-  std::string tls;    // transport set inside the library (UCX_TLS); "" = its default
+  // The value of the transport's own axis (a transport set inside its library, as UCX_TLS is);
+  // "" = the library's default, and for transports without an axis.
+  std::string tls;
   std::string iface;  // client-side interface; "" = let routing choose
   // The server address the data path aims at, where a transport takes one (TCP); "" = the
   // server's address on the interface's subnet, else the control connection's.

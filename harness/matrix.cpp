@@ -107,11 +107,11 @@ std::vector<test_case> expand_matrix(const matrix_request& req, const transport_
   std::vector<std::pair<memory_type, memory_type>> memory = req.memory;
   if (memory.empty()) memory.emplace_back(memory_type::host, memory_type::host);
   std::vector<test_case> out;
-  const std::vector<std::string> tls_sets =
-      req.tls.empty() ? std::vector<std::string>{""} : req.tls;
-  const std::vector<std::string> no_tls{""};
+  const std::vector<std::string> library_default{""};
   for (const auto& [entry, spec] : tests) {
-    for (const auto& tls : entry->tls_axis ? tls_sets : no_tls) {
+    const auto axis = req.axes.find(entry->name);
+    const bool has_values = axis != req.axes.end() && !axis->second.empty();
+    for (const auto& tls : has_values ? axis->second : library_default) {
       for (const auto& iface : ifaces) {
         for (const auto& [client_mem, server_mem] : memory) {
           for (const std::uint64_t size : req.sizes) {

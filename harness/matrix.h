@@ -1,8 +1,9 @@
 #pragma once
 // Expansion of the user's request into the matrix of cases:
-// transport x test x transport set (--tls, for transports with that axis) x interface x memory
-// pair x size (size varies fastest).
+// transport x test x the transport's own axis (UCX's --tls, for transports that have one) x
+// interface x memory pair x size (size varies fastest).
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -19,7 +20,9 @@ struct matrix_request {
   std::vector<std::string> transports;  // empty: every built-in transport (or those of --test)
   std::vector<std::string> tests;       // empty: every test of the chosen transports
   std::vector<std::uint64_t> sizes;     // required
-  std::vector<std::string> tls;         // empty: one case with the library's default set
+  // Per transport with an axis, its values (each a case's tls); a transport not named here, or
+  // with no values, gets one case with "" (its library's default).
+  std::map<std::string, std::vector<std::string>> axes;
   std::vector<std::string>
       ifaces;  // empty: one case with routing's choice; "all": every usable one
   std::vector<std::pair<memory_type, memory_type>> memory;  // empty: host,host

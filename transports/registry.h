@@ -1,26 +1,58 @@
 #pragma once
 // The explicit list of built-in transports. Each optional transport is added under its own
-// #if PAIRPERF_HAVE_* in registry.cpp, and nowhere else in the harness.
+// #if PAIRPERF_HAVE_* in registry.cpp, and nowhere else in the harness. Each entry carries what
+// the layers above need to know of its transport: its tests, its options and axis on the command
+// line, how its lanes are classified, and its part in `doctor`.
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "transports/transport.h"
 
+namespace CLI {
+class App;
+}
+
 namespace pairperf {
+
+// What a transport put on the `run` command line (transport_entry::add_run_options); each
+// function is called after parsing. Empty functions: nothing of that kind.
+struct transport_cli {
+  // The transport's own object for run_config's transport options (defaults filled in). Checks
+  // the values: throws usage_error.
+  std::function<nlohmann::json()> options;
+  // The values of the transport's axis (cases are crossed with them, each in test_case::tls):
+  // the ones given, else the transport's default; `local_run`: the server is a local one.
+  std::function<std::vector<std::string>(bool local_run)> axis;
+  // The options the user gave, as typed ("--ucx"): none may be given when no case of the
+  // transport is selected.
+  std::function<std::vector<std::string>()> given;
+};
+
+// The cases `pairperf doctor` runs through a transport that has a role there.
+struct doctor_probe {
+  enum class role {
+    reach,    // per pair of interfaces: can the peer be reached, and how fast (a plain socket)
+    library,  // per local interface, kept on it, and with the library's own choice (the path)
+  };
+  role what = role::reach;
+  std::string bandwidth_test;  // a test of the transport's table
+  std::string latency_test;    // library: the path's small-message test
+  // library: the axis value that keeps the library on the one interface's network (UCX: tcp).
+  std::string per_interface_axis;
+};
 
 struct transport_entry {
   std::string name;
   std::string description;
   std::vector<test_spec> tests;
   std::function<std::unique_ptr<transport>(const transport_params&)> create;
-  // Whether cases of this transport are crossed with the --tls axis (a transport-set selection
-  // inside the library, as UCX_TLS is); others get one case with an empty tls.
-  bool tls_axis = false;
-  // Checks the run's transport options before anything runs; throws usage_error. May be empty.
-  std::function<void(const transport_options&)> check_options;
+  // Adds the transport's own options (and the option of its axis, where it has one) to `run`.
+  // Empty function = it has none: its cases get its defaults and one case with an empty tls.
+  std::function<transport_cli(CLI::App& run)> add_run_options;
   // Facts for `pairperf info` and the context block (library version, available transports...).
   std::function<nlohmann::json()> describe_library;
   // Why this host cannot run the transport at all ("" = it can; empty function = always can).
@@ -29,6 +61,8 @@ struct transport_entry {
   // The kind of a lane this transport reports under `name` (UCX's "cma": shared memory), for
   // judging a name that did not show up in a case's lanes. Empty function = unknown.
   std::function<lane_kind(std::string_view name)> lane_kind_of;
+  // The transport's part in `pairperf doctor`, if any (the first transport of each role is used).
+  std::optional<doctor_probe> doctor;
 };
 
 class transport_registry {

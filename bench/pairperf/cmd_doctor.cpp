@@ -62,17 +62,29 @@ test_case probe(const std::string& transport, const std::string& test, std::uint
   return c;
 }
 
-// TCP for reachability and bandwidth per interface pair; UCX (where built) over tcp per interface,
-// and with its default transports for the path verdict.
-doctor_probes probes(bool no_ucx) {
-  doctor_probes p;
-  p.reach = probe("tcp", "tcp_bw");
-  if (no_ucx || transport_registry::instance().find("ucx") == nullptr) return p;
-  p.library = probe("ucx", "tag_bw");
-  p.library->tls = "tcp";
-  p.path_bw = probe("ucx", "tag_bw");
-  p.path_lat = probe("ucx", "tag_lat", 8);
-  return p;
+// The transports that have a part in doctor (registry.h doctor_probe), the first of each role:
+// one for reachability and bandwidth per interface pair (TCP); a library (UCX, where built) per
+// interface and with its own choice of transports for the path verdict, unless --no-ucx.
+doctor_probes probes(bool no_library) {
+  std::optional<doctor_probes> p;
+  const transport_entry* library = nullptr;
+  for (const auto& e : transport_registry::instance().all()) {
+    if (!e.doctor) continue;
+    if (e.doctor->what == doctor_probe::role::reach && !p) {
+      p.emplace();
+      p->reach = probe(e.name, e.doctor->bandwidth_test);
+    } else if (e.doctor->what == doctor_probe::role::library && library == nullptr) {
+      library = &e;
+    }
+  }
+  if (!p) throw std::logic_error("no transport offers doctor's reachability probe");
+  if (library == nullptr || no_library) return *p;
+  const doctor_probe& d = *library->doctor;
+  p->library = probe(library->name, d.bandwidth_test);
+  p->library->tls = d.per_interface_axis;
+  p->path_bw = probe(library->name, d.bandwidth_test);
+  p->path_lat = probe(library->name, d.latency_test, 8);
+  return *p;
 }
 
 int doctor_command(const doctor_args& a, const std::vector<std::string>& argv) {

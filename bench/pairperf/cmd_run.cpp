@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -45,7 +46,9 @@ void catch_interrupts() {
 
 struct run_args {
   std::string peer;
-  std::vector<std::string> transports, tests, ifaces, memory, tls, ucx, expect;
+  std::vector<std::string> transports, tests, ifaces, memory, expect;
+  // Each transport's own options and axis, as it registered them.
+  std::vector<std::pair<const transport_entry*, transport_cli>> transport_clis;
   std::string sizes = "8,64,1K,8K,64K,1M";
   std::uint64_t iterations = 0;
   std::string duration = "0.2s";
@@ -63,7 +66,6 @@ struct run_args {
   std::string t_connect = "3s", t_handshake = "5s", t_case = "20s";
   token_options token;
   bool quiet = false;
-  verbs_options verbs;
   std::string gpu;
   std::string cpu;
   double noise_threshold = default_noise_threshold * 100;  // percent
@@ -79,12 +81,9 @@ void register_options(CLI::App* app, run_args& a) {
          "--test", a.tests,
          "Test from a transport's table, e.g. tcp_lat,tag_bw (repeatable or comma-separated)")
       ->delimiter(',');
-  app->add_option("--tls", a.tls,
-                  "UCX transport set, one case each (repeatable: --tls tcp --tls posix,sysv,cma "
-                  "--tls all); default: UCX_TLS, "
-                  "or locally tcp, posix,sysv,cma and UCX's default");
-  app->add_option("--ucx", a.ucx,
-                  "Other UCX option KEY=VALUE for every UCX case (repeatable; names are checked)");
+  for (const auto& e : transport_registry::instance().all()) {
+    if (e.add_run_options) a.transport_clis.emplace_back(&e, e.add_run_options(*app));
+  }
   app->add_option("-s,--sizes", a.sizes,
                   "Message sizes: list and doubling ranges, e.g. 1,64,4K,8:4M")
       ->capture_default_str();
@@ -117,19 +116,6 @@ void register_options(CLI::App* app, run_args& a) {
       "--gpu", a.gpu,
       "GPU for cuda buffers: CLIENT[,SERVER], each an index (CUDA_VISIBLE_DEVICES applies), a "
       "UUID (GPU-4650fca3-...) or a PCI bus id; SERVER applies to the local server");
-  app->add_option("--ib-dev", a.verbs.device,
-                  "verbs: RDMA device NAME[:PORT] (default: the one --iface maps to, else the "
-                  "first active port)");
-  app->add_option("--gid-index", a.verbs.gid_index,
-                  "verbs: GID index (default: RoCE v2 IPv4-mapped, chosen and shown)");
-  app->add_option("--mtu", a.verbs.mtu, "verbs: lower the path MTU to this many bytes (256..4096)");
-  app->add_option("--qps", a.verbs.qps, "verbs: data queue pairs")->capture_default_str();
-  app->add_flag("--rdma-cm", a.verbs.rdma_cm, "verbs: connect through librdmacm");
-  app->add_option("--inline", a.verbs.inline_bytes, "verbs: post messages up to this size inline")
-      ->capture_default_str();
-  app->add_option("--signal-every", a.verbs.signal_every,
-                  "verbs: in stream tests, ask for a completion every N posts")
-      ->capture_default_str();
   app->add_option("--cpu", a.cpu,
                   "Pin the client to CPU CLIENT and a local server to SERVER (CLIENT[,SERVER], "
                   "as ucx_perftest -c and iperf3 -A); each side's CPUs are recorded per case");
@@ -184,20 +170,10 @@ run_config make_config(const run_args& a, const CLI::App& app) {
   c.timeouts.connect = parse_duration(a.t_connect);
   c.timeouts.handshake = parse_duration(a.t_handshake);
   c.timeouts.per_case = parse_duration(a.t_case);
-  c.transport.verbs = a.verbs;
   if (!(a.noise_threshold > 0 && a.noise_threshold <= 100))
     throw usage_error("--noise-threshold must be above 0 and at most 100 (%)");
   c.noise_threshold = a.noise_threshold / 100;
   return c;
-}
-
-// --tls as given; else UCX_TLS from the environment; else, locally, the sets worth comparing
-// on one host (TCP, shared memory, and UCX's own choice).
-std::vector<std::string> default_tls(const std::vector<std::string>& given, bool local_run) {
-  if (!given.empty()) return given;
-  if (const char* env = std::getenv("UCX_TLS"); env != nullptr && *env != '\0') return {env};
-  if (local_run) return {"tcp", "posix,sysv,cma", ""};
-  return {""};
 }
 
 // --transport as given; with --test, the transports that have those tests; else every built-in
@@ -218,17 +194,32 @@ std::vector<std::string> default_transports(const std::vector<std::string>& give
   return out;
 }
 
-// Each selected transport checks the run's options it owns (e.g. --ucx names).
-void check_transport_options(const std::vector<test_case>& cases,
-                             const transport_options& options) {
+// Each transport's axis values (given or its default), for the matrix.
+std::map<std::string, std::vector<std::string>> transport_axes(const run_args& a, bool local_run) {
+  std::map<std::string, std::vector<std::string>> axes;
+  for (const auto& [entry, cli] : a.transport_clis) {
+    if (cli.axis) axes[entry->name] = cli.axis(local_run);
+  }
+  return axes;
+}
+
+// Each selected transport's own options, checked by it; an option of a transport with no case
+// selected is a usage error (it would apply to nothing).
+nlohmann::json transport_own_options(const run_args& a, const std::vector<test_case>& cases) {
   std::set<std::string> used;
   for (const auto& c : cases) used.insert(c.transport);
-  for (const auto& name : used) {
-    const transport_entry* e = transport_registry::instance().find(name);
-    if (e != nullptr && e->check_options) e->check_options(options);
+  nlohmann::json own = nlohmann::json::object();
+  for (const auto& [entry, cli] : a.transport_clis) {
+    if (used.count(entry->name) == 0) {
+      const auto given = cli.given ? cli.given() : std::vector<std::string>();
+      if (!given.empty())
+        throw usage_error(
+            fmt::format("{} given, but no {} case is selected", given.front(), entry->name));
+      continue;
+    }
+    if (cli.options) own[entry->name] = cli.options();
   }
-  if (!options.ucx.empty() && used.count("ucx") == 0)
-    throw usage_error("--ucx given, but no UCX case is selected");
+  return own;
 }
 
 // --cpu CLIENT[,SERVER]: -1 where not given.
@@ -273,15 +264,14 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   matrix_request req{default_transports(a.transports, a.tests),
                      a.tests,
                      parse_size_list(a.sizes),
-                     default_tls(a.tls, local_run),
+                     transport_axes(a, local_run),
                      a.ifaces,
                      {}};
   // A local sweep stays on loopback, whatever else this host's transports could reach.
   if (local_run && req.ifaces.empty()) req.ifaces = {"lo"};
   for (const auto& m : a.memory) req.memory.push_back(parse_memory_pair(m));
   o.cases = expand_matrix(req, transport_registry::instance(), usable_interfaces());
-  o.config.transport.ucx = a.ucx;
-  check_transport_options(o.cases, o.config.transport);
+  o.config.transport.own = transport_own_options(a, o.cases);
   for (const auto& text : a.expect) {
     expectation e = parse_expectation(text);
     if (std::none_of(o.cases.begin(), o.cases.end(),

@@ -35,6 +35,10 @@ class BadValues(unittest.TestCase):
         (["[::1"], "missing ']'"),
         (["--no-such-option"], "no-such-option"),
         (["-n", "many"], "many"),
+        # A transport's own option with none of its cases selected (every case here is tcp).
+        (["--tls", "tcp"], "--tls given, but no ucx case is selected"),
+        (["--ucx", "RNDV_THRESH=1K"], "--ucx given, but no ucx case is selected"),
+        (["--qps", "2"], "--qps given, but no verbs case is selected"),
     ]
 
     def test_each_bad_value_is_named_with_exit_code_2(self):

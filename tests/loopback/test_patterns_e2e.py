@@ -36,7 +36,7 @@ class Patterns(unittest.TestCase):
                 else:
                     self.assertGreater(r["bandwidth_Bps"]["receiver"], 0)
                     self.assertGreater(r["bandwidth_Bps"]["sender"], 0)
-                self.assertEqual(r["provenance"]["lanes"], [{"transport": "tcp", "device": "lo"}])
+                self.assertEqual(r["provenance"]["lanes"], [{"transport": "tcp", "device": "lo", "kind": "network"}])
 
     def test_full_doubling_range_1_byte_to_64_MiB(self):
         with pp.Server() as s:

@@ -65,7 +65,7 @@ class Ucx(unittest.TestCase):
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertIn("egr", plain["results"][0]["provenance"]["protocol"])
         self.assertIn("rndv", tuned["results"][0]["provenance"]["protocol"])
-        self.assertEqual(tuned["context"]["config"]["ucx"], ["RNDV_THRESH=1K"])
+        self.assertEqual(tuned["context"]["config"]["transports"]["ucx"], {"options": ["RNDV_THRESH=1K"]})
 
     def test_transport_this_host_lacks_is_skipped_with_what_it_has(self):
         with pp.Server() as s:

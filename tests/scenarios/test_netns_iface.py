@@ -72,7 +72,7 @@ class TwoLinks(unittest.TestCase):
                     proc, doc, _ = self.client(s, "--iface", a)
                     self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
                     r = doc["results"][0]
-                    self.assertEqual(r["provenance"]["lanes"], [{"transport": "tcp", "device": a}])
+                    self.assertEqual(r["provenance"]["lanes"], [{"transport": "tcp", "device": a, "kind": "network"}])
                     self.assertTrue(r["provenance"]["client"]["local"].startswith(addr_a + ":"), r["provenance"]["client"])
                     self.assertTrue(r["provenance"]["client"]["remote"].startswith(addr_b + ":"))
                     self.assertEqual(r["provenance"]["server"]["iface"], b)

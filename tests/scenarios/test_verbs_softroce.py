@@ -71,7 +71,7 @@ class VerbsInSoftRoce(unittest.TestCase):
                 self.assertEqual(r["status"], "ok", r.get("message"))
                 self.assertGreater(r["validation"]["messages_checked"], 0)
                 self.assertEqual(r["validation"]["corrupt_bytes"], 0)
-                self.assertEqual(r["provenance"]["lanes"], [{"transport": "rc", "device": "rxe0:1"}])
+                self.assertEqual(r["provenance"]["lanes"], [{"transport": "rc", "device": "rxe0:1", "kind": "rdma"}])
                 d = r["provenance"]["client"]
                 self.assertEqual((d["device"], d["link_layer"], d["gid_type"]), ("rxe0", "Ethernet", "RoCE v2"))
                 self.assertEqual(d["gid_chosen_by"], "RoCE v2, IPv4-mapped")

@@ -59,7 +59,7 @@ struct synth {
     r.test.test = "tag_bw";
     r.test.pattern = pattern_kind::stream_uni;
     r.test.size_bytes = 1 << 20;
-    r.provenance = provenance{{{lane, "lo"}}, "tag rndv", {}, {}};
+    r.provenance = provenance{{{lane, "lo"}}, "tag rndv", {}, {}, {}, ""};
     case_result l = r;
     l.test.test = "tag_lat";
     l.test.pattern = pattern_kind::pingpong;

@@ -115,6 +115,21 @@ TEST(Result, RoundTripsWithUnitsInNames) {
   EXPECT_EQ(back.validated->messages_checked, 100U);
 }
 
+TEST(Config, EachTransportsOwnOptionsTravelAsItsObject) {
+  run_config c;
+  c.transport.own = {{"verbs", {{"qps", 2}}}, {"ucx", {{"options", {"RNDV_THRESH=1K"}}}}};
+  const nlohmann::json j = c;
+  EXPECT_EQ(j.at("transports").at("verbs").at("qps"), 2);
+  const auto back = j.get<run_config>();
+  EXPECT_EQ(own_options(back.transport, "verbs").at("qps"), 2);
+  EXPECT_TRUE(own_options(back.transport, "tcp").empty());  // none: the transport's defaults
+  nlohmann::json bad = j;
+  bad["transports"]["verbs"] = 7;
+  EXPECT_THROW(bad.get<run_config>(), usage_error);
+  bad["transports"] = {1, 2};
+  EXPECT_THROW(bad.get<run_config>(), usage_error);
+}
+
 TEST(Result, LaneKindsBulkAndStagingRoundTrip) {
   case_result r;
   r.test.size_bytes = 1 << 20;

@@ -82,21 +82,20 @@ TEST(Matrix, RefusesUnknownNamesWithTheValidOnes) {
   EXPECT_THROW(expand_matrix(req, transport_registry::instance(), fake_ifaces()), usage_error);
 }
 
-transport_entry entry_named(std::string name, std::vector<test_spec> tests, bool axis = false) {
+transport_entry entry_named(std::string name, std::vector<test_spec> tests) {
   transport_entry e;
   e.name = std::move(name);
   e.tests = std::move(tests);
-  e.tls_axis = axis;
   return e;
 }
 
 TEST(Matrix, TlsAxisCrossesOnlyTransportsThatHaveIt) {
   transport_registry reg;
   reg.add(entry_named("plain", {{"p_lat", pattern_kind::pingpong, op_kind::send, ""}}));
-  reg.add(entry_named("lib", {{"l_lat", pattern_kind::pingpong, op_kind::send, ""}}, true));
+  reg.add(entry_named("lib", {{"l_lat", pattern_kind::pingpong, op_kind::send, ""}}));
   matrix_request req;
   req.sizes = {8};
-  req.tls = {"tcp", "posix,sysv,cma", ""};
+  req.axes["lib"] = {"tcp", "posix,sysv,cma", ""};
   const auto cases = expand_matrix(req, reg, fake_ifaces());
   ASSERT_EQ(cases.size(), 1U + 3U);
   EXPECT_EQ(cases[0].tls, "");

@@ -121,7 +121,7 @@ TEST(Noise, ExpectationsDoNotJudgeNoisyMisses) {
   r.test.size_bytes = 8;
   r.latency_s = sample_stats{};
   r.latency_s->p50 = 4e-3;
-  r.provenance = provenance{{{"tcp", "lo"}}, "", {}, {}};
+  r.provenance = provenance{{{"tcp", "lo", lane_kind::network}}, "", {}, {}, {}, ""};
   r.host_noise = {{"noisy", true}, {"why", "the client was descheduled 60%"}};
   const std::vector<expectation> ex{parse_expectation("lat<=1us@8"),
                                     parse_expectation("transport!=tcp")};

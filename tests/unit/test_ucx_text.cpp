@@ -247,10 +247,9 @@ TEST(UcxOptions, SplitsAndChecksNamesAgainstThisUcx) {
   EXPECT_EQ(split_option("UCX_TCP_SNDBUF=1M"),
             std::make_pair(std::string("TCP_SNDBUF"), std::string("1M")));
   EXPECT_THROW(split_option("NOEQUALS"), usage_error);
-  transport_options o;
-  o.ucx = {"RNDV_THRESH=16K"};
+  std::vector<std::string> o{"RNDV_THRESH=16K"};
   EXPECT_NO_THROW(check_options(o));
-  o.ucx = {"NO_SUCH_KNOB=1"};
+  o = {"NO_SUCH_KNOB=1"};
   try {
     check_options(o);
     FAIL();
@@ -258,7 +257,7 @@ TEST(UcxOptions, SplitsAndChecksNamesAgainstThisUcx) {
     EXPECT_NE(std::string(e.what()).find("no option 'NO_SUCH_KNOB'"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("ucx_info -c"), std::string::npos);  // where to look
   }
-  o.ucx = {"RNDV_TRESH=16K"};
+  o = {"RNDV_TRESH=16K"};
   try {
     check_options(o);
     FAIL();
@@ -266,15 +265,33 @@ TEST(UcxOptions, SplitsAndChecksNamesAgainstThisUcx) {
     EXPECT_NE(std::string(e.what()).find("Did you mean RNDV_THRESH"), std::string::npos)
         << e.what();
   }
-  o.ucx = {"LOG_LEVEL=info"};
+  o = {"LOG_LEVEL=info"};
   try {
     check_options(o);
     FAIL();
   } catch (const usage_error& e) {
     EXPECT_NE(std::string(e.what()).find("whole process"), std::string::npos);
   }
-  o.ucx = {"TLS=tcp"};
+  o = {"TLS=tcp"};
   EXPECT_THROW(check_options(o), usage_error);
+}
+
+TEST(UcxOptions, TheRunOptionsObjectIsCheckedLikeAPeersInput) {
+  EXPECT_TRUE(options_from(nlohmann::json::object()).empty());
+  EXPECT_EQ(options_from({{"options", {"RNDV_THRESH=1K"}}}),
+            (std::vector<std::string>{"RNDV_THRESH=1K"}));
+  EXPECT_THROW(options_from({{"options", "RNDV_THRESH=1K"}}), usage_error);
+  EXPECT_THROW(options_from({{"options", {1, 2}}}), usage_error);
+  EXPECT_THROW(options_from({{"options", {"NOEQUALS"}}}), usage_error);
+  EXPECT_THROW(options_from({{"options", {std::string(300, 'A') + "=1"}}}), usage_error);
+  EXPECT_THROW(options_from({{"options", std::vector<std::string>(65, "A=1")}}), usage_error);
+}
+
+TEST(UcxOptions, TheTlsAxisDefault) {
+  EXPECT_EQ(default_tls({"tcp"}, true, "sm"), (std::vector<std::string>{"tcp"}));
+  EXPECT_EQ(default_tls({}, true, "sm"), (std::vector<std::string>{"sm"}));
+  EXPECT_EQ(default_tls({}, true, ""), (std::vector<std::string>{"tcp", "posix,sysv,cma", ""}));
+  EXPECT_EQ(default_tls({}, false, nullptr), (std::vector<std::string>{""}));
 }
 
 TEST(UcxOptions, ThisHostHasTheDebianTransports) {

@@ -62,6 +62,28 @@ TEST(VerbsAddressing, Mtu) {
   EXPECT_EQ(width_text(2), "4x");
 }
 
+TEST(VerbsOptions, TheObjectIsCheckedLikeAPeersInput) {
+  const verbs::options defaults = verbs::options_from(nlohmann::json::object());
+  EXPECT_EQ(defaults.qps, 1U);
+  EXPECT_EQ(defaults.gid_index, -1);
+  verbs::options o;
+  o.device = "rxe0:1";
+  o.qps = 4;
+  o.rdma_cm = true;
+  const verbs::options back = verbs::options_from(verbs::to_json(o));
+  EXPECT_EQ(back.device, "rxe0:1");
+  EXPECT_EQ(back.qps, 4U);
+  EXPECT_TRUE(back.rdma_cm);
+  for (const nlohmann::json& bad :
+       {nlohmann::json{{"qps", 0}}, nlohmann::json{{"qps", 17}}, nlohmann::json{{"qps", -1}},
+        nlohmann::json{{"qps", 1e300}}, nlohmann::json{{"mtu_bytes", 1000}},
+        nlohmann::json{{"gid_index", 256}}, nlohmann::json{{"gid_index", 1.5}},
+        nlohmann::json{{"signal_every", 0}}, nlohmann::json{{"inline_bytes", 4096}},
+        nlohmann::json{{"device", 7}}, nlohmann::json{{"rdma_cm", "yes"}}}) {
+    EXPECT_THROW(verbs::options_from(bad), usage_error) << bad.dump();
+  }
+}
+
 TEST(VerbsOrderedRing, ReleasesInPostingOrder) {
   ordered_ring r;
   r.reset(4);

@@ -81,6 +81,8 @@ transport_entry tcp_transport::entry() {
   e.lane_kind_of = [](std::string_view name) {
     return name == "tcp" ? lane_kind::network : lane_kind::unknown;
   };
+  // Doctor: can each interface reach each of the peer's addresses, and how fast.
+  e.doctor = doctor_probe{doctor_probe::role::reach, "tcp_bw", "", ""};
   return e;
 }
 

@@ -5,8 +5,12 @@
 #include <ucp/api/ucp.h>
 #include <ucs/config/parser.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cstdlib>
 #include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/errors.h"
@@ -210,9 +214,9 @@ std::vector<std::string> similar_options(const std::string& name,
   return out;
 }
 
-void check_options(const transport_options& options) {
+void check_options(const std::vector<std::string>& options) {
   const option_catalog& known = catalog();
-  for (const auto& text : options.ucx) {
+  for (const auto& text : options) {
     const auto [key, value] = split_option(text);
     if (known.process_wide.count(key) > 0) {
       throw usage_error(
@@ -239,6 +243,57 @@ void check_options(const transport_options& options) {
           text, key, hint, known.per_context.size()));
     }
   }
+}
+
+std::vector<std::string> options_from(const nlohmann::json& own) {
+  const auto list = own.find("options");
+  if (list == own.end()) return {};
+  const bool shaped = list->is_array() && list->size() <= 64 &&
+                      std::all_of(list->begin(), list->end(), [](const nlohmann::json& v) {
+                        return v.is_string() && v.get_ref<const std::string&>().size() <= 256;
+                      });
+  if (!shaped)
+    throw usage_error(
+        "ucx options must be a list of at most 64 KEY=VALUE strings of 256 characters");
+  std::vector<std::string> out = list->get<std::vector<std::string>>();
+  for (const auto& text : out) (void)split_option(text);
+  return out;
+}
+
+std::vector<std::string> default_tls(const std::vector<std::string>& given, bool local_run,
+                                     const char* environment) {
+  if (!given.empty()) return given;
+  if (environment != nullptr && *environment != '\0') return {environment};
+  if (local_run) return {"tcp", "posix,sysv,cma", ""};
+  return {""};
+}
+
+transport_cli add_run_options(CLI::App& run) {
+  struct values {
+    std::vector<std::string> tls, options;
+  };
+  auto v = std::make_shared<values>();
+  CLI::Option* tls = run.add_option(
+      "--tls", v->tls,
+      "UCX transport set, one case each (repeatable: --tls tcp --tls posix,sysv,cma --tls all); "
+      "default: UCX_TLS, or locally tcp, posix,sysv,cma and UCX's default");
+  CLI::Option* options = run.add_option(
+      "--ucx", v->options,
+      "Other UCX option KEY=VALUE for every UCX case (repeatable; names are checked)");
+  transport_cli cli;
+  cli.options = [v] {
+    check_options(v->options);
+    return nlohmann::json{{"options", v->options}};
+  };
+  cli.axis = [v](bool local_run) { return default_tls(v->tls, local_run, std::getenv("UCX_TLS")); };
+  cli.given = [tls, options] {
+    std::vector<std::string> out;
+    for (const CLI::Option* o : {tls, options}) {
+      if (o->count() > 0) out.push_back(o->get_name());
+    }
+    return out;
+  };
+  return cli;
 }
 
 }  // namespace pairperf::ucx

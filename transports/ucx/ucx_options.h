@@ -8,8 +8,11 @@
 #include <vector>
 
 #include "core/config.h"
+#include "transports/registry.h"
 
 namespace pairperf::ucx {
+
+inline constexpr const char* name = "ucx";  // the registry name, and its options' key
 
 struct option_catalog {
   std::set<std::string> per_context;   // names without the UCX_ prefix, e.g. "TLS", "TCP_SNDBUF"
@@ -51,6 +54,20 @@ std::vector<std::string> similar_options(const std::string& name,
                                          const std::set<std::string>& known);
 // Refuses unknown names (with the valid ones) and process-wide ones (with what to do instead).
 // Throws usage_error.
-void check_options(const transport_options& options);
+void check_options(const std::vector<std::string>& options);
+
+// The --ucx KEY=VALUE list from UCX's object in the run's transport options ({"options": [...]}),
+// its shape checked (a peer sent it): at most 64 strings of at most 256 characters, each
+// KEY=VALUE. Absent: none. Throws usage_error.
+std::vector<std::string> options_from(const nlohmann::json& own);
+
+// The --tls axis: as given; else UCX_TLS from the environment (`environment`, may be null);
+// else, for a local run, the sets worth comparing on one host (tcp, shared memory, and UCX's own
+// choice); else UCX's own choice ("").
+std::vector<std::string> default_tls(const std::vector<std::string>& given, bool local_run,
+                                     const char* environment);
+
+// --tls and --ucx on `run`.
+transport_cli add_run_options(CLI::App& run);
 
 }  // namespace pairperf::ucx

@@ -71,15 +71,14 @@ ucs_memory_type_t to_ucs(memory_type m) {
 
 transport_entry ucx_transport::entry() {
   transport_entry e;
-  e.name = "ucx";
+  e.name = ucx::name;
   e.description =
       "UCX (UCP): tagged messages, active messages and RMA over the transports UCX_TLS selects";
   for (const auto& t : tests) e.tests.push_back(t.spec);
   e.create = [](const transport_params& p) -> std::unique_ptr<transport> {
     return std::make_unique<ucx_transport>(p);
   };
-  e.tls_axis = true;
-  e.check_options = ucx::check_options;
+  e.add_run_options = ucx::add_run_options;
   e.describe_library = [] {
     return nlohmann::json{{"version", ucp_get_version_string()},
                           {"transports", ucx::available_transports()},
@@ -87,6 +86,8 @@ transport_entry ucx_transport::entry() {
   };
   // Available wherever the library loads: no `unavailable`.
   e.lane_kind_of = ucx::kind_of_transport;
+  // Doctor: UCX over tcp on each local interface, and with UCX's own choice for the path.
+  e.doctor = doctor_probe{doctor_probe::role::library, "tag_bw", "tag_lat", "tcp"};
   return e;
 }
 
@@ -97,6 +98,9 @@ ucx_transport::ucx_transport(const transport_params& params) : m_params(params) 
   }
   const memory_type mine = params.side == side::client ? c.client_memory : c.server_memory;
   m_mem_type = to_ucs(mine);
+  const std::vector<std::string> options =
+      ucx::options_from(own_options(params.options, ucx::name));
+  if (!options.empty()) ucx::check_options(options);  // UCX itself takes unknown names silently
   const auto& available = ucx::available_transports();
   if (const auto missing = ucx::missing_transports(c.tls, available); !missing.empty()) {
     const bool wants_cuda = std::any_of(missing.begin(), missing.end(), [](const std::string& t) {
@@ -127,8 +131,7 @@ ucx_transport::ucx_transport(const transport_params& params) : m_params(params) 
       (c.client_memory == memory_type::cuda || c.server_memory == memory_type::cuda)) {
     unsigned major = 0, minor = 0, release = 0;
     ucp_get_version(&major, &minor, &release);
-    const bool v2 =
-        ucx::uses_protocols_v2(major, minor, params.options.ucx, std::getenv("UCX_PROTO_ENABLE"));
+    const bool v2 = ucx::uses_protocols_v2(major, minor, options, std::getenv("UCX_PROTO_ENABLE"));
     if (const std::string why = ucx::cuda_rma_problem(major, minor, v2); !why.empty())
       throw transport_unsupported(why);
   }
@@ -139,7 +142,7 @@ ucx_transport::ucx_transport(const transport_params& params) : m_params(params) 
   if (m_use_am) features |= UCP_FEATURE_AM;
   if (one_sided_test) features |= UCP_FEATURE_RMA;
   m_context = ucx::context_for(c.tls, params.side == side::client ? c.iface : std::string(),
-                               params.options.ucx, features);
+                               options, features);
 
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;

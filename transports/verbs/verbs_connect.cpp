@@ -88,8 +88,8 @@ void verbs_transport::connect(std::span<const std::byte> peer_address) {
   m_peer_fence_addr = peer.at("fence_addr").get<std::uint64_t>();
   m_peer_fence_rkey = peer.at("fence_rkey").get<std::uint32_t>();
   m_path_mtu = verbs::path_mtu(static_cast<int>(m_port_attr.active_mtu), peer.at("mtu").get<int>(),
-                               m_params.options.verbs.mtu);
-  if (m_params.options.verbs.rdma_cm) {
+                               m_options.mtu);
+  if (m_options.rdma_cm) {
     connect_with_cm(peer);
   } else {
     connect_with_control(peer);
@@ -132,7 +132,7 @@ void verbs_transport::cm_wait(rdma_cm_event_type want, rdma_cm_event** out, cons
 }
 
 void verbs_transport::connect_with_cm(const nlohmann::json& peer) {
-  const verbs_options& o = m_params.options.verbs;
+  const verbs::options& o = m_options;
   ibv_qp_init_attr init{};
   init.send_cq = init.recv_cq = m_cq.get();
   init.qp_type = IBV_QPT_RC;

@@ -66,7 +66,7 @@ void verbs_transport::open_device() {
   int n = 0;
   m_devices.reset(rdma_get_devices(&n));
   if (!m_devices || n == 0) throw transport_unsupported("no RDMA device on this host");
-  const verbs_options& o = m_params.options.verbs;
+  const verbs::options& o = m_options;
   const verbs::device_spec want =
       o.device.empty() ? verbs::device_spec{} : verbs::parse_device_spec(o.device);
   // The client's --iface picks the device whose GID table holds that netdev.
@@ -128,7 +128,7 @@ void verbs_transport::open_device() {
 }
 
 void verbs_transport::create_queues() {
-  const verbs_options& o = m_params.options.verbs;
+  const verbs::options& o = m_options;
   m_pd.reset(ibv_alloc_pd(m_ctx));
   if (!m_pd)
     throw step_error(error_kind::error, place("verbs setup"),

@@ -76,18 +76,11 @@ std::size_t ordered_ring::release(std::span<completion> out, std::size_t n) noex
 
 transport_entry verbs_transport::entry() {
   transport_entry e;
-  e.name = "verbs";
+  e.name = verbs::name;
   e.description = "raw verbs over RC queue pairs (InfiniBand, RoCE)";
   e.tests.assign(tests.begin(), tests.end());
   e.create = [](const transport_params& p) { return std::make_unique<verbs_transport>(p); };
-  e.check_options = [](const transport_options& o) {
-    if (!o.verbs.device.empty()) (void)verbs::parse_device_spec(o.verbs.device);
-    if (o.verbs.mtu != 0) (void)verbs::mtu_enum(o.verbs.mtu);
-    if (o.verbs.qps < 1 || o.verbs.qps > 16) throw usage_error("--qps must be 1 to 16");
-    if (o.verbs.signal_every < 1 || o.verbs.signal_every > 1024)
-      throw usage_error("--signal-every must be 1 to 1024");
-    if (o.verbs.inline_bytes > 1024) throw usage_error("--inline must be 0 to 1024 bytes");
-  };
+  e.add_run_options = verbs::add_run_options;
   e.describe_library = [] {
     nlohmann::json devices = nlohmann::json::array();
     for (const auto& d : verbs::device_names()) devices.push_back(d);
@@ -104,7 +97,8 @@ transport_entry verbs_transport::entry() {
   return e;
 }
 
-verbs_transport::verbs_transport(const transport_params& params) : m_params(params) {
+verbs_transport::verbs_transport(const transport_params& params)
+    : m_params(params), m_options(verbs::options_from(own_options(params.options, verbs::name))) {
   const test_case& c = m_params.test;
   m_stream_test = c.pattern != pattern_kind::pingpong;
   open_device();
@@ -278,7 +272,7 @@ int verbs_transport::post(const op& o) noexcept {
   // the sender to what the queue pair drains.
   const bool early = inlined && !sync && !m_stream_test;
   const bool batched = m_stream_test || early;
-  const bool signal = sync || !batched || q.unsignaled + 1 >= m_params.options.verbs.signal_every;
+  const bool signal = sync || !batched || q.unsignaled + 1 >= m_options.signal_every;
   if (const int rc = post_send_wr(q, wr, signal); rc != 0) return rc;
   if (early) {
     m_rings[s].mark(seq);
@@ -366,12 +360,11 @@ provenance verbs_transport::describe() const {
   const char* what = data == op_kind::put   ? "RDMA write"
                      : data == op_kind::get ? "RDMA read"
                                             : "send/receive";
-  p.protocol = fmt::format("RC {} over {} data QP(s), path MTU {} B, inline up to {} B{}, {}", what,
-                           m_qps.size() - 1, verbs::mtu_bytes(m_path_mtu), m_max_inline,
-                           m_stream_test ? fmt::format(", a completion every {} posts",
-                                                       m_params.options.verbs.signal_every)
-                                         : "",
-                           m_connection);
+  p.protocol = fmt::format(
+      "RC {} over {} data QP(s), path MTU {} B, inline up to {} B{}, {}", what, m_qps.size() - 1,
+      verbs::mtu_bytes(m_path_mtu), m_max_inline,
+      m_stream_test ? fmt::format(", a completion every {} posts", m_options.signal_every) : "",
+      m_connection);
   const bool ethernet = m_port_attr.link_layer == IBV_LINK_LAYER_ETHERNET;
   nlohmann::json d{
       {"device", m_device_name},
@@ -392,7 +385,7 @@ provenance verbs_transport::describe() const {
       {"max_inline_bytes", m_max_inline},
       {"max_rd_atomic", m_rd_atomic},
       {"queue_depth", m_depth},
-      {"signal_every", m_stream_test ? m_params.options.verbs.signal_every : 1},
+      {"signal_every", m_stream_test ? m_options.signal_every : 1},
       {"connection", m_connection},
       {"gpu_registration",
        m_gpu_registration.empty() ? nlohmann::json() : nlohmann::json(m_gpu_registration)},

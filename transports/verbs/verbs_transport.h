@@ -20,6 +20,7 @@
 #include "core/errors.h"
 #include "transports/registry.h"
 #include "transports/transport.h"
+#include "transports/verbs/verbs_options.h"
 
 namespace pairperf {
 
@@ -131,6 +132,7 @@ class verbs_transport final : public transport {
   [[nodiscard]] where place(const std::string& step) const;
 
   transport_params m_params;
+  verbs::options m_options;    // this transport's own options, checked (both sides)
   bool m_stream_test = false;  // selective signalling only where completions are batched
   verbs::device_array m_devices;
   ibv_context* m_ctx = nullptr;  // owned by m_devices
