@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 #include "core/exit_codes.h"
 #include "harness/client.h"
@@ -12,6 +13,7 @@
 #include "harness/reporter.h"
 #include "harness/token.h"
 #include "host/noise.h"
+#include "transports/registry.h"
 
 namespace pairperf {
 namespace {
@@ -106,10 +108,19 @@ side_view make_side(const std::string& name, const nlohmann::json& host, const n
         host.at("gpus").value("available", false))
       s.gpus = host.at("gpus").value("gpus", std::vector<gpu_info>());
   }
-  if (tool.is_object() && tool.contains("libraries")) {
-    const auto& libs = tool.at("libraries");
-    if (libs.contains("ucx"))
-      s.ucx_transports = libs.at("ucx").value("transports", std::vector<std::string>());
+  // Each transport-selection variable (UCX_TLS), judged by its transport against this side's
+  // library as its hello describes it.
+  const nlohmann::json none = nlohmann::json::object();
+  const auto libraries = tool.is_object() ? tool.find("libraries") : tool.end();
+  const bool described = tool.is_object() && libraries != tool.end() && libraries->is_object();
+  for (const auto& e : transport_registry::instance().all()) {
+    if (!e.env_axis) continue;
+    side_view::axis_variable a{e.name, e.env_axis->variable, {}, {}};
+    const auto value = s.env.find(a.variable);
+    const auto library = described ? libraries->find(e.name) : libraries;
+    if (value != s.env.end() && value->is_string() && described && library != libraries->end())
+      std::tie(a.missing, a.available) = e.env_axis->judge(value->get<std::string>(), *library);
+    s.axis_variables.push_back(std::move(a));
   }
   return s;
 }
@@ -150,8 +161,8 @@ std::vector<probe_target> plan_matrix(const std::vector<interface_info>& local,
   return out;
 }
 
-std::chrono::nanoseconds doctor_bound(const doctor_options& o, std::size_t tcp_cells,
-                                      std::size_t ucx_cells, std::size_t path_cases) {
+std::chrono::nanoseconds doctor_bound(const doctor_options& o, std::size_t reach_cells,
+                                      std::size_t library_cells, std::size_t path_cases) {
   const client_options c = base_options(o);
   const auto& t = c.config.timeouts;
   // A case: set-up reply, data connect, then warm-up and measurement (each a run request, the
@@ -159,7 +170,7 @@ std::chrono::nanoseconds doctor_bound(const doctor_options& o, std::size_t tcp_c
   const auto per_case = (t.per_case + t.connect) + t.connect +
                         2 * (t.handshake + (t.per_case + t.connect) + (t.per_case + t.handshake));
   const auto per_run = t.connect + 2 * t.handshake;  // control connect, hello, bye
-  return 3 * per_run + static_cast<long>(tcp_cells + ucx_cells + path_cases) * per_case;
+  return 3 * per_run + static_cast<long>(reach_cells + library_cells + path_cases) * per_case;
 }
 
 void analyze(doctor_report& r) {
@@ -172,13 +183,13 @@ void analyze(doctor_report& r) {
                        part("tool"));
   r.server = make_side("server", part("server"), env.value("server", nlohmann::json::object()),
                        part("server_tool"));
-  fill_reach(r.client, r.tcp, true);
-  fill_reach(r.server, r.tcp, false);
+  fill_reach(r.client, r.reach, true);
+  fill_reach(r.server, r.reach, false);
   r.pair = compare_hosts(part("client"), part("server"));
   r.client.loopback_reaches_peer = r.server.loopback_reaches_peer = r.pair.same_net;
   r.findings = check_variables(r.client, r.server);
 
-  if (r.tcp.empty()) {
+  if (r.reach.empty()) {
     r.findings.push_back(finding{"pair", "interfaces",
                                  "no local interface pairs with an address the server advertises "
                                  "(check --iface, and that both sides have addresses up)",
@@ -188,10 +199,10 @@ void analyze(doctor_report& r) {
         finding{"pair", "interfaces",
                 fmt::format("no interface of the client reaches any address of the server over TCP "
                             "(tried {} pairs); only the control connection got through",
-                            r.tcp.size()),
+                            r.reach.size()),
                 "check routes and firewalls between the pair's data interfaces"});
   }
-  for (const auto& u : r.ucx) {
+  for (const auto& u : r.library) {
     if (u.result.status == case_status::ok || u.result.status == case_status::skipped) continue;
     if (r.client.reaching.count(u.target.local_iface) == 0) continue;
     r.findings.push_back(finding{
@@ -247,6 +258,8 @@ void analyze(doctor_report& r) {
 doctor_report run_doctor(const doctor_options& o, std::FILE* progress) {
   const auto start = std::chrono::steady_clock::now();
   doctor_report r;
+  r.reach_transport = o.probes.reach.transport;
+  r.library_transport = o.probes.library_transport;
   r.probe_timeout = o.probe_timeout;
   r.this_host_only = o.this_host_only;
   run_cases(o, {}, nullptr, &r.context);  // hello only: the server's interfaces and variables
@@ -264,13 +277,14 @@ doctor_report run_doctor(const doctor_options& o, std::FILE* progress) {
     c.target = t.peer_address;
     cases.push_back(c);
   }
-  std::vector<std::string> ucx_ifaces;
+  std::vector<std::string> library_ifaces;
   for (const auto& t : targets) {
-    if (std::find(ucx_ifaces.begin(), ucx_ifaces.end(), t.local_iface) == ucx_ifaces.end())
-      ucx_ifaces.push_back(t.local_iface);
+    if (std::find(library_ifaces.begin(), library_ifaces.end(), t.local_iface) ==
+        library_ifaces.end())
+      library_ifaces.push_back(t.local_iface);
   }
   if (with_library) {
-    for (const auto& name : ucx_ifaces) {
+    for (const auto& name : library_ifaces) {
       test_case c = *o.probes.library;
       c.size_bytes = o.size_bytes;
       c.iface = name;
@@ -278,24 +292,25 @@ doctor_report run_doctor(const doctor_options& o, std::FILE* progress) {
     }
   }
   const std::size_t path_cases = o.probes.path_bw ? 2 : 0;
-  r.bound = doctor_bound(o, targets.size(), with_library ? ucx_ifaces.size() : 0, path_cases);
+  r.bound = doctor_bound(o, targets.size(), with_library ? library_ifaces.size() : 0, path_cases);
   if (progress != nullptr) {
     fmt::print(progress,
                "pairperf doctor: {} interface pair(s){}; connection attempts time out after {}, "
                "the whole probe at worst {}\n",
                targets.size(),
-               with_library ? fmt::format(", {} UCX interface(s), the UCX path", ucx_ifaces.size())
-                            : std::string(),
+               with_library
+                   ? fmt::format(", {} UCX interface(s), the UCX path", library_ifaces.size())
+                   : std::string(),
                format_seconds(static_cast<double>(o.probe_timeout.count()) * 1e-9),
                format_seconds(static_cast<double>(r.bound.count()) * 1e-9));
   }
   const auto results = run_cases(o, cases, progress, nullptr);
   for (std::size_t i = 0; i < results.size(); ++i) {
     if (i < targets.size()) {
-      r.tcp.push_back(probe_result{targets[i], results[i]});
+      r.reach.push_back(probe_result{targets[i], results[i]});
     } else {
-      const auto& name = ucx_ifaces[i - targets.size()];
-      r.ucx.push_back(probe_result{probe_target{name, "", ""}, results[i]});
+      const auto& name = library_ifaces[i - targets.size()];
+      r.library.push_back(probe_result{probe_target{name, "", ""}, results[i]});
     }
   }
   analyze(r);  // ranks the interfaces for the path cases

@@ -27,6 +27,9 @@ struct doctor_probes {
   std::optional<test_case> library;   // per local interface, restricted to it (e.g. UCX over tcp)
   std::optional<test_case> path_bw;   // the library's own choice of transports, at the probe size
   std::optional<test_case> path_lat;  // ... and at its own (small) size
+  // The library's transport even where its probes are off (--no-ucx): its cells stay in the JSON,
+  // empty. "" where no transport has the library role.
+  std::string library_transport;
 };
 
 struct doctor_options {
@@ -71,11 +74,13 @@ struct probe_result {
 };
 
 struct doctor_report {
-  nlohmann::json context;         // as in a results file: tool, hosts, env of both sides
-  std::vector<probe_result> tcp;  // per cell: TCP connect and a short stream
-  std::vector<probe_result> ucx;  // per local interface: UCX_TLS=tcp, UCX_NET_DEVICES=it
-  std::vector<case_result> path;  // UCX's default transports between the pair
-  std::string path_iface;         // the interface the path cases were pinned to
+  nlohmann::json context;  // as in a results file: tool, hosts, env of both sides
+  // The transports of the two probe roles (doctor_probes), which name their cells in the JSON.
+  std::string reach_transport, library_transport;
+  std::vector<probe_result> reach;    // per cell: TCP connect and a short stream
+  std::vector<probe_result> library;  // per local interface: UCX_TLS=tcp, UCX_NET_DEVICES=it
+  std::vector<case_result> path;      // UCX's default transports between the pair
+  std::string path_iface;             // the interface the path cases were pinned to
   pair_facts pair;
   std::optional<path_verdict> verdict;
   std::optional<gpu_pair> gpus;  // when both sides know their GPUs
@@ -95,8 +100,8 @@ struct doctor_report {
 void analyze(doctor_report& report);
 
 // The worst case time of the probes, from the plan and the options.
-std::chrono::nanoseconds doctor_bound(const doctor_options& o, std::size_t tcp_cells,
-                                      std::size_t ucx_cells, std::size_t path_cases);
+std::chrono::nanoseconds doctor_bound(const doctor_options& o, std::size_t reach_cells,
+                                      std::size_t library_cells, std::size_t path_cases);
 
 // Connects to the server, probes, analyzes. Throws step_error when the server cannot be
 // reached at all (the control connection or its hello fails). `progress` (may be null) gets a

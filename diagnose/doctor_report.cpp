@@ -75,8 +75,7 @@ void to_json(nlohmann::json& j, const doctor_report& r) {
   j = {{"schema", "pairperf.doctor"},
        {"schema_version", "1.1.0"},
        {"context", r.context},
-       {"tcp", cells(r.tcp)},
-       {"ucx", cells(r.ucx)},
+       {r.reach_transport, cells(r.reach)},
        {"path", r.path},
        {"path_iface", r.path_iface},
        {"pair", r.pair},
@@ -92,6 +91,9 @@ void to_json(nlohmann::json& j, const doctor_report& r) {
        {"path_noisy", r.path_noisy.empty() ? nlohmann::json() : nlohmann::json(r.path_noisy)},
        {"path_retried", r.path_retried},
        {"exit_code", exit_code(r)}};
+  // The library's cells under its transport's name (empty where its probes are off); none where
+  // no transport has the library role in this build.
+  if (!r.library_transport.empty()) j[r.library_transport] = cells(r.library);
 }
 
 void print_report(std::FILE* out, const doctor_report& r, rate_unit unit) {
@@ -112,21 +114,21 @@ void print_report(std::FILE* out, const doctor_report& r, rate_unit unit) {
   }
 
   const auto timeout = r.probe_timeout;
-  const std::string ucx_title = r.ucx.empty() ? "" : "UCX (UCX_TLS=tcp)";
+  const std::string library_title = r.library.empty() ? "" : "UCX (UCX_TLS=tcp)";
   fmt::print(out,
              "\nInterface matrix: TCP connect and a {} stream from each local interface to each "
              "server address{}\n",
-             format_size(r.tcp.empty() ? 0 : r.tcp.front().result.test.size_bytes),
-             r.ucx.empty() ? "" : "; UCX over tcp with UCX_NET_DEVICES=<local interface>");
+             format_size(r.reach.empty() ? 0 : r.reach.front().result.test.size_bytes),
+             r.library.empty() ? "" : "; UCX over tcp with UCX_NET_DEVICES=<local interface>");
   fmt::print(out, "  {:<12} {:<40} {:<28} {}\n", "LOCAL", "SERVER ADDRESS (INTERFACE)", "TCP",
-             ucx_title);
+             library_title);
   std::string last;
-  for (const auto& c : r.tcp) {
-    std::string ucx_cell;
+  for (const auto& c : r.reach) {
+    std::string library_cell;
     if (c.target.local_iface != last) {
-      for (const auto& u : r.ucx) {
+      for (const auto& u : r.library) {
         if (u.target.local_iface == c.target.local_iface)
-          ucx_cell = cell_text(u.result, unit, timeout);
+          library_cell = cell_text(u.result, unit, timeout);
       }
     }
     fmt::print(
@@ -135,10 +137,10 @@ void print_report(std::FILE* out, const doctor_report& r, rate_unit unit) {
         fmt::format("{} ({})", c.target.peer_address, c.target.peer_iface),
         cell_text(c.result, unit, timeout) +
             (c.result.status != case_status::ok && !c.target.on_subnet ? " (off-subnet)" : ""),
-        ucx_cell);
+        library_cell);
     last = c.target.local_iface;
   }
-  if (r.tcp.empty()) fmt::print(out, "  (no interface pair to probe)\n");
+  if (r.reach.empty()) fmt::print(out, "  (no interface pair to probe)\n");
 
   fmt::print(out, "\nRecommendation (interfaces that reach, fastest first):\n");
   for (const side_view* s : {&r.client, &r.server}) {

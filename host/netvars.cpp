@@ -74,13 +74,13 @@ class checker {
       socket_ifname(*side, "GLOO_SOCKET_IFNAME");
       ucx_net_devices(*side);
       nccl_ib_hca(*side);
-      ucx_tls(*side);
+      axis_names(*side);
       gloo_default(*side);
       gpus(*side);
     }
     one_sided("NCCL_SOCKET_IFNAME");
     one_sided("GLOO_SOCKET_IFNAME");
-    tls_differs();
+    axis_differs();
     return std::move(m_out);
   }
 
@@ -226,25 +226,17 @@ class checker {
                        : fmt::format("on the {}: NCCL_IB_HCA={}", s.name, joined(s.rdma)));
   }
 
-  void ucx_tls(const side_view& s) {
-    const auto value = get(s, "UCX_TLS");
-    if (!value || s.ucx_transports.empty()) return;
-    // Aliases UCX expands itself; anything else must be a transport this side's UCX has.
-    static const std::vector<std::string> aliases{"all",  "sm",   "shm",  "mm",   "ib",   "rc",
-                                                  "ud",   "dc",   "rc_x", "ud_x", "dc_x", "rc_v",
-                                                  "ud_v", "cuda", "rocm", "ugni", "self"};
-    std::vector<std::string> unknown;
-    for (auto t : split_list(*value)) {
-      if (!t.empty() && t.front() == '^') t.erase(0, 1);
-      if (t.size() > 4 && t.compare(t.size() - 4, 4, ":aux") == 0) t.resize(t.size() - 4);
-      if (!contains(aliases, t) && !contains(s.ucx_transports, t)) unknown.push_back(t);
+  // A transport-selection variable naming transports this side's library lacks.
+  void axis_names(const side_view& s) {
+    for (const auto& a : s.axis_variables) {
+      const auto value = get(s, a.variable.c_str());
+      if (!value || a.missing.empty()) continue;
+      add(s, a.variable,
+          fmt::format("{}={} names {}, which the {}'s {} does not have (it has {})", a.variable,
+                      *value, joined(a.missing), s.name, a.transport, joined(a.available)),
+          fmt::format("on the {}: drop {} from {}, or install a {} built with it", s.name,
+                      joined(a.missing), a.variable, a.transport));
     }
-    if (unknown.empty()) return;
-    add(s, "UCX_TLS",
-        fmt::format("UCX_TLS={} names {}, which the {}'s UCX does not have (it has {})", *value,
-                    joined(unknown), s.name, joined(s.ucx_transports)),
-        fmt::format("on the {}: drop {} from UCX_TLS, or install a UCX built with it", s.name,
-                    joined(unknown)));
   }
 
   void gpus(const side_view& s) {
@@ -302,17 +294,24 @@ class checker {
         fix_line(unset, var)});
   }
 
-  void tls_differs() {
-    const auto c = get(m_c, "UCX_TLS");
-    const auto s = get(m_s, "UCX_TLS");
-    if (!c && !s) return;
-    if (c && s && split_list(*c) == split_list(*s)) return;
-    m_out.push_back(finding{
-        "pair", "UCX_TLS",
-        fmt::format("UCX_TLS differs: client {}, server {}; a transport enabled on one side only "
-                    "cannot carry the pair",
-                    c ? *c : "(unset)", s ? *s : "(unset)"),
-        "set the same UCX_TLS on both sides"});
+  // A transport-selection variable that differs between the sides.
+  void axis_differs() {
+    std::set<std::string> variables;
+    for (const side_view* side : {&m_c, &m_s}) {
+      for (const auto& a : side->axis_variables) variables.insert(a.variable);
+    }
+    for (const auto& var : variables) {
+      const auto c = get(m_c, var.c_str());
+      const auto s = get(m_s, var.c_str());
+      if (!c && !s) continue;
+      if (c && s && split_list(*c) == split_list(*s)) continue;
+      m_out.push_back(finding{
+          "pair", var,
+          fmt::format("{} differs: client {}, server {}; a transport enabled on one side only "
+                      "cannot carry the pair",
+                      var, c ? *c : "(unset)", s ? *s : "(unset)"),
+          fmt::format("set the same {} on both sides", var)});
+    }
   }
 
   const side_view& m_c;

@@ -53,8 +53,16 @@ struct side_view {
   // Of `ranked`, those a multi-node variable may name: never a loopback interface, which
   // reaches only this host (pasted into a multi-node job, "lo" breaks it).
   std::vector<std::string> recommendable;
-  std::set<std::string> loopback;             // this side's loopback interfaces
-  std::vector<std::string> ucx_transports;    // UCX transports this side's library has
+  std::set<std::string> loopback;  // this side's loopback interfaces
+  // Each library's variable that selects its transports (UCX_TLS), as the transport using that
+  // library judges this side's value (registry.h env_axis): the names the side's library lacks,
+  // and those it has. One entry per such variable, whether this side sets it or not.
+  struct axis_variable {
+    std::string transport;  // registry name, e.g. "ucx"
+    std::string variable;   // e.g. "UCX_TLS"
+    std::vector<std::string> missing, available;
+  };
+  std::vector<axis_variable> axis_variables;
   std::optional<std::vector<gpu_info>> gpus;  // nullopt: unknown (no NVML)
   std::string hostname_address;               // what the hostname resolves to ("" if it does not)
   std::string hostname_iface;                 // the interface holding that address ("" if none)

@@ -16,31 +16,51 @@
 
 namespace pairperf::mesh {
 
+namespace {
+
+// --transport, else the registry's transport with doctor's reachability role.
+const transport_entry* mesh_transport(const std::string& name) {
+  const auto& registry = transport_registry::instance();
+  if (!name.empty()) {
+    const transport_entry* entry = registry.find(name);
+    if (entry == nullptr) throw usage_error(fmt::format("unknown transport '{}'", name));
+    return entry;
+  }
+  for (const auto& e : registry.all()) {
+    if (e.doctor && e.doctor->what == doctor_probe::role::reach) return &e;
+  }
+  throw std::logic_error("no transport offers the reachability role");
+}
+
+}  // namespace
+
 mesh_plan make_plan(const mesh_args& a, int nodes) {
   mesh_plan p;
   p.config.duration = parse_duration(a.duration);
   p.config.timeouts.connect = parse_duration(a.t_connect);
   p.config.timeouts.per_case = parse_duration(a.t_case);
-  const transport_entry* entry = transport_registry::instance().find(a.transport);
-  if (entry == nullptr) throw usage_error(fmt::format("unknown transport '{}'", a.transport));
+  const transport_entry* entry = mesh_transport(a.transport);
+  p.transport = entry->name;
   p.tests = a.tests;
-  if (p.tests.empty()) {  // the transport's two-sided bandwidth and latency tests
+  if (p.tests.empty()) {  // the transport's first two-sided latency and bandwidth tests
+    bool lat = false, bw = false;
     for (const auto& t : entry->tests) {
-      const bool two_sided = t.data_op == op_kind::send && std::string(t.name).rfind("am_", 0) != 0;
-      if (two_sided &&
-          (t.pattern == pattern_kind::stream_uni || t.pattern == pattern_kind::pingpong))
-        p.tests.emplace_back(t.name);
+      if (t.data_op != op_kind::send) continue;
+      bool& have = t.pattern == pattern_kind::pingpong ? lat : bw;
+      if (t.pattern == pattern_kind::stream_bi || have) continue;
+      have = true;
+      p.tests.emplace_back(t.name);
     }
   }
   for (const auto& name : p.tests) {
-    const test_spec* spec = transport_registry::instance().find_test(a.transport, name);
+    const test_spec* spec = transport_registry::instance().find_test(entry->name, name);
     if (spec == nullptr)
-      throw usage_error(fmt::format("transport {} has no test {}", a.transport, name));
+      throw usage_error(fmt::format("transport {} has no test {}", entry->name, name));
     const bool lat = spec->pattern == pattern_kind::pingpong;
     for (auto size : parse_size_list(a.sizes.empty() ? (lat ? "8" : "1M") : a.sizes)) {
       test_case c;
       c.index = p.cases.size();
-      c.transport = a.transport;
+      c.transport = entry->name;
       c.test = name;
       c.pattern = spec->pattern;
       c.iface = a.iface;
@@ -149,7 +169,7 @@ int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const 
   const auto nodes_n = static_cast<int>(nodes.size());
   fmt::print(out, "pairperf mesh: {} nodes, {} ({} rounds of up to {} pairs), {} {}\n", nodes_n,
              a.pattern, plan.schedule.size(),
-             plan.schedule.empty() ? 0 : plan.schedule.front().size(), a.transport,
+             plan.schedule.empty() ? 0 : plan.schedule.front().size(), plan.transport,
              fmt::join(plan.tests, ","));
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     fmt::print(out, "  {:>3} {:<14} {}\n", i, nodes[i].name,
@@ -200,7 +220,7 @@ int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const 
           {"argv", redact_argv(argv)},
           {"time_utc", utc_timestamp()},
           {"pattern", a.pattern},
-          {"transport", a.transport},
+          {"transport", plan.transport},
           {"tests", plan.tests},
           {"directions", a.one_way ? "one-way" : "both"},
           {"config", plan.config}}},

@@ -13,7 +13,8 @@
 namespace pairperf::mesh {
 
 struct mesh_args {
-  std::string transport = "tcp";
+  // "" = the transport the registry gives doctor's reachability role (a plain socket: TCP).
+  std::string transport;
   std::vector<std::string> tests;
   std::string sizes;
   std::string iface;
@@ -37,6 +38,7 @@ struct mesh_node {
 };
 
 struct mesh_plan {
+  std::string transport;  // the transport every pair runs (resolved from mesh_args)
   run_config config;
   std::vector<std::string> tests;
   std::vector<test_case> cases;

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "transports/transport.h"
@@ -61,6 +63,17 @@ struct transport_entry {
   // The kind of a lane this transport reports under `name` (UCX's "cma": shared memory), for
   // judging a name that did not show up in a case's lanes. Empty function = unknown.
   std::function<lane_kind(std::string_view name)> lane_kind_of;
+  // The variable an application sets to choose this library's transports (UCX_TLS), which
+  // doctor checks on both sides. Empty = none.
+  struct env_axis_check {
+    std::string variable;
+    // Of the names in `value`, those that a side's library, as its describe_library() facts
+    // (`library`) tell, lacks; and the names it has. Both empty where `library` does not say.
+    std::function<std::pair<std::vector<std::string>, std::vector<std::string>>(
+        std::string_view value, const nlohmann::json& library)>
+        judge;
+  };
+  std::optional<env_axis_check> env_axis;
   // The transport's part in `pairperf doctor`, if any (the first transport of each role is used).
   std::optional<doctor_probe> doctor;
 };

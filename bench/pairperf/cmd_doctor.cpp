@@ -78,6 +78,7 @@ doctor_probes probes(bool no_library) {
     }
   }
   if (!p) throw std::logic_error("no transport offers doctor's reachability probe");
+  if (library != nullptr) p->library_transport = library->name;
   if (library == nullptr || no_library) return *p;
   const doctor_probe& d = *library->doctor;
   p->library = probe(library->name, d.bandwidth_test);

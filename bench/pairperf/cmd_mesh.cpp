@@ -37,8 +37,9 @@ command add_mesh(CLI::App& root, const std::vector<std::string>& argv) {
                   "NAME[:PORT]: every address NAME resolves to is a server (a Kubernetes headless "
                   "Service in front of the pairperf-server DaemonSet)")
       ->excludes(hosts);
-  app->add_option("-t,--transport", a->transport, "Transport for every pair")
-      ->capture_default_str();
+  app->add_option("-t,--transport", a->transport,
+                  "Transport for every pair (default: the plain-socket one doctor reaches with, "
+                  "tcp)");
   app->add_option("--test", a->tests,
                   "Tests (default: the transport's bandwidth and latency tests)")
       ->delimiter(',');

@@ -92,9 +92,10 @@ nlohmann::json context_for(const nlohmann::json& client_env, const nlohmann::jso
 
 TEST(DoctorAnalyze, AsymmetricPairRecommendsTheReachingNic) {
   doctor_report r;
+  r.reach_transport = "tcp";  // as run_doctor names the cells: by the probe's transport
   r.context = context_for(nlohmann::json::object(), nlohmann::json::object());
   const auto plan = plan_matrix(client_ifaces, server_ifaces, "10.118.0.2", "", {});
-  r.tcp = {{plan[0], tcp_ok(9e9)}, {plan[1], unreachable("EHOSTUNREACH")}};
+  r.reach = {{plan[0], tcp_ok(9e9)}, {plan[1], unreachable("EHOSTUNREACH")}};
   analyze(r);
   EXPECT_EQ(r.client.ranked, std::vector<std::string>{"bond0.118"});
   EXPECT_EQ(r.server.ranked, std::vector<std::string>{"eth0"});
@@ -122,7 +123,7 @@ TEST(DoctorAnalyze, ConfiguredPairHasNoFindingAndExitsZero) {
   doctor_report r;
   r.context = context_for(client_env, server_env);
   const auto plan = plan_matrix(client_ifaces, server_ifaces, "10.118.0.2", "", {});
-  r.tcp = {{plan[0], tcp_ok(9e9)}, {plan[1], unreachable("EHOSTUNREACH")}};
+  r.reach = {{plan[0], tcp_ok(9e9)}, {plan[1], unreachable("EHOSTUNREACH")}};
   analyze(r);
   EXPECT_TRUE(r.findings.empty()) << nlohmann::json(r.findings).dump(1);
   EXPECT_EQ(exit_code(r), 0);
@@ -132,7 +133,7 @@ TEST(DoctorAnalyze, NothingReachesIsAFinding) {
   doctor_report r;
   r.context = context_for(nlohmann::json::object(), nlohmann::json::object());
   const auto plan = plan_matrix(client_ifaces, server_ifaces, "10.118.0.2", "", {});
-  r.tcp = {{plan[0], unreachable("ETIMEDOUT")}, {plan[1], unreachable("EHOSTUNREACH")}};
+  r.reach = {{plan[0], unreachable("ETIMEDOUT")}, {plan[1], unreachable("EHOSTUNREACH")}};
   analyze(r);
   bool found = false;
   for (const auto& f : r.findings) found = found || f.subject == "interfaces";
@@ -148,10 +149,10 @@ TEST(DoctorAnalyze, RanksByMeasuredBandwidth) {
   const auto plan = plan_matrix(two, peer, "10.0.0.2", "", {});
   ASSERT_EQ(plan.size(), 4U);
   doctor_report r;
-  r.tcp = {{plan[0], tcp_ok(2e9)},
-           {plan[1], unreachable("EHOSTUNREACH")},
-           {plan[2], unreachable("EHOSTUNREACH")},
-           {plan[3], tcp_ok(5e9)}};
+  r.reach = {{plan[0], tcp_ok(2e9)},
+             {plan[1], unreachable("EHOSTUNREACH")},
+             {plan[2], unreachable("EHOSTUNREACH")},
+             {plan[3], tcp_ok(5e9)}};
   analyze(r);
   EXPECT_EQ(r.client.ranked, (std::vector<std::string>{"eth1", "eth0"}));
   EXPECT_EQ(r.server.ranked, (std::vector<std::string>{"p1", "p0"}));
@@ -176,7 +177,7 @@ TEST(DoctorAnalyze, GpuFallbackBetweenContainersIsAFinding) {
   ctx["server"]["gpus"] = one_gpu("GPU-bbbb", "0000:2a:00.0");
   r.context = ctx;
   const auto plan = plan_matrix(client_ifaces, server_ifaces, "10.118.0.2", "", {});
-  r.tcp = {{plan[0], tcp_ok(9e9)}};
+  r.reach = {{plan[0], tcp_ok(9e9)}};
   case_result gpu = tcp_ok(0.365e9);
   gpu.test.transport = "ucx";
   gpu.test.client_memory = gpu.test.server_memory = memory_type::cuda;
@@ -195,6 +196,30 @@ TEST(DoctorAnalyze, GpuFallbackBetweenContainersIsAFinding) {
   }
   EXPECT_TRUE(found) << nlohmann::json(r.findings).dump(1);
 }
+
+#if PAIRPERF_HAVE_UCX
+TEST(DoctorAnalyze, TransportSelectionVariablesAreJudgedByTheirTransport) {
+  // The server's UCX has no CUDA; both sides set UCX_TLS with cuda_ipc: the UCX transport, through
+  // the registry, says the server's library lacks it (the client's hello says nothing of its UCX).
+  const nlohmann::json env{{"UCX_TLS", "sm,cuda_ipc"}};
+  doctor_report r;
+  r.context = context_for(env, env);
+  r.context["server_tool"] = {
+      {"libraries", {{"ucx", {{"transports", {"tcp", "sysv", "posix", "cma", "self"}}}}}}};
+  const auto plan = plan_matrix(client_ifaces, server_ifaces, "10.118.0.2", "", {});
+  r.reach = {{plan[0], tcp_ok(9e9)}};
+  analyze(r);
+  bool server = false, client = false;
+  for (const auto& f : r.findings) {
+    if (f.subject != "UCX_TLS") continue;
+    server =
+        server || (f.side == "server" && f.problem.find("names cuda_ipc") != std::string::npos);
+    client = client || f.side == "client";
+  }
+  EXPECT_TRUE(server) << nlohmann::json(r.findings).dump(1);
+  EXPECT_FALSE(client) << nlohmann::json(r.findings).dump(1);
+}
+#endif
 
 }  // namespace
 }  // namespace pairperf

@@ -189,19 +189,28 @@ TEST(CheckVariables, IbHcaMatchingNoDevice) {
   EXPECT_TRUE(has(check_variables(p.client, p.server), "server", "NCCL_IB_HCA", "no RDMA device"));
 }
 
-TEST(CheckVariables, UcxTlsUnknownHereAndDifferentBetweenSides) {
+TEST(CheckVariables, ATransportSelectionVariableUnknownHereAndDifferentBetweenSides) {
   pair_fixture p;
   p.healthy();
-  p.client.ucx_transports = p.server.ucx_transports = {"tcp", "sysv", "posix", "cma", "self"};
-  p.client.env["UCX_TLS"] = "rc,sm,cuda_ipc";
-  p.server.env["UCX_TLS"] = "rc,sm,cuda_ipc";
+  // As the UCX transport judged UCX_TLS=sm,cuda_ipc against a UCX without CUDA (registry.h).
+  const side_view::axis_variable judged{
+      "ucx", "UCX_TLS", {"cuda_ipc"}, {"tcp", "sysv", "posix", "cma", "self"}};
+  p.client.axis_variables = p.server.axis_variables = {judged};
+  p.client.env["UCX_TLS"] = "sm,cuda_ipc";
+  p.server.env["UCX_TLS"] = "sm,cuda_ipc";
   auto f = check_variables(p.client, p.server);
-  EXPECT_TRUE(has(f, "client", "UCX_TLS", "cuda_ipc")) << dump(f);  // rc and sm are aliases
-  EXPECT_FALSE(has(f, "client", "UCX_TLS", "names rc")) << dump(f);
+  EXPECT_TRUE(has(f, "client", "UCX_TLS", "names cuda_ipc, which the client's ucx")) << dump(f);
   EXPECT_FALSE(has(f, "pair", "UCX_TLS")) << dump(f);
   p.server.env["UCX_TLS"] = "tcp";
+  p.server.axis_variables[0].missing.clear();
   f = check_variables(p.client, p.server);
   EXPECT_TRUE(has(f, "pair", "UCX_TLS", "differs")) << dump(f);
+  EXPECT_FALSE(has(f, "server", "UCX_TLS")) << dump(f);
+  // Set on neither side: nothing to say, whatever the library lacks.
+  p.client.env.erase("UCX_TLS");
+  p.server.env.erase("UCX_TLS");
+  EXPECT_FALSE(has(check_variables(p.client, p.server), "pair", "UCX_TLS"));
+  EXPECT_FALSE(has(check_variables(p.client, p.server), "client", "UCX_TLS"));
 }
 
 TEST(CheckVariables, CudaVisibleDevicesAgainstTheGpusSeen) {

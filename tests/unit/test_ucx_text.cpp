@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/errors.h"
+#include "transports/registry.h"
 #include "transports/ucx/ucx_options.h"
 #include "transports/ucx/ucx_provenance.h"
 
@@ -292,6 +293,19 @@ TEST(UcxOptions, TheTlsAxisDefault) {
   EXPECT_EQ(default_tls({}, true, "sm"), (std::vector<std::string>{"sm"}));
   EXPECT_EQ(default_tls({}, true, ""), (std::vector<std::string>{"tcp", "posix,sysv,cma", ""}));
   EXPECT_EQ(default_tls({}, false, nullptr), (std::vector<std::string>{""}));
+}
+
+TEST(UcxOptions, TheRegistryJudgesUcxTlsAgainstASidesLibrary) {
+  const transport_entry* e = transport_registry::instance().find("ucx");
+  ASSERT_TRUE(e != nullptr && e->env_axis);
+  EXPECT_EQ(e->env_axis->variable, "UCX_TLS");
+  const nlohmann::json library{{"transports", {"tcp", "sysv", "posix", "cma", "self"}}};
+  const auto [missing, available] = e->env_axis->judge("sm,cuda_ipc,tcp", library);
+  EXPECT_EQ(missing, (std::vector<std::string>{"cuda_ipc"}));  // sm is an alias UCX expands
+  EXPECT_EQ(available.size(), 5U);
+  // A side whose hello does not describe its UCX: nothing can be judged.
+  EXPECT_TRUE(e->env_axis->judge("cuda_ipc", nlohmann::json::object()).first.empty());
+  EXPECT_TRUE(e->env_axis->judge("cuda_ipc", {{"transports", 7}}).first.empty());
 }
 
 TEST(UcxOptions, ThisHostHasTheDebianTransports) {

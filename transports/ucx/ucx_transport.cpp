@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <utility>
 
 #include "core/errors.h"
@@ -86,6 +87,20 @@ transport_entry ucx_transport::entry() {
   };
   // Available wherever the library loads: no `unavailable`.
   e.lane_kind_of = ucx::kind_of_transport;
+  e.env_axis = transport_entry::env_axis_check{
+      "UCX_TLS", [](std::string_view value, const nlohmann::json& library) {
+        std::pair<std::vector<std::string>, std::vector<std::string>> out;
+        const auto names = library.is_object() ? library.find("transports") : library.end();
+        if (!library.is_object() || names == library.end() || !names->is_array()) return out;
+        std::set<std::string> available;
+        for (const auto& n : *names) {
+          if (n.is_string()) available.insert(n.get<std::string>());
+        }
+        if (available.empty()) return out;
+        out.first = ucx::missing_transports(value, available);
+        out.second.assign(available.begin(), available.end());
+        return out;
+      }};
   // Doctor: UCX over tcp on each local interface, and with UCX's own choice for the path.
   e.doctor = doctor_probe{doctor_probe::role::library, "tag_bw", "tag_lat", "tcp"};
   return e;
