@@ -125,6 +125,34 @@ side_view make_side(const std::string& name, const nlohmann::json& host, const n
   return s;
 }
 
+// Each GPU row of the path (both sides have GPUs, else there is none): a fallback, or GPU buffers
+// the library cannot move at all, is a finding.
+void add_gpu_path_findings(doctor_report& r) {
+  for (const auto& c : r.path) {
+    // Both sides have GPUs (else there is no such row): a fallback, or GPU buffers UCX cannot move
+    // at all (skipped: a UCX without cuda_copy; failed), is a finding.
+    if (c.test.client_memory != memory_type::cuda) continue;
+    if (c.gpu_path != "fallback" && c.status == case_status::ok) continue;
+    if (c.status != case_status::ok) {
+      // Not measured: UCX or CUDA cannot move GPU buffers here at all; the case says why.
+      r.findings.push_back(finding{
+          "pair", "GPU path",
+          fmt::format("GPU buffers could not go through UCX: {} ({})", to_string(c.status),
+                      c.message),
+          "GPU data needs the NVIDIA driver on both sides and a UCX built with CUDA "
+          "(`pairperf info` says which is missing; scripts/build-ucx-cuda builds such a UCX)"});
+      continue;
+    }
+    const std::string cause = r.gpus && !r.gpus->problem.empty() ? r.gpus->problem : c.gpu_path_why;
+    r.findings.push_back(
+        finding{"pair", "GPU path", fmt::format("GPU buffers: {} ({})", c.gpu_path, cause),
+                r.gpus && !r.gpus->fix.empty()
+                    ? r.gpus->fix
+                    : "make cuda_ipc possible: both processes must see both GPUs, and "
+                      "UCX_TLS must include cuda_copy and cuda_ipc"});
+  }
+}
+
 }  // namespace
 
 std::vector<probe_target> plan_matrix(const std::vector<interface_info>& local,
@@ -219,29 +247,7 @@ void analyze(doctor_report& r) {
     if (!r.gpus->problem.empty())
       r.findings.push_back(finding{"pair", "GPUs", r.gpus->problem, r.gpus->fix});
   }
-  for (const auto& c : r.path) {
-    // Both sides have GPUs (else there is no such row): a fallback, or GPU buffers UCX cannot move
-    // at all (skipped: a UCX without cuda_copy; failed), is a finding.
-    if (c.test.client_memory != memory_type::cuda) continue;
-    if (c.gpu_path != "fallback" && c.status == case_status::ok) continue;
-    if (c.status != case_status::ok) {
-      // Not measured: UCX or CUDA cannot move GPU buffers here at all; the case says why.
-      r.findings.push_back(finding{
-          "pair", "GPU path",
-          fmt::format("GPU buffers could not go through UCX: {} ({})", to_string(c.status),
-                      c.message),
-          "GPU data needs the NVIDIA driver on both sides and a UCX built with CUDA "
-          "(`pairperf info` says which is missing; scripts/build-ucx-cuda builds such a UCX)"});
-      continue;
-    }
-    const std::string cause = r.gpus && !r.gpus->problem.empty() ? r.gpus->problem : c.gpu_path_why;
-    r.findings.push_back(
-        finding{"pair", "GPU path", fmt::format("GPU buffers: {} ({})", c.gpu_path, cause),
-                r.gpus && !r.gpus->fix.empty()
-                    ? r.gpus->fix
-                    : "make cuda_ipc possible: both processes must see both GPUs, and "
-                      "UCX_TLS must include cuda_copy and cuda_ipc"});
-  }
+  add_gpu_path_findings(r);
   r.verdict.reset();
   if (!r.path.empty()) {
     r.verdict = judge_host_path(r.pair, r.path.front());
@@ -254,6 +260,49 @@ void analyze(doctor_report& r) {
     }
   }
 }
+
+namespace {
+
+// The library's own choice of transports between the pair (and, where both sides see GPUs, for
+// GPU buffers), measured once more when the host descheduled the probes.
+void measure_path(const doctor_options& o, doctor_report& r, std::FILE* progress) {
+  // UCX's own choice of transports, as an application with this environment gets it; pinned
+  // to the best interface unless the environment already names devices.
+  const bool env_devices = !o.probes.library_device_variable.empty() &&
+                           r.client.env.contains(o.probes.library_device_variable);
+  r.path_iface = env_devices ? std::string() : r.client.ranked.front();
+  test_case bw = *o.probes.path_bw;
+  test_case lat = *o.probes.path_lat;
+  bw.size_bytes = o.size_bytes;
+  bw.iface = lat.iface = r.path_iface;
+  std::vector<test_case> cases{bw, lat};
+  // Both sides see GPUs: the GPU path too (cuda buffers on both sides, UCX's default transports).
+  const bool gpus =
+      r.client.gpus && !r.client.gpus->empty() && r.server.gpus && !r.server.gpus->empty();
+  if (gpus) {
+    test_case g = bw;
+    g.client_memory = g.server_memory = memory_type::cuda;
+    cases.push_back(g);
+  }
+  r.path = run_cases(o, cases, progress, nullptr);
+  // A verdict on probes the host descheduled is no verdict: measure once more, then say so.
+  const auto noisy = [&] {
+    for (const auto& c : r.path) {
+      if (is_noisy(c.host_noise)) return noise_reason(c.host_noise);
+    }
+    return std::string();
+  };
+  if (!noisy().empty()) {
+    if (progress != nullptr)
+      fmt::print(progress, "pairperf doctor: the path probe was noisy ({}); measuring again\n",
+                 noisy());
+    r.path_retried = true;
+    r.path = run_cases(o, cases, progress, nullptr);
+  }
+  r.path_noisy = noisy();
+}
+
+}  // namespace
 
 doctor_report run_doctor(const doctor_options& o, std::FILE* progress) {
   const auto start = std::chrono::steady_clock::now();
@@ -316,39 +365,7 @@ doctor_report run_doctor(const doctor_options& o, std::FILE* progress) {
   analyze(r);  // ranks the interfaces for the path cases
 
   if (o.probes.path_bw && o.probes.path_lat && !r.client.ranked.empty()) {
-    // UCX's own choice of transports, as an application with this environment gets it; pinned
-    // to the best interface unless the environment already names devices.
-    const bool env_devices = r.client.env.contains("UCX_NET_DEVICES");
-    r.path_iface = env_devices ? std::string() : r.client.ranked.front();
-    test_case bw = *o.probes.path_bw;
-    test_case lat = *o.probes.path_lat;
-    bw.size_bytes = o.size_bytes;
-    bw.iface = lat.iface = r.path_iface;
-    std::vector<test_case> cases{bw, lat};
-    // Both sides see GPUs: the GPU path too (cuda buffers on both sides, UCX's default transports).
-    const bool gpus =
-        r.client.gpus && !r.client.gpus->empty() && r.server.gpus && !r.server.gpus->empty();
-    if (gpus) {
-      test_case g = bw;
-      g.client_memory = g.server_memory = memory_type::cuda;
-      cases.push_back(g);
-    }
-    r.path = run_cases(o, cases, progress, nullptr);
-    // A verdict on probes the host descheduled is no verdict: measure once more, then say so.
-    const auto noisy = [&] {
-      for (const auto& c : r.path) {
-        if (is_noisy(c.host_noise)) return noise_reason(c.host_noise);
-      }
-      return std::string();
-    };
-    if (!noisy().empty()) {
-      if (progress != nullptr)
-        fmt::print(progress, "pairperf doctor: the path probe was noisy ({}); measuring again\n",
-                   noisy());
-      r.path_retried = true;
-      r.path = run_cases(o, cases, progress, nullptr);
-    }
-    r.path_noisy = noisy();
+    measure_path(o, r, progress);
     analyze(r);
   }
   r.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

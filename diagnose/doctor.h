@@ -30,6 +30,9 @@ struct doctor_probes {
   // The library's transport even where its probes are off (--no-ucx): its cells stay in the JSON,
   // empty. "" where no transport has the library role.
   std::string library_transport;
+  // The variable that pins the library to a device (UCX_NET_DEVICES): where the client's
+  // environment sets it, the path cases are not pinned to the best interface.
+  std::string library_device_variable;
 };
 
 struct doctor_options {

@@ -73,7 +73,7 @@ void to_json(nlohmann::json& j, const doctor_report& r) {
         {"hostname_iface", s.hostname_iface}};
   };
   j = {{"schema", "pairperf.doctor"},
-       {"schema_version", "1.1.0"},
+       {"schema_version", "1.2.0"},
        {"context", r.context},
        {r.reach_transport, cells(r.reach)},
        {"path", r.path},
@@ -96,7 +96,9 @@ void to_json(nlohmann::json& j, const doctor_report& r) {
   if (!r.library_transport.empty()) j[r.library_transport] = cells(r.library);
 }
 
-void print_report(std::FILE* out, const doctor_report& r, rate_unit unit) {
+namespace {
+
+void print_heading(std::FILE* out, const doctor_report& r) {
   const auto& ctx = r.context;
   const std::string server_host =
       ctx.contains("server") ? ctx.at("server").value("hostname", std::string("?")) : "?";
@@ -112,7 +114,10 @@ void print_report(std::FILE* out, const doctor_report& r, rate_unit unit) {
     fmt::print(out, "\npairperf doctor: {} -> {} ({}), {:.1f} s\n", client_host,
                ctx.value("server_address", std::string("?")), server_host, r.elapsed_s);
   }
+}
 
+// Each local interface against each server address, with the library's cell per interface.
+void print_matrix(std::FILE* out, const doctor_report& r, rate_unit unit) {
   const auto timeout = r.probe_timeout;
   const std::string library_title = r.library.empty() ? "" : "UCX (UCX_TLS=tcp)";
   fmt::print(out,
@@ -141,7 +146,9 @@ void print_report(std::FILE* out, const doctor_report& r, rate_unit unit) {
     last = c.target.local_iface;
   }
   if (r.reach.empty()) fmt::print(out, "  (no interface pair to probe)\n");
+}
 
+void print_recommendation(std::FILE* out, const doctor_report& r) {
   fmt::print(out, "\nRecommendation (interfaces that reach, fastest first):\n");
   for (const side_view* s : {&r.client, &r.server}) {
     if (r.this_host_only && s == &r.server) break;  // the same host: said once
@@ -162,11 +169,10 @@ void print_report(std::FILE* out, const doctor_report& r, rate_unit unit) {
     fmt::print(out, "    export UCX_NET_DEVICES={} NCCL_SOCKET_IFNAME={} GLOO_SOCKET_IFNAME={}\n",
                b, b, b);
   }
+}
 
-  fmt::print(out, "\nVariables:\n  {:<24} {:<24} {}\n", "", "CLIENT", "SERVER");
-  for (const char* v : variables)
-    fmt::print(out, "  {:<24} {:<24} {}\n", v, env_value(r.client, v), env_value(r.server, v));
-
+// The pair's facts and the host-memory path verdict.
+void print_pair_and_path(std::FILE* out, const doctor_report& r, rate_unit unit) {
   const auto yes = [](bool b) { return b ? "yes" : "no"; };
   if (r.pair.known) {
     fmt::print(out, "\nPair: {}", r.pair.same_host ? "one host (same boot id)" : "two hosts");
@@ -179,25 +185,26 @@ void print_report(std::FILE* out, const doctor_report& r, rate_unit unit) {
     }
     fmt::print(out, "\n");
   }
-  if (r.verdict) {
-    const auto& v = *r.verdict;
-    std::string rates;
-    if (!r.path.empty() && r.path.front().status == case_status::ok)
-      rates = fmt::format(", {}", format_rate(best_rate(r.path.front()), unit));
-    if (r.path.size() > 1 && r.path[1].status == case_status::ok && r.path[1].latency_s)
-      rates += fmt::format(", {} one-way at 8 B", format_seconds(r.path[1].latency_s->p50));
-    fmt::print(out, "Path (UCX's default transports{}): expected {}; seen {}{} -> {}\n",
-               r.path_iface.empty() ? "" : ", UCX_NET_DEVICES=" + r.path_iface, v.expected, v.seen,
-               rates, v.verdict + (r.path_noisy.empty() ? "" : " (noisy: not a verdict to trust)"));
-    if (!r.path_noisy.empty())
-      fmt::print(out,
-                 "  noisy: this verdict rests on probes the host descheduled{} ({}); measure again "
-                 "on a quiet host, or pin with `pairperf run --cpu`\n",
-                 r.path_retried ? ", twice" : "", r.path_noisy);
-    if (!v.cause.empty()) fmt::print(out, "  cause: {}\n", v.cause);
-    if (!v.fix.empty()) fmt::print(out, "  fix: {}\n", v.fix);
-  }
+  if (!r.verdict) return;
+  const auto& v = *r.verdict;
+  std::string rates;
+  if (!r.path.empty() && r.path.front().status == case_status::ok)
+    rates = fmt::format(", {}", format_rate(best_rate(r.path.front()), unit));
+  if (r.path.size() > 1 && r.path[1].status == case_status::ok && r.path[1].latency_s)
+    rates += fmt::format(", {} one-way at 8 B", format_seconds(r.path[1].latency_s->p50));
+  fmt::print(out, "Path (UCX's default transports{}): expected {}; seen {}{} -> {}\n",
+             r.path_iface.empty() ? "" : ", UCX_NET_DEVICES=" + r.path_iface, v.expected, v.seen,
+             rates, v.verdict + (r.path_noisy.empty() ? "" : " (noisy: not a verdict to trust)"));
+  if (!r.path_noisy.empty())
+    fmt::print(out,
+               "  noisy: this verdict rests on probes the host descheduled{} ({}); measure again "
+               "on a quiet host, or pin with `pairperf run --cpu`\n",
+               r.path_retried ? ", twice" : "", r.path_noisy);
+  if (!v.cause.empty()) fmt::print(out, "  cause: {}\n", v.cause);
+  if (!v.fix.empty()) fmt::print(out, "  fix: {}\n", v.fix);
+}
 
+void print_gpus(std::FILE* out, const doctor_report& r) {
   for (const side_view* s : {&r.client, &r.server}) {
     if (!s->gpus) continue;
     std::vector<std::string> list;
@@ -216,7 +223,9 @@ void print_report(std::FILE* out, const doctor_report& r, rate_unit unit) {
                c.gpu_path_why.empty() ? (c.message.empty() ? "" : ": " + c.message)
                                       : ": " + c.gpu_path_why);
   }
+}
 
+void print_findings(std::FILE* out, const doctor_report& r) {
   if (r.findings.empty()) {
     if (!r.path_noisy.empty()) {
       fmt::print(out, "\nNo findings, but inconclusive: the path verdict rests on noisy probes.\n");
@@ -234,6 +243,20 @@ void print_report(std::FILE* out, const doctor_report& r, rate_unit unit) {
   for (const auto& f : r.findings) {
     fmt::print(out, "  {}. [{}] {}: {}\n     fix: {}\n", ++n, f.side, f.subject, f.problem, f.fix);
   }
+}
+
+}  // namespace
+
+void print_report(std::FILE* out, const doctor_report& r, rate_unit unit) {
+  print_heading(out, r);
+  print_matrix(out, r, unit);
+  print_recommendation(out, r);
+  fmt::print(out, "\nVariables:\n  {:<24} {:<24} {}\n", "", "CLIENT", "SERVER");
+  for (const char* v : variables)
+    fmt::print(out, "  {:<24} {:<24} {}\n", v, env_value(r.client, v), env_value(r.server, v));
+  print_pair_and_path(out, r, unit);
+  print_gpus(out, r);
+  print_findings(out, r);
 }
 
 }  // namespace pairperf

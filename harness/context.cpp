@@ -131,7 +131,10 @@ nlohmann::json host_context() {
 }
 
 nlohmann::json relevant_environment() {
-  constexpr std::array<std::string_view, 3> prefixes{"UCX_", "NCCL_", "GLOO_"};
+  // The collective libraries' variables, and each transport's library's (registry.h).
+  std::vector<std::string> prefixes{"NCCL_", "GLOO_"};
+  for (const auto& e : transport_registry::instance().all())
+    prefixes.insert(prefixes.end(), e.env_prefixes.begin(), e.env_prefixes.end());
   constexpr std::array<std::string_view, 2> names{"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"};
   nlohmann::json out = nlohmann::json::object();
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
@@ -140,7 +143,7 @@ nlohmann::json relevant_environment() {
     if (eq == std::string_view::npos) continue;
     const std::string_view name = entry.substr(0, eq);
     const bool wanted = std::any_of(prefixes.begin(), prefixes.end(),
-                                    [&](auto p) { return name.rfind(p, 0) == 0; }) ||
+                                    [&](const std::string& p) { return name.rfind(p, 0) == 0; }) ||
                         std::find(names.begin(), names.end(), name) != names.end();
     if (wanted) out[std::string(name)] = std::string(entry.substr(eq + 1));
   }

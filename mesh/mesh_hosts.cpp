@@ -32,24 +32,20 @@ std::vector<std::string> hosts_from_name(const std::string& name_port) {
   return hosts;
 }
 
-int mesh_hosts(const mesh_args& a, const std::vector<std::string>& argv) {
-  const auto start = std::chrono::steady_clock::now();
-  const int n = static_cast<int>(a.hosts.size());
-  if (n < 2) throw usage_error("--hosts needs at least two servers");
-  const mesh_plan plan = make_plan(a, n);
-  if (!a.json.empty()) check_output(a.json);  // before the rounds, not after them
-  const std::string token = a.token;
-  std::vector<endpoint> servers;
-  for (const auto& h : a.hosts) servers.push_back(parse_endpoint(h, default_control_port));
-  // Each server's facts from its hello; one that does not answer keeps its pairs unreachable.
-  std::vector<mesh_node> nodes(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i) {
-    auto& node = nodes[static_cast<std::size_t>(i)];
-    node.name = a.hosts[static_cast<std::size_t>(i)];
+namespace {
+
+// Each server's facts from its hello; one that does not answer keeps its pairs unreachable
+// (its note says why).
+std::vector<mesh_node> hello_nodes(const mesh_args& a, const mesh_plan& plan,
+                                   const std::vector<endpoint>& servers) {
+  std::vector<mesh_node> nodes(servers.size());
+  for (std::size_t i = 0; i < servers.size(); ++i) {
+    auto& node = nodes[i];
+    node.name = a.hosts[i];
     client_options o;
-    o.server = servers[static_cast<std::size_t>(i)];
+    o.server = servers[i];
     o.config = plan.config;
-    o.token = token;
+    o.token = a.token;
     collecting_reporter ctx;
     try {
       run_client(o, ctx);
@@ -64,6 +60,21 @@ int mesh_hosts(const mesh_args& a, const std::vector<std::string>& argv) {
     }
   }
   name_nodes(nodes);
+  return nodes;
+}
+
+}  // namespace
+
+int mesh_hosts(const mesh_args& a, const std::vector<std::string>& argv) {
+  const auto start = std::chrono::steady_clock::now();
+  const int n = static_cast<int>(a.hosts.size());
+  if (n < 2) throw usage_error("--hosts needs at least two servers");
+  const mesh_plan plan = make_plan(a, n);
+  if (!a.json.empty()) check_output(a.json);  // before the rounds, not after them
+  const std::string& token = a.token;
+  std::vector<endpoint> servers;
+  for (const auto& h : a.hosts) servers.push_back(parse_endpoint(h, default_control_port));
+  std::vector<mesh_node> nodes = hello_nodes(a, plan, servers);
   const auto wait = std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::duration<double>(plan.pair_bound_s + 10));
   const auto run_pair = [&](const node_pair& p) {

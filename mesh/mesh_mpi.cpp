@@ -143,6 +143,107 @@ std::vector<pair_result> gather_pairs(const std::vector<pair_result>& mine, int 
   return out;
 }
 
+// Serves on the data interface's address, in a thread of this process; a rank without that
+// address serves nothing, and its pairs say so (me.note).
+std::thread start_node_server(const std::string& iface, const timeouts& bounds, mesh_node& me,
+                              std::atomic<bool>& stop) {
+  me.address = first_ipv4(iface, me.note);
+  if (me.address.empty()) return {};
+  int fds[2];
+  if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  server_options so;
+  so.listen_host = me.address;
+  so.ready_fd = fds[1];
+  so.log = nullptr;
+  so.timeouts = bounds;
+  so.isolate = false;  // a thread of an MPI process: no fork()
+  std::thread server([so, &stop] {
+    try {
+      run_server(so, stop);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "pairperf mesh: server: {}\n", e.what());
+    }
+  });
+  char buf[16] = {};
+  const ssize_t n = ::read(fds[0], buf, sizeof(buf) - 1);
+  ::close(fds[0]);
+  me.port = static_cast<std::uint16_t>(n > 0 ? std::atoi(buf) : 0);
+  if (me.port == 0) {
+    me.note = "its server did not start";
+    me.address.clear();
+  }
+  return server;
+}
+
+// Every rank's node (name, address, port, host facts, variables), in rank order.
+std::vector<mesh_node> exchange_nodes(const mesh_node& me) {
+  const nlohmann::json mine{{"hostname", host_context().value("hostname", "?")},
+                            {"address", me.address},
+                            {"port", me.port},
+                            {"note", me.note},
+                            {"host", host_context()},
+                            {"env", relevant_environment()}};
+  std::vector<mesh_node> nodes;
+  for (const auto& f : allgather(mine.dump())) {
+    const auto j = nlohmann::json::parse(f);
+    mesh_node n;
+    n.name = j.value("hostname", "?");
+    n.address = j.value("address", "");
+    n.port = j.value("port", std::uint16_t{0});
+    n.note = j.value("note", "");
+    n.host = j.at("host");
+    n.env = j.at("env");
+    nodes.push_back(std::move(n));
+  }
+  name_nodes(nodes);
+  return nodes;
+}
+
+// One barrier-bounded round per element of `rounds`; this rank measures the pairs it is the
+// client of. Returns its pairs; `seconds` gets each round's time.
+std::vector<pair_result> run_rounds(const std::vector<mesh_round>& rounds,
+                                    const std::vector<mesh_node>& nodes, const mesh_plan& plan,
+                                    int rank, std::vector<double>& seconds) {
+  std::vector<pair_result> mine;
+  for (const auto& round : rounds) {
+    quiet_barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (const auto& p : round) {
+      if (p.client == rank) mine.push_back(measure(p, nodes, plan));
+    }
+    quiet_barrier();
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return mine;
+}
+
+// Outliers again, alone: a pair that is slow with nothing else running is a slow link; one that
+// recovers was contention. Rank 0 picks them and tells the others; returns every rank's retests
+// (on rank 0) and their total time in `seconds`.
+std::vector<pair_result> retest_outliers(const mesh_args& a, const std::vector<pair_result>& pairs,
+                                         const std::vector<mesh_node>& nodes, const mesh_plan& plan,
+                                         int rank, double& seconds) {
+  std::vector<std::size_t> outliers;
+  if (rank == 0 && !a.no_retest)
+    outliers = find_retests(pairs, outlier_rule{a.retest_bw, a.retest_lat});
+  int n_out = static_cast<int>(outliers.size());
+  MPI_Bcast(&n_out, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  std::vector<int> flat(static_cast<std::size_t>(2 * n_out));
+  for (std::size_t i = 0; i < outliers.size(); ++i) {
+    flat[2 * i] = pairs[outliers[i]].pair.client;
+    flat[2 * i + 1] = pairs[outliers[i]].pair.server;
+  }
+  if (n_out > 0) MPI_Bcast(flat.data(), 2 * n_out, MPI_INT, 0, MPI_COMM_WORLD);
+  std::vector<mesh_round> rounds;
+  for (int i = 0; i < n_out; ++i)
+    rounds.push_back({node_pair{flat[static_cast<std::size_t>(2 * i)],
+                                flat[static_cast<std::size_t>(2 * i + 1)]}});
+  std::vector<double> each;
+  const std::vector<pair_result> mine = run_rounds(rounds, nodes, plan, rank, each);
+  seconds = std::accumulate(each.begin(), each.end(), 0.0);
+  return gather_pairs(mine, rank);
+}
+
 }  // namespace
 
 int mesh_mpi(const mesh_args& a, const std::vector<std::string>& argv) {
@@ -177,97 +278,18 @@ int mesh_mpi(const mesh_args& a, const std::vector<std::string>& argv) {
     }
   });
 
-  // Serve on the data interface's address; a rank without it serves nothing, and its pairs say so.
   mesh_node me;
-  me.address = first_ipv4(a.iface, me.note);
   std::atomic<bool> stop{false};
-  std::thread server;
-  if (!me.address.empty()) {
-    int fds[2];
-    if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
-    server_options so;
-    so.listen_host = me.address;
-    so.ready_fd = fds[1];
-    so.log = nullptr;
-    so.timeouts = config.timeouts;
-    so.isolate = false;  // a thread of an MPI process: no fork()
-    server = std::thread([so, &stop] {
-      try {
-        run_server(so, stop);
-      } catch (const std::exception& e) {
-        fmt::print(stderr, "pairperf mesh: server: {}\n", e.what());
-      }
-    });
-    char buf[16] = {};
-    const ssize_t n = ::read(fds[0], buf, sizeof(buf) - 1);
-    ::close(fds[0]);
-    me.port = static_cast<std::uint16_t>(n > 0 ? std::atoi(buf) : 0);
-    if (me.port == 0) {
-      me.note = "its server did not start";
-      me.address.clear();
-    }
-  }
-  const nlohmann::json mine{{"hostname", host_context().value("hostname", "?")},
-                            {"address", me.address},
-                            {"port", me.port},
-                            {"note", me.note},
-                            {"host", host_context()},
-                            {"env", relevant_environment()}};
-  std::vector<mesh_node> nodes;
-  for (const auto& f : allgather(mine.dump())) {
-    const auto j = nlohmann::json::parse(f);
-    mesh_node n;
-    n.name = j.value("hostname", "?");
-    n.address = j.value("address", "");
-    n.port = j.value("port", std::uint16_t{0});
-    n.note = j.value("note", "");
-    n.host = j.at("host");
-    n.env = j.at("env");
-    nodes.push_back(std::move(n));
-  }
-  name_nodes(nodes);
+  std::thread server = start_node_server(a.iface, config.timeouts, me, stop);
+  const std::vector<mesh_node> nodes = exchange_nodes(me);
 
-  std::vector<pair_result> my_pairs;
   std::vector<double> round_seconds;
-  for (const auto& round : schedule) {
-    quiet_barrier();
-    const auto t0 = std::chrono::steady_clock::now();
-    for (const auto& p : round) {
-      if (p.client == rank) my_pairs.push_back(measure(p, nodes, plan));
-    }
-    quiet_barrier();
-    round_seconds.push_back(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
+  const std::vector<pair_result> my_pairs = run_rounds(schedule, nodes, plan, rank, round_seconds);
   std::vector<pair_result> pairs = gather_pairs(my_pairs, rank);
 
-  // Outliers again, alone: a pair that is slow with nothing else running is a slow link; one that
-  // recovers was contention.
-  std::vector<std::size_t> outliers;
-  if (rank == 0 && !a.no_retest)
-    outliers = find_retests(pairs, outlier_rule{a.retest_bw, a.retest_lat});
-  int n_out = static_cast<int>(outliers.size());
-  MPI_Bcast(&n_out, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  std::vector<int> retest_pairs(static_cast<std::size_t>(2 * n_out));
-  if (rank == 0) {
-    for (std::size_t i = 0; i < outliers.size(); ++i) {
-      retest_pairs[2 * i] = pairs[outliers[i]].pair.client;
-      retest_pairs[2 * i + 1] = pairs[outliers[i]].pair.server;
-    }
-  }
-  if (n_out > 0) MPI_Bcast(retest_pairs.data(), 2 * n_out, MPI_INT, 0, MPI_COMM_WORLD);
   double retest_seconds = 0;
-  std::vector<pair_result> my_retests;
-  for (int i = 0; i < n_out; ++i) {
-    quiet_barrier();
-    const auto t0 = std::chrono::steady_clock::now();
-    const node_pair p{retest_pairs[static_cast<std::size_t>(2 * i)],
-                      retest_pairs[static_cast<std::size_t>(2 * i + 1)]};
-    if (p.client == rank) my_retests.push_back(measure(p, nodes, plan));
-    quiet_barrier();
-    retest_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
-  const std::vector<pair_result> retests = gather_pairs(my_retests, rank);
+  const std::vector<pair_result> retests =
+      retest_outliers(a, pairs, nodes, plan, rank, retest_seconds);
 
   stop.store(true);
   if (server.joinable()) server.join();

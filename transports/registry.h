@@ -45,6 +45,8 @@ struct doctor_probe {
   std::string latency_test;    // library: the path's small-message test
   // library: the axis value that keeps the library on the one interface's network (UCX: tcp).
   std::string per_interface_axis;
+  // library: the variable that pins it to a device (UCX_NET_DEVICES).
+  std::string device_variable;
 };
 
 struct transport_entry {
@@ -63,6 +65,9 @@ struct transport_entry {
   // The kind of a lane this transport reports under `name` (UCX's "cma": shared memory), for
   // judging a name that did not show up in a case's lanes. Empty function = unknown.
   std::function<lane_kind(std::string_view name)> lane_kind_of;
+  // The prefixes of its library's environment variables ("UCX_"), recorded with every result and
+  // in each side's hello, where doctor reads them.
+  std::vector<std::string> env_prefixes;
   // The variable an application sets to choose this library's transports (UCX_TLS), which
   // doctor checks on both sides. Empty = none.
   struct env_axis_check {

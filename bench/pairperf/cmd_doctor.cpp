@@ -78,7 +78,10 @@ doctor_probes probes(bool no_library) {
     }
   }
   if (!p) throw std::logic_error("no transport offers doctor's reachability probe");
-  if (library != nullptr) p->library_transport = library->name;
+  if (library != nullptr) {
+    p->library_transport = library->name;
+    p->library_device_variable = library->doctor->device_variable;
+  }
   if (library == nullptr || no_library) return *p;
   const doctor_probe& d = *library->doctor;
   p->library = probe(library->name, d.bandwidth_test);

@@ -61,21 +61,8 @@ nlohmann::json topology(const std::string& file) {
   return j;
 }
 
-void print_table(const nlohmann::json& host, const nlohmann::json& topo) {
-  fmt::print("host        {} ({}, {})\n", host["hostname"].get<std::string>(),
-             host["kernel"].get<std::string>(), host["os"].get<std::string>());
-  fmt::print("cpu         {} x {}\n", host["cpus"].get<unsigned>(),
-             host["cpu_model"].get<std::string>());
-  fmt::print("\n{:<16} {:<6} {:>6} {:>10}  {}\n", "interface", "state", "mtu", "speed",
-             "addresses");
-  for (const auto& i : list_interfaces()) {
-    std::vector<std::string> addrs;
-    for (const auto& a : i.addresses)
-      addrs.push_back(fmt::format("{}/{}", a.address, a.prefix_len));
-    fmt::print("{:<16} {:<6} {:>6} {:>10}  {}\n", i.name,
-               i.up ? (i.running ? "up" : "nocarr") : "down", i.mtu,
-               i.speed_mbps ? fmt::format("{} Mb/s", *i.speed_mbps) : "-", fmt::join(addrs, " "));
-  }
+// RDMA devices, GPUs and the GPU topology.
+void print_devices(const nlohmann::json& host, const nlohmann::json& topo) {
   fmt::print("\nrdma devices:");
   if (host["rdma_devices"].empty()) fmt::print(" none\n");
   for (const auto& d : host["rdma_devices"]) {
@@ -107,6 +94,10 @@ void print_table(const nlohmann::json& host, const nlohmann::json& topo) {
     fmt::print(" ({})\n", topo.value("source", std::string("?")));
     for (const auto& line : topo["summary"]) fmt::print("  {}\n", line.get<std::string>());
   }
+}
+
+// Each transport, its tests and its library's facts.
+void print_transports() {
   fmt::print("\ntransports:\n");
   for (const auto& e : transport_registry::instance().all()) {
     std::vector<std::string> tests;
@@ -133,6 +124,25 @@ void print_table(const nlohmann::json& host, const nlohmann::json& topo) {
         fmt::print("         unavailable here: {} (its cases are skipped)\n", why);
     }
   }
+}
+
+void print_table(const nlohmann::json& host, const nlohmann::json& topo) {
+  fmt::print("host        {} ({}, {})\n", host["hostname"].get<std::string>(),
+             host["kernel"].get<std::string>(), host["os"].get<std::string>());
+  fmt::print("cpu         {} x {}\n", host["cpus"].get<unsigned>(),
+             host["cpu_model"].get<std::string>());
+  fmt::print("\n{:<16} {:<6} {:>6} {:>10}  {}\n", "interface", "state", "mtu", "speed",
+             "addresses");
+  for (const auto& i : list_interfaces()) {
+    std::vector<std::string> addrs;
+    for (const auto& a : i.addresses)
+      addrs.push_back(fmt::format("{}/{}", a.address, a.prefix_len));
+    fmt::print("{:<16} {:<6} {:>6} {:>10}  {}\n", i.name,
+               i.up ? (i.running ? "up" : "nocarr") : "down", i.mtu,
+               i.speed_mbps ? fmt::format("{} Mb/s", *i.speed_mbps) : "-", fmt::join(addrs, " "));
+  }
+  print_devices(host, topo);
+  print_transports();
   fmt::print("\nmemory types:\n");
   const nlohmann::json memory = memory_types();  // items() must not outlive it
   for (const auto& [name, state] : memory.items())

@@ -245,6 +245,22 @@ std::string default_results_path() {
   return fmt::format("results/runs/{}-{}.json", stamp, host);
 }
 
+// Where results go: a progress line on a terminal, the table, the results file (`json_path`, ""
+// for none; checked now, so a path that cannot be written fails before the sweep) and JSON lines.
+multi_reporter make_reporters(const run_args& a, rate_unit unit, std::string& json_path) {
+  const bool json_stdout = a.json == "-" || a.jsonl == "-";
+  if (a.json == "-" && a.jsonl == "-")
+    throw usage_error("--json - and --jsonl - both ask for stdout");
+  multi_reporter out;
+  if (!a.quiet && ::isatty(STDERR_FILENO) == 1)
+    out.add(std::make_unique<progress_reporter>(stderr));
+  if (!a.quiet) out.add(std::make_unique<console_reporter>(json_stdout ? stderr : stdout, unit));
+  json_path = a.no_json ? std::string() : (a.json.empty() ? default_results_path() : a.json);
+  if (!json_path.empty()) out.add(std::make_unique<json_reporter>(json_path, a.json.empty()));
+  if (!a.jsonl.empty()) out.add(std::make_unique<jsonl_reporter>(a.jsonl));
+  return out;
+}
+
 int run_command(const run_args& a, const CLI::App& app, const std::vector<std::string>& argv) {
   const auto comma = a.gpu.find(',');
   const std::string client_gpu = a.gpu.substr(0, comma);
@@ -288,18 +304,8 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
 
   // "-" puts the results on stdout; the table then goes to stderr so stdout stays JSON.
   const bool json_stdout = a.json == "-" || a.jsonl == "-";
-  if (a.json == "-" && a.jsonl == "-")
-    throw usage_error("--json - and --jsonl - both ask for stdout");
-  multi_reporter out;
-  if (!a.quiet && ::isatty(STDERR_FILENO) == 1)
-    out.add(std::make_unique<progress_reporter>(stderr));
-  if (!a.quiet) out.add(std::make_unique<console_reporter>(json_stdout ? stderr : stdout, unit));
-  const std::string json_path =
-      a.no_json ? std::string() : (a.json.empty() ? default_results_path() : a.json);
-  // Checked now: a path that cannot be written fails before the sweep, not after it.
-  if (!json_path.empty()) out.add(std::make_unique<json_reporter>(json_path, a.json.empty()));
-  if (!a.jsonl.empty()) out.add(std::make_unique<jsonl_reporter>(a.jsonl));
-
+  std::string json_path;
+  multi_reporter out = make_reporters(a, unit, json_path);
   std::optional<local_server> local;
   if (a.peer.empty()) {
     std::vector<std::string> extra;

@@ -40,6 +40,42 @@ struct server_args {
 
 }  // namespace
 
+namespace {
+
+// The server's options from its command line; throws usage_error.
+server_options make_server_options(const server_args& a) {
+  server_options o;
+  o.listen_host = a.listen;
+  o.port = a.port;
+  o.once = a.once;
+  if (a.ready_fd >= 0) o.ready_fd = a.ready_fd;
+  o.token = a.token.resolve();
+  o.timeouts.handshake = parse_duration(a.handshake);
+  o.timeouts.idle = parse_duration(a.idle);
+  auto& l = o.limits;
+  l.max_connect = parse_duration(a.connect);
+  l.max_case = parse_duration(a.per_case);
+  l.max_case_memory = a.case_memory.empty() ? automatic_case_memory()
+                                            : parse_size(a.case_memory, std::uint64_t{1} << 60);
+  l.max_iterations = a.iterations;
+  l.max_session_bytes = parse_size(a.session_bytes, std::uint64_t{1} << 60);
+  if (a.pending == 0 || a.queue == 0)
+    throw usage_error("--max-pending and --max-queue must be at least 1");
+  l.max_pending = a.pending;
+  l.max_queue = a.queue;
+  if (!a.allow_drive.empty()) {
+    if (o.token.empty())
+      throw usage_error(
+          "--allow-drive needs a token (--token, --token-file or $PAIRPERF_TOKEN): without one "
+          "anyone could make this server send data anywhere it allows");
+    o.drive = drive_allowlist(a.allow_drive);
+  }
+  o.log = a.quiet ? nullptr : stderr;
+  return o;
+}
+
+}  // namespace
+
 command add_server(CLI::App& root) {
   auto args = std::make_shared<server_args>();
   CLI::App* app =
@@ -92,35 +128,7 @@ command add_server(CLI::App& root) {
   return command{app, [args] {
                    if (args->cpu >= 0) pin_to_cpu(args->cpu);
                    set_gpu_selection(parse_gpu_selector(args->gpu));
-                   server_options o;
-                   o.listen_host = args->listen;
-                   o.port = args->port;
-                   o.once = args->once;
-                   if (args->ready_fd >= 0) o.ready_fd = args->ready_fd;
-                   o.token = args->token.resolve();
-                   o.timeouts.handshake = parse_duration(args->handshake);
-                   o.timeouts.idle = parse_duration(args->idle);
-                   auto& l = o.limits;
-                   l.max_connect = parse_duration(args->connect);
-                   l.max_case = parse_duration(args->per_case);
-                   l.max_case_memory = args->case_memory.empty()
-                                           ? automatic_case_memory()
-                                           : parse_size(args->case_memory, std::uint64_t{1} << 60);
-                   l.max_iterations = args->iterations;
-                   l.max_session_bytes = parse_size(args->session_bytes, std::uint64_t{1} << 60);
-                   if (args->pending == 0 || args->queue == 0)
-                     throw usage_error("--max-pending and --max-queue must be at least 1");
-                   l.max_pending = args->pending;
-                   l.max_queue = args->queue;
-                   if (!args->allow_drive.empty()) {
-                     if (o.token.empty())
-                       throw usage_error(
-                           "--allow-drive needs a token (--token, --token-file or "
-                           "$PAIRPERF_TOKEN): without one anyone could make this server send "
-                           "data anywhere it allows");
-                     o.drive = drive_allowlist(args->allow_drive);
-                   }
-                   o.log = args->quiet ? nullptr : stderr;
+                   const server_options o = make_server_options(*args);
                    std::signal(SIGINT, on_stop_signal);
                    std::signal(SIGTERM, on_stop_signal);
                    return run_server(o, g_stop);

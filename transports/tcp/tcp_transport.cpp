@@ -82,7 +82,7 @@ transport_entry tcp_transport::entry() {
     return name == "tcp" ? lane_kind::network : lane_kind::unknown;
   };
   // Doctor: can each interface reach each of the peer's addresses, and how fast.
-  e.doctor = doctor_probe{doctor_probe::role::reach, "tcp_bw", "", ""};
+  e.doctor = doctor_probe{doctor_probe::role::reach, "tcp_bw", "", "", ""};
   return e;
 }
 

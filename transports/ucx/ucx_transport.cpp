@@ -87,6 +87,7 @@ transport_entry ucx_transport::entry() {
   };
   // Available wherever the library loads: no `unavailable`.
   e.lane_kind_of = ucx::kind_of_transport;
+  e.env_prefixes = {"UCX_"};
   e.env_axis = transport_entry::env_axis_check{
       "UCX_TLS", [](std::string_view value, const nlohmann::json& library) {
         std::pair<std::vector<std::string>, std::vector<std::string>> out;
@@ -102,7 +103,8 @@ transport_entry ucx_transport::entry() {
         return out;
       }};
   // Doctor: UCX over tcp on each local interface, and with UCX's own choice for the path.
-  e.doctor = doctor_probe{doctor_probe::role::library, "tag_bw", "tag_lat", "tcp"};
+  e.doctor =
+      doctor_probe{doctor_probe::role::library, "tag_bw", "tag_lat", "tcp", "UCX_NET_DEVICES"};
   return e;
 }
 

@@ -131,88 +131,105 @@ void verbs_transport::cm_wait(rdma_cm_event_type want, rdma_cm_event** out, cons
   }
 }
 
-void verbs_transport::connect_with_cm(const nlohmann::json& peer) {
-  const verbs::options& o = m_options;
-  ibv_qp_init_attr init{};
-  init.send_cq = init.recv_cq = m_cq.get();
-  init.qp_type = IBV_QPT_RC;
-  init.cap.max_send_sge = init.cap.max_recv_sge = 1;
-  init.cap.max_inline_data = o.inline_bytes;
+rdma_conn_param verbs_transport::cm_param() const {
   rdma_conn_param param{};
   param.responder_resources = static_cast<std::uint8_t>(m_rd_atomic);
   param.initiator_depth = static_cast<std::uint8_t>(m_rd_atomic);
   param.retry_count = 7;
   param.rnr_retry_count = 7;
-  const auto make_qp = [&](rdma_cm_id* id, std::size_t index) {
-    init.cap.max_send_wr = init.cap.max_recv_wr = index == 0 ? verbs::sync_depth : m_depth;
-    if (rdma_create_qp(id, m_pd.get(), &init) != 0)
+  return param;
+}
+
+void verbs_transport::cm_create_qp(rdma_cm_id* id, std::size_t index) {
+  ibv_qp_init_attr init{};
+  init.send_cq = init.recv_cq = m_cq.get();
+  init.qp_type = IBV_QPT_RC;
+  init.cap.max_send_sge = init.cap.max_recv_sge = 1;
+  init.cap.max_inline_data = m_options.inline_bytes;
+  init.cap.max_send_wr = init.cap.max_recv_wr = index == 0 ? verbs::sync_depth : m_depth;
+  if (rdma_create_qp(id, m_pd.get(), &init) != 0)
+    throw step_error(error_kind::error, place("rdma_cm connect"),
+                     fmt::format("rdma_create_qp: {}", std::strerror(errno)));
+  m_qps[index].qp = id->qp;
+  if (index == 1) m_max_inline = init.cap.max_inline_data;
+}
+
+// Client: one CM id per QP, each resolved, connected and established in turn; the QP's index
+// travels as private data so the server pairs them up.
+void verbs_transport::cm_connect_all(const nlohmann::json& peer) {
+  sockaddr_in dst{};
+  dst.sin_family = AF_INET;
+  dst.sin_port = htons(peer.at("cm_port").get<std::uint16_t>());
+  const std::string ip = peer.at("cm_ip").get<std::string>();
+  if (::inet_pton(AF_INET, ip.c_str(), &dst.sin_addr) != 1)
+    throw step_error(
+        error_kind::error, place("rdma_cm connect"),
+        fmt::format("the server's RDMA address '{}' is not IPv4 (RoCE v2 IPv4 GIDs only)", ip));
+  const int ms = static_cast<int>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(m_params.connect_timeout).count());
+  rdma_conn_param param = cm_param();
+  for (std::size_t i = 0; i < m_qps.size(); ++i) {
+    rdma_cm_id* id = nullptr;
+    if (rdma_create_id(m_cm_channel.get(), &id, nullptr, RDMA_PS_TCP) != 0)
       throw step_error(error_kind::error, place("rdma_cm connect"),
-                       fmt::format("rdma_create_qp: {}", std::strerror(errno)));
-    m_qps[index].qp = id->qp;
-    if (index == 1) m_max_inline = init.cap.max_inline_data;
-  };
+                       fmt::format("rdma_create_id: {}", std::strerror(errno)));
+    m_cm_ids[i].reset(id);
+    rdma_cm_event* ev = nullptr;
+    if (rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), ms) != 0)
+      throw step_error(error_kind::unreachable, place("rdma_cm resolve address"),
+                       std::strerror(errno), errno);
+    cm_wait(RDMA_CM_EVENT_ADDR_RESOLVED, &ev, "rdma_cm resolve address");
+    rdma_ack_cm_event(ev);
+    if (rdma_resolve_route(id, ms) != 0)
+      throw step_error(error_kind::unreachable, place("rdma_cm resolve route"),
+                       std::strerror(errno), errno);
+    cm_wait(RDMA_CM_EVENT_ROUTE_RESOLVED, &ev, "rdma_cm resolve route");
+    rdma_ack_cm_event(ev);
+    cm_create_qp(id, i);
+    const auto index = static_cast<std::uint32_t>(i);
+    param.private_data = &index;
+    param.private_data_len = sizeof(index);
+    if (rdma_connect(id, &param) != 0)
+      throw step_error(error_kind::unreachable, place("rdma_cm connect"), std::strerror(errno),
+                       errno);
+    cm_wait(RDMA_CM_EVENT_ESTABLISHED, &ev, "rdma_cm connect");
+    rdma_ack_cm_event(ev);
+  }
+}
+
+// Server: one connection request per QP, placed by the index it carries.
+void verbs_transport::cm_accept_all() {
+  rdma_conn_param param = cm_param();
+  for (std::size_t accepted = 0; accepted < m_qps.size(); ++accepted) {
+    rdma_cm_event* ev = nullptr;
+    cm_wait(RDMA_CM_EVENT_CONNECT_REQUEST, &ev, "rdma_cm accept");
+    rdma_cm_id* id = ev->id;
+    std::uint32_t index = 0;
+    if (ev->param.conn.private_data_len >= sizeof(index))
+      std::memcpy(&index, ev->param.conn.private_data, sizeof(index));
+    rdma_ack_cm_event(ev);
+    if (index >= m_qps.size() || m_cm_ids[index]) {
+      rdma_reject(id, nullptr, 0);
+      rdma_destroy_id(id);
+      throw step_error(error_kind::error, place("rdma_cm accept"),
+                       fmt::format("unexpected connection for QP {}", index));
+    }
+    m_cm_ids[index].reset(id);
+    cm_create_qp(id, index);
+    if (rdma_accept(id, &param) != 0)
+      throw step_error(error_kind::error, place("rdma_cm accept"),
+                       fmt::format("rdma_accept: {}", std::strerror(errno)));
+    cm_wait(RDMA_CM_EVENT_ESTABLISHED, &ev, "rdma_cm accept");
+    rdma_ack_cm_event(ev);
+  }
+}
+
+void verbs_transport::connect_with_cm(const nlohmann::json& peer) {
   m_cm_ids.resize(m_qps.size());
   if (m_params.side == side::client) {
-    sockaddr_in dst{};
-    dst.sin_family = AF_INET;
-    dst.sin_port = htons(peer.at("cm_port").get<std::uint16_t>());
-    const std::string ip = peer.at("cm_ip").get<std::string>();
-    if (::inet_pton(AF_INET, ip.c_str(), &dst.sin_addr) != 1)
-      throw step_error(
-          error_kind::error, place("rdma_cm connect"),
-          fmt::format("the server's RDMA address '{}' is not IPv4 (RoCE v2 IPv4 GIDs only)", ip));
-    const int ms = static_cast<int>(
-        std::chrono::duration_cast<std::chrono::milliseconds>(m_params.connect_timeout).count());
-    for (std::size_t i = 0; i < m_qps.size(); ++i) {
-      rdma_cm_id* id = nullptr;
-      if (rdma_create_id(m_cm_channel.get(), &id, nullptr, RDMA_PS_TCP) != 0)
-        throw step_error(error_kind::error, place("rdma_cm connect"),
-                         fmt::format("rdma_create_id: {}", std::strerror(errno)));
-      m_cm_ids[i].reset(id);
-      rdma_cm_event* ev = nullptr;
-      if (rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), ms) != 0)
-        throw step_error(error_kind::unreachable, place("rdma_cm resolve address"),
-                         std::strerror(errno), errno);
-      cm_wait(RDMA_CM_EVENT_ADDR_RESOLVED, &ev, "rdma_cm resolve address");
-      rdma_ack_cm_event(ev);
-      if (rdma_resolve_route(id, ms) != 0)
-        throw step_error(error_kind::unreachable, place("rdma_cm resolve route"),
-                         std::strerror(errno), errno);
-      cm_wait(RDMA_CM_EVENT_ROUTE_RESOLVED, &ev, "rdma_cm resolve route");
-      rdma_ack_cm_event(ev);
-      make_qp(id, i);
-      const auto index = static_cast<std::uint32_t>(i);
-      param.private_data = &index;
-      param.private_data_len = sizeof(index);
-      if (rdma_connect(id, &param) != 0)
-        throw step_error(error_kind::unreachable, place("rdma_cm connect"), std::strerror(errno),
-                         errno);
-      cm_wait(RDMA_CM_EVENT_ESTABLISHED, &ev, "rdma_cm connect");
-      rdma_ack_cm_event(ev);
-    }
+    cm_connect_all(peer);
   } else {
-    for (std::size_t accepted = 0; accepted < m_qps.size(); ++accepted) {
-      rdma_cm_event* ev = nullptr;
-      cm_wait(RDMA_CM_EVENT_CONNECT_REQUEST, &ev, "rdma_cm accept");
-      rdma_cm_id* id = ev->id;
-      std::uint32_t index = 0;
-      if (ev->param.conn.private_data_len >= sizeof(index))
-        std::memcpy(&index, ev->param.conn.private_data, sizeof(index));
-      rdma_ack_cm_event(ev);
-      if (index >= m_qps.size() || m_cm_ids[index]) {
-        rdma_reject(id, nullptr, 0);
-        rdma_destroy_id(id);
-        throw step_error(error_kind::error, place("rdma_cm accept"),
-                         fmt::format("unexpected connection for QP {}", index));
-      }
-      m_cm_ids[index].reset(id);
-      make_qp(id, index);
-      if (rdma_accept(id, &param) != 0)
-        throw step_error(error_kind::error, place("rdma_cm accept"),
-                         fmt::format("rdma_accept: {}", std::strerror(errno)));
-      cm_wait(RDMA_CM_EVENT_ESTABLISHED, &ev, "rdma_cm accept");
-      rdma_ack_cm_event(ev);
-    }
+    cm_accept_all();
   }
   ibv_qp_attr a{};
   ibv_qp_init_attr unused{};

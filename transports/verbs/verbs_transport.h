@@ -120,6 +120,10 @@ class verbs_transport final : public transport {
   void create_queues();
   void connect_with_control(const nlohmann::json& peer);
   void connect_with_cm(const nlohmann::json& peer);
+  [[nodiscard]] rdma_conn_param cm_param() const;
+  void cm_create_qp(rdma_cm_id* id, std::size_t index);
+  void cm_connect_all(const nlohmann::json& peer);
+  void cm_accept_all();
   void cm_wait(rdma_cm_event_type want, rdma_cm_event** out, const char* step);
   void to_rts(qp_state& q, const nlohmann::json& peer, std::size_t index);
   [[nodiscard]] std::uint32_t lkey_of(const std::byte* p) noexcept;
