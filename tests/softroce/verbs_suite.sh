@@ -8,9 +8,18 @@ OUT=${RXE_OUT:-/out}
 mkdir -p "$OUT"
 PIN_S="taskset -c 0"; PIN_C="taskset -c 1"
 [ "$(nproc)" -ge 2 ] || { PIN_S=; PIN_C=; }
-$PIN_S "$B" server --listen "$RXE_IP" --port 18515 --quiet --timeout-idle 120s &
+# The server writes its port to fd 3 once it listens; wait for that (at most 30 s), never a fixed
+# sleep: a slow start (an ASan build, a loaded host) refused the first run's connection.
+ready="$OUT/.server-ready"
+: > "$ready"
+$PIN_S "$B" server --listen "$RXE_IP" --port 18515 --quiet --timeout-idle 120s --ready-fd 3 3>"$ready" &
 server=$!
-sleep 0.5
+tries=0
+while [ ! -s "$ready" ] && [ "$tries" -lt 300 ] && kill -0 "$server" 2>/dev/null; do
+  sleep 0.1
+  tries=$((tries + 1))
+done
+[ -s "$ready" ] || { echo "== the server did not start listening within 30 s"; kill "$server"; exit 1; }
 rc=0
 run() {  # NAME ARGS...: one pairperf run into $OUT/NAME.json, expected to exit $EXPECT (0)
   name=$1; shift
