@@ -26,6 +26,7 @@ if REASON is None:
         import yaml  # noqa: F401
     except ImportError:
         REASON = "python3-yaml is not installed (scripts/setup installs it)"
+CUDA_UCX = os.path.join(pp.SOURCE_DIR, "build-ucx-cuda", "lib", "ucx", "libuct_cuda.so.0")
 HOST_TWIN = ["--set-env", "PAIRPERF_MEM=host,host", "--set-env", "PAIRPERF_EXPECT=transport!=tcp"]
 
 
@@ -48,7 +49,11 @@ class ImageAndManifests(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = pp.tmpdir()
         out = os.path.join(cls.tmp.name, "images")
-        r = shiplib.script("build-image", "--build", shiplib.BUILD, "--out", out, timeout=1200)
+        # Both variants from one tree where the CUDA UCX is built (scripts/test builds it where the
+        # CUDA toolkit is installed); the host variant alone elsewhere.
+        cls.cuda_ucx = os.path.exists(CUDA_UCX)
+        variants = ["--all"] if cls.cuda_ucx else []
+        r = shiplib.script("build-image", *variants, "--build", shiplib.BUILD, "--out", out, timeout=1200)
         if r.returncode != 0:
             why = shiplib.OFFLINE.search(r.stdout + r.stderr)
             if why:
@@ -57,9 +62,10 @@ class ImageAndManifests(unittest.TestCase):
             raise AssertionError("scripts/build-image failed:\n" + r.stdout + r.stderr)
         cls.build_output = r.stdout
         print(r.stdout.strip(), flush=True)
-        archives = [f for f in os.listdir(out) if f.endswith(".oci.tar")]
-        assert len(archives) == 1, archives
-        cls.archive = os.path.join(out, archives[0])
+        cls.archives = sorted(os.path.join(out, f) for f in os.listdir(out) if f.endswith(".oci.tar"))
+        host = [a for a in cls.archives if not a.endswith("-cuda.oci.tar")]
+        assert len(host) == 1 and len(cls.archives) == 1 + cls.cuda_ucx, cls.archives
+        cls.archive = host[0]
         cls.root = os.path.join(cls.tmp.name, "root")
         os.makedirs(cls.root)
         cls.config = unpack_oci(cls.archive, cls.root)
@@ -89,14 +95,12 @@ class ImageAndManifests(unittest.TestCase):
         self.assertLess(os.path.getsize(self.archive), 200 << 20)
 
     def test_cuda_variant_carries_ucx_built_with_cuda(self):
-        ucx = os.path.join(pp.SOURCE_DIR, "build-ucx-cuda", "lib", "ucx", "libuct_cuda.so.0")
-        if not os.path.exists(ucx):
+        if not self.cuda_ucx:
             self.skipTest("no CUDA-enabled UCX built here (scripts/build-ucx-cuda; scripts/test builds "
                           "it where the CUDA toolkit is installed)")
-        out = os.path.join(self.tmp.name, "cuda-image")
-        r = shiplib.script("build-image", "--cuda", "--build", shiplib.BUILD, "--out", out, timeout=1200)
-        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        archive = os.path.join(out, [f for f in os.listdir(out) if f.endswith("-cuda.oci.tar")][0])
+        archive = [a for a in self.archives if a.endswith("-cuda.oci.tar")][0]
+        self.assertIn("localhost/pairperf:", self.build_output)
+        self.assertRegex(self.build_output, r"localhost/pairperf:\S+-cuda -> ")
         root = os.path.join(self.tmp.name, "cuda-root")
         os.makedirs(root)
         env = unpack_oci(archive, root)["config"]["Env"]
@@ -108,6 +112,9 @@ class ImageAndManifests(unittest.TestCase):
         self.assertEqual(cuda["module"], "/opt/ucx-cuda/lib/ucx/libuct_cuda.so.0", cuda)
         # No driver here: the module is there and says why it cannot load.
         self.assertIn("libcuda.so.1", cuda["why_not"])
+        # The host image is the same tree without the CUDA UCX.
+        self.assertFalse(os.path.exists(os.path.join(self.root, "opt", "ucx-cuda")))
+        self.assertNotIn("LD_LIBRARY_PATH=/opt/ucx-cuda/lib", self.config["config"]["Env"])
 
     def test_two_pods_one_node_broken_misses_its_expectation(self):
         r, jobs, _ = self.kube("two-pods-same-node-broken.yaml", args=HOST_TWIN, nodes=1)
