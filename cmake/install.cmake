@@ -1,17 +1,22 @@
 # What `cmake --install` puts under the prefix, and the Debian packages CPack makes of it.
 #
 #   bin/pairperf                         the command (component runtime, package pairperf)
-#   libexec/pairperf/report              `pairperf report`'s script (runtime)
+#   libexec/pairperf/report              `pairperf report`'s script (runtime), which starts
+#   share/pairperf/python/pairperf_tools  the tools' Python package (runtime)
 #   libexec/pairperf/pairperf-mpi        `pairperf mesh` under mpirun/srun (component mpi, package
 #                                        pairperf-mpi: Open MPI's libraries stay optional)
-#   share/pairperf/schemas/*.json        the results, doctor and mesh JSON schemas (runtime)
+#   share/pairperf/schemas/*.json        the JSON schemas of every document pairperf and its tools
+#                                        write (runtime)
 #   share/man/man1/pairperf*.1.gz        man pages generated from the --help texts (runtime)
 #   share/doc/pairperf/README.md         (runtime)
 # The binary finds libexec/pairperf relative to itself (PAIRPERF_LIBEXEC_REL), so the prefix can
 # change at install time and a copied tree still works; no build or source path is compiled in.
 
 install(PROGRAMS scripts/report DESTINATION ${PAIRPERF_INSTALL_LIBEXECDIR} COMPONENT runtime)
-install(FILES results/schema.json results/doctor.schema.json results/mesh.schema.json
+install(DIRECTORY python/pairperf_tools DESTINATION ${CMAKE_INSTALL_DATADIR}/pairperf/python COMPONENT runtime
+        FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE)
+install(FILES results/schema.json results/doctor.schema.json results/mesh.schema.json results/compare.schema.json
+              results/info.schema.json results/peer.schema.json results/peer_ratios.schema.json
         DESTINATION ${CMAKE_INSTALL_DATADIR}/pairperf/schemas COMPONENT runtime)
 install(FILES README.md DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT runtime)
 

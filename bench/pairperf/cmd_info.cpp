@@ -175,7 +175,9 @@ command add_info(CLI::App& root) {
                    const nlohmann::json topo = topology(*topo_file);
                    const nlohmann::json host = host_context();
                    if (*as_json) {
+                     // results/info.schema.json describes it.
                      const nlohmann::json doc{
+                         {"schema", "pairperf.info"},      {"schema_version", "1.0.0"},
                          {"tool", tool_context()},         {"host", host},
                          {"gpu_topology", topo},           {"env", relevant_environment()},
                          {"memory_types", memory_types()}, {"private_files", private_files()}};

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """pairperf against the peer tools, side by side on loopback, in one command.
 
   TCP transport:
@@ -42,45 +41,17 @@ import json
 import os
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+from .processes import Background, free_port, run
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", ".."))
+HERE = os.path.dirname(os.path.realpath(__file__))
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def run(cmd, timeout):
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=True)
-
-
-class Background:
-    """A peer server we start and end by PID."""
-
-    def __init__(self, cmd):
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(0.5)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
 
 
 def pairperf(binary, test, size, seconds):
@@ -97,7 +68,7 @@ def pairperf(binary, test, size, seconds):
 
 def iperf3_bw(seconds):
     port = free_port()
-    with Background(["iperf3", "-s", "-1", "-B", "127.0.0.1", "-p", str(port)]):
+    with Background(["iperf3", "-s", "-1", "-B", "127.0.0.1", "-p", str(port)], port, exits=True):
         p = run(["iperf3", "-c", "127.0.0.1", "-p", str(port), "-l", "1M", "-t", str(seconds), "-J"], timeout=seconds + 30)
     return json.loads(p.stdout)["end"]["sum_received"]["bits_per_second"] / 8
 
@@ -105,7 +76,7 @@ def iperf3_bw(seconds):
 def sockperf_lat(seconds, size):
     port = free_port()
     busy = ["--nonblocked", "--timeout", "0"]
-    with Background(["sockperf", "sr", "--tcp", "-i", "127.0.0.1", "-p", str(port)] + busy):
+    with Background(["sockperf", "sr", "--tcp", "-i", "127.0.0.1", "-p", str(port)] + busy, port):
         p = run(["sockperf", "pp", "--tcp", "-i", "127.0.0.1", "-p", str(port), "-m", str(size), "-t", str(seconds)] + busy,
                 timeout=seconds + 30)
     text = ANSI.sub("", p.stdout + p.stderr)
@@ -132,21 +103,13 @@ def ucx_perftest(test, size, iters, warmup, tls, window=32, mem=None):
     -m value ("cuda,cuda"), None for host memory."""
     port = free_port()
     env = ucx_env(tls)
-    server = subprocess.Popen(["ucx_perftest", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    try:
-        time.sleep(0.3)
+    with Background(["ucx_perftest", "-p", str(port)], port, env=env, exits=True):
         args = ["ucx_perftest", "-p", str(port), "127.0.0.1", "-t", test, "-s", str(size), "-n", str(iters), "-w", str(warmup), "-f"]
         if test.endswith("_bw"):
             args += ["-O", str(window)]
         if mem:
             args += ["-m", mem]
-        p = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env, check=True)
-    finally:
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=5)
+        p = run(args, timeout=300, env=env)
     numbers = [l.split() for l in p.stdout.splitlines() if l.strip() and l.split()[0].isdigit()]
     iters_done, p50, avg, overall, bw_avg, bw_overall, rate_avg, rate_overall = map(float, numbers[-1][:8])
     return {"p50_s": p50 * 1e-6, "avg_s": avg * 1e-6, "bandwidth_Bps": bw_overall * MB}
@@ -207,21 +170,21 @@ def compare_ucx(a):
     return rows, figures
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv):
+    ap = argparse.ArgumentParser(prog="compare-peers", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--suite", choices=["tcp", "ucx", "verbs", "gpu", "all"], default="all")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=3)
     ap.add_argument("--json", help="write the figures here")
     ap.add_argument("--curves", help="also write ucx_perftest's curves over sizes here (pairperf.peer)")
     ap.add_argument("--pairperf", default=os.path.join(ROOT, "build", "pairperf"))
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if not 1 <= a.rounds <= 20 or not 1 <= a.seconds <= 60:
         ap.error("--rounds 1..20 and --seconds 1..60")
     if a.suite == "verbs":
         # perftest runs beside pairperf inside the Soft-RoCE VM: no RDMA device here.
         vm = os.path.join(ROOT, "scripts", "softroce-vm")
-        suite = os.path.join(ROOT, "tests", "softroce", "compare_perftest.sh")
+        suite = os.path.join(HERE, "compare_perftest_vm.sh")
         return subprocess.run([vm, "--timeout", "900", "--add", a.pairperf, "--", suite, os.path.abspath(a.pairperf),
                                str(max(a.rounds, 3))]).returncode
     if a.suite == "gpu":
@@ -235,7 +198,7 @@ def main():
         print(f"compare-peers: no pairperf binary at {a.pairperf} (run scripts/setup)", file=sys.stderr)
         return 2
 
-    rows, report = [], {"rounds": a.rounds}
+    rows, report = [], {"suite": a.suite, "rounds": a.rounds}
     if a.suite in ("tcp", "all"):
         tcp_rows, tcp_figures = compare_tcp(a)
         rows += tcp_rows
@@ -258,8 +221,13 @@ def print_rows(a, rows, report, where="on loopback"):
         print(f"{name:<{width}} {mine:>10.3f} {peer:>9} {theirs:>11.3f} {ratio:>7.3f} {target:>8}  {'meets' if ok else 'misses'}")
     report["ratios"] = {r[0]: r[4] for r in rows}
     if a.json:
+        doc = {"schema": "pairperf.peer_ratios", "schema_version": "1.0.0", "suite": a.suite, "rounds": a.rounds,
+               "where": where, "rows": [{"metric": name, "pairperf": mine, "peer": peer, "peer_value": theirs,
+                                         "ratio": ratio, "target": target, "meets": ok}
+                                        for name, mine, peer, theirs, ratio, target, ok in rows],
+               "figures": report}
         with open(a.json, "w") as f:
-            json.dump(report, f, indent=2)
+            json.dump(doc, f, indent=2)
 
 
 GPU_SIZES = [1 << 20, 16 << 20, 64 << 20]
@@ -312,7 +280,6 @@ def compare_gpu(a):
     if why:
         print(f"compare-peers: the gpu suite cannot run here: {why}", file=sys.stderr)
         return 3
-    sizes = ",".join(str(s) for s in GPU_SIZES)
     fast = {s: [] for s in GPU_SIZES}
     memcpy = {s: [] for s in GPU_SIZES}
     perftest, fallback, verdicts = [], [], {}
@@ -350,7 +317,7 @@ def compare_gpu(a):
     print("\npath verdicts (pairperf's gpu_path for each TLS set):")
     for k, v in verdicts.items():
         print(f"  UCX_TLS={k}: {v}")
-    report = {"rounds": a.rounds, "gpu": {"tag_bw_Bps": {str(s): fast[s] for s in GPU_SIZES},
+    report = {"suite": "gpu", "rounds": a.rounds, "gpu": {"tag_bw_Bps": {str(s): fast[s] for s in GPU_SIZES},
                                          "memcpy_d2d_Bps": {str(s): memcpy[s] for s in GPU_SIZES},
                                          "ucx_perftest_16M_Bps": perftest, "fallback_16M_Bps": fallback,
                                          "verdicts": verdicts}}
@@ -401,7 +368,3 @@ def compare_tcp(a):
     ]
     print(f"tcp: pairperf tcp_lat 8 B p50 {med['pp_lat8_p50'] * 1e6:.3f} us (sockperf cannot send 8 B)", file=sys.stderr)
     return rows, {"samples": samples, "median": med}
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,24 +1,34 @@
 #!/bin/sh
-# Runs inside scripts/softroce-vm: pairperf against perftest on the same rxe0, same sizes and
+# The in-VM half of `scripts/compare-peers --suite verbs` (a benchmark, not a test), run inside
+# scripts/softroce-vm: pairperf against perftest on the same rxe0, same sizes and
 # iterations, alternating rounds; prints and writes ($RXE_OUT/perftest.txt) the medians and ratios.
 # Emulation makes the absolute numbers meaningless; the ratio shows what the harness costs.
-# Usage: compare_perftest.sh PAIRPERF_BINARY [ROUNDS]
+# Usage: compare_perftest_vm.sh PAIRPERF_BINARY [ROUNDS]
 B=$1; ROUNDS=${2:-3}
 OUT=${RXE_OUT:-/out}; mkdir -p "$OUT"
 PIN_S="taskset -c 0"; PIN_C="taskset -c 1"
 G=$RXE_GID_IDX
 LAT_N=20000; BW_N=2000; BW_SIZE=65536
+PORT=18515  # perftest's default port; pairperf's server takes it too, one after the other
+wait_listen() {  # PID: until a socket listens on $PORT (/proc/net/tcp{,6}, state 0A), at most 30 s
+  hex=$(printf ':%04X' "$PORT"); tries=0
+  while [ "$tries" -lt 300 ] && kill -0 "$1" 2>/dev/null; do
+    cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk -v p="$hex" '$2 ~ p"$" && $4 == "0A" {f=1} END {exit !f}' && return 0
+    sleep 0.1; tries=$((tries + 1))
+  done
+  echo "== nothing listened on port $PORT within 30 s (server pid $1)" >&2; return 1
+}
 perftest_pair() {  # TOOL ARGS...: server and client, prints the client's result line
   tool=$1; shift
-  $PIN_S timeout 120 $tool -d rxe0 -x "$G" -F "$@" > /tmp/pt_server.txt 2>&1 &
-  s=$!; sleep 0.5
-  $PIN_C timeout 120 $tool -d rxe0 -x "$G" -F "$@" "$RXE_IP" > /tmp/pt_client.txt 2>&1
+  $PIN_S timeout 120 $tool -d rxe0 -x "$G" -F -p "$PORT" "$@" > /tmp/pt_server.txt 2>&1 &
+  s=$!; wait_listen $s || { cat /tmp/pt_server.txt >&2; kill $s 2>/dev/null; return 1; }
+  $PIN_C timeout 120 $tool -d rxe0 -x "$G" -F -p "$PORT" "$@" "$RXE_IP" > /tmp/pt_client.txt 2>&1
   wait $s
   awk '$1 ~ /^[0-9]+$/ && NF >= 4 {line=$0} END {print line}' /tmp/pt_client.txt
 }
 pairperf_value() {  # TEST SIZE N FIELD: p50 one-way latency in us, or bandwidth in MiB/s
-  $PIN_S "$B" server --listen "$RXE_IP" --port 18515 --quiet --once --timeout-idle 60s &
-  s=$!; sleep 0.5
+  $PIN_S "$B" server --listen "$RXE_IP" --port "$PORT" --quiet --once --timeout-idle 60s &
+  s=$!; wait_listen $s || return 1
   $PIN_C "$B" run "$RXE_IP" -t verbs --test "$1" --sizes "$2" -n "$3" -q --json /tmp/pp.json --timeout-case 120s > /dev/null
   wait $s
   python3_free_extract /tmp/pp.json "$4"

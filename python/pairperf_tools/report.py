@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """Pictures of pairperf results: `pairperf report FILES... --out DIR` calls this script.
 
 Inputs (files or folders of them), told apart by their "schema" field:
@@ -15,9 +14,10 @@ nothing to plot).
 """
 import argparse
 import html
-import json
 import os
 import sys
+
+from . import documents
 
 try:
     import matplotlib
@@ -33,35 +33,7 @@ PANEL = (5, 3.6)  # inches per panel of the bandwidth and latency grids (up to t
 DPI = 100  # PNG pixels = inches x 100
 
 
-class InputError(Exception):
-    pass
-
-
-def load(paths):
-    docs = []
-    for p in paths:
-        if os.path.isdir(p):
-            names = sorted(n for n in os.listdir(p) if n.endswith(".json"))
-            if not names:
-                raise InputError(f"{p}: folder holds no .json file")
-            docs += load([os.path.join(p, n) for n in names])
-            continue
-        try:
-            with open(p) as f:
-                doc = json.load(f)
-        except FileNotFoundError:
-            raise InputError(f"{p}: no such file")
-        except json.JSONDecodeError as e:
-            raise InputError(f"{p}: not JSON ({e})")
-        schema = doc.get("schema") if isinstance(doc, dict) else None
-        if schema not in ("pairperf.result", "pairperf.peer", "pairperf.compare", "pairperf.mesh"):
-            raise InputError(f"{p}: schema {schema!r} is not pairperf.result, pairperf.peer, pairperf.compare "
-                             "or pairperf.mesh")
-        version = str(doc.get("schema_version", ""))
-        if not version.startswith("1."):
-            raise InputError(f"{p}: schema version {version or '(none)'} is not 1.x")
-        docs.append((p, doc))
-    return docs
+INPUTS = ("pairperf.result", "pairperf.peer", "pairperf.compare", "pairperf.mesh")
 
 
 def size_label(v, _pos=None):
@@ -321,8 +293,8 @@ def main(argv):
     ap.add_argument("--out", required=True, help="folder for the pictures and index.html")
     a = ap.parse_args(argv)
     try:
-        docs = load(a.inputs)
-    except InputError as e:
+        docs = documents.read_all(a.inputs, INPUTS)
+    except documents.DocumentError as e:
         print(f"pairperf report: {e}", file=sys.stderr)
         return 2
     results_docs = [d for d in docs if d[1]["schema"] == "pairperf.result"]

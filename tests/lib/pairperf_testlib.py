@@ -5,7 +5,6 @@ Every wait here has a bound; every process started here is ended by PID in a fin
 import json
 import os
 import select
-import signal
 import socket
 import struct
 import subprocess
@@ -15,6 +14,9 @@ import time
 import unittest
 
 SOURCE_DIR = os.environ.get("PAIRPERF_SOURCE_DIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+sys.path.insert(0, os.path.join(SOURCE_DIR, "python"))
+from pairperf_tools import documents  # noqa: E402
+from pairperf_tools.processes import free_port, stop, with_library_path  # noqa: E402,F401 (the tests' API)
 BIN = os.path.abspath(os.environ.get("PAIRPERF_BIN", os.path.join(SOURCE_DIR, "build", "pairperf")))
 SKIP = 77  # ctest's SKIP_RETURN_CODE for these tests
 
@@ -28,23 +30,6 @@ def run(args, timeout=120, cwd=None, env=None, prefix=()):
 
 def start(args, prefix=(), **kw):
     return subprocess.Popen(list(prefix) + [BIN] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
-
-
-def stop(proc, sig=signal.SIGTERM, wait=5):
-    """Ends a process we started, by PID, and reaps it."""
-    if proc.poll() is None:
-        try:
-            proc.send_signal(sig)
-            proc.wait(timeout=wait)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=wait)
-    out = ""
-    for stream in (proc.stdout, proc.stderr):
-        if stream is not None:
-            out += stream.read()
-            stream.close()
-    return out
 
 
 def kill_server_mid_case(server, client_args, after=2.0):
@@ -117,29 +102,10 @@ def clean_env(**extra):
     return env
 
 
-def with_library_path(env, directory):
-    """env with `directory` first in LD_LIBRARY_PATH (a library build or test double to load)."""
-    env = dict(env)
-    env["LD_LIBRARY_PATH"] = directory + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
-    return env
-
-
 def has_transport(name):
     """Whether this pairperf was built with the transport."""
     proc, _ = run(["info", "--json"], timeout=30)
     return name in json.loads(proc.stdout)["tool"]["transports"]
-
-
-def netns_unavailable(tag):
-    """Why network namespaces cannot be used here (not root, no support), or None."""
-    if os.geteuid() != 0:
-        return "needs root to create network namespaces"
-    probe = f"pprobe{tag}"
-    r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True, timeout=20)
-    if r.returncode != 0:
-        return f"cannot create network namespaces here: {r.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=20)
-    return None
 
 
 def frame(obj):
@@ -179,15 +145,22 @@ def hello(protocol=PROTOCOL, token=""):
     return {"type": "hello", "protocol": protocol, "token": token, "tool": {"name": "test"}}
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def load(path):
+    """A JSON file, or a results stream (.jsonl) as the results document it streams."""
+    if path.endswith(".jsonl"):
+        return documents.read(path)
     with open(path) as f:
         return json.load(f)
+
+
+def schema_errors(path):
+    """What is wrong with the pairperf document in `path` against its schema ([] when valid)."""
+    return documents.errors(path)
+
+
+def schema_errors_of(doc, name="(output)"):
+    """The same for a document already read (a command's stdout)."""
+    return documents.errors(name, doc)
 
 
 def tmpdir():

@@ -107,6 +107,7 @@ class Info(unittest.TestCase):
         proc, _ = pp.run(["info", "--json"], timeout=20, env=env)
         self.assertEqual(proc.returncode, 0, proc.stderr)
         doc = json.loads(proc.stdout)
+        self.assertEqual(pp.schema_errors_of(doc), [])
         self.assertIn("lo", [i["name"] for i in doc["host"]["interfaces"]])
         self.assertEqual(doc["tool"]["name"], "pairperf")
         self.assertIn("tcp", doc["tool"]["transports"])

@@ -36,6 +36,7 @@ class Compare(unittest.TestCase):
             self.assertEqual(len(doc["results"][0]["repetitions"]), 4)
             cmp_json = os.path.join(d, "cmp.json")
             proc, _ = pp.run(["compare", files[0], files[1], "--all", "--json", cmp_json], timeout=60)
+            self.assertEqual(pp.schema_errors(cmp_json), [])
         self.assertIn(proc.returncode, (0, 3, 4), proc.stderr)  # real noise: a finding, or too wide to judge
         self.assertIn("tcp tcp_bw stream_uni iface=lo mem=host,host size=64K", proc.stdout)
         self.assertIn("Mann-Whitney", proc.stdout)
@@ -45,6 +46,7 @@ class Compare(unittest.TestCase):
             out = os.path.join(d, "cmp.json")
             proc, _ = pp.run(["compare", BASE, NEW, "--json", out], timeout=60)
             doc = pp.load(out)
+            self.assertEqual(pp.schema_errors(out), [])
         self.assertEqual(proc.returncode, 3, proc.stdout + proc.stderr)
         self.assertIn("REGRESSION", proc.stdout)
         self.assertIn("lanes: cma/memory -> tcp/lo  PROVENANCE CHANGE", proc.stdout)
@@ -63,7 +65,11 @@ class Compare(unittest.TestCase):
 
     def test_no_change_is_exit_0_only_where_the_data_could_show_one(self):
         # 5 repetitions a side with 2-6% noise cannot show a 5% change: inconclusive, not green.
-        proc, _ = pp.run(["compare", BASE, BASE], timeout=60)
+        with pp.tmpdir() as d:
+            out = os.path.join(d, "cmp.json")
+            proc, _ = pp.run(["compare", BASE, BASE, "--json", out], timeout=60)
+            self.assertEqual(pp.schema_errors(out), [])
+            self.assertEqual((pp.load(out)["verdict"], pp.load(out)["exit_code"]), ("inconclusive", 4))
         self.assertEqual(proc.returncode, 4, proc.stdout)
         self.assertIn("inconclusive (noise", proc.stdout)
         # A threshold the data can resolve: judged, no change, exit 0.

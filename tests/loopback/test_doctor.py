@@ -3,7 +3,6 @@ bounded failure when the server is not there. (The multi-interface and namespace
 tests/scenarios/test_doctor_netns.py, as root.)"""
 import json
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
@@ -21,9 +20,7 @@ class Doctor(unittest.TestCase):
                                 timeout=120, env=env or pp.clean_env(), prefix=prefix)
             doc = pp.load(out) if os.path.exists(out) else None
             if doc is not None:
-                v = subprocess.run([sys.executable, os.path.join(pp.SOURCE_DIR, "scripts", "validate-results"), out],
-                                   capture_output=True, text=True, timeout=60)
-                self.assertEqual(v.returncode, 0, v.stderr)
+                self.assertEqual(pp.schema_errors(out), [])
         return proc, doc, took
 
     def test_a_healthy_local_pair_reaches_over_loopback_with_the_fast_path(self):

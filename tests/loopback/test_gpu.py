@@ -101,6 +101,7 @@ class WithFakeNvml(unittest.TestCase):
     def test_info_lists_the_gpus_nvml_reports(self):
         proc, _ = pp.run(["info", "--json"], timeout=30, env=fake_nvml_env(PAIR_A))
         self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(pp.schema_errors_of(json.loads(proc.stdout)), [])
         gpus = json.loads(proc.stdout)["host"]["gpus"]
         self.assertTrue(gpus["available"], gpus)
         self.assertEqual(gpus["driver"], "580.00.00-fake")

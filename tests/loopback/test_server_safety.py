@@ -3,7 +3,6 @@ requests, silence, hang-ups, reflection through drive), what many peers at once 
 stops. Each test ends by serving a real client: the server survived."""
 import os
 import signal
-import socket
 import sys
 import time
 

@@ -46,10 +46,16 @@ class Installed(unittest.TestCase):
         files = sorted(os.path.relpath(p, self.prefix)
                        for p in glob.glob(os.path.join(self.prefix, "**"), recursive=True)
                        if os.path.isfile(p))
-        for want in ["bin/pairperf", "libexec/pairperf/report", "share/pairperf/schemas/schema.json",
-                     "share/pairperf/schemas/doctor.schema.json",
-                     "share/pairperf/schemas/mesh.schema.json", "share/doc/pairperf/README.md"]:
+        for want in ["bin/pairperf", "libexec/pairperf/report", "share/doc/pairperf/README.md",
+                     "share/pairperf/python/pairperf_tools/report.py",
+                     "share/pairperf/python/pairperf_tools/documents.py"]:
             self.assertIn(want, files)
+        # Every document's schema, the ones the tools write as well as the binary's.
+        schemas = os.path.join(pp.SOURCE_DIR, "results")
+        for name in sorted(os.listdir(schemas)):
+            if name.endswith("schema.json"):
+                self.assertIn(f"share/pairperf/schemas/{name}", files)
+
         if HAVE_MPI:
             self.assertIn("libexec/pairperf/pairperf-mpi", files)
         pages = [f for f in files if f.startswith("share/man/man1/")]
@@ -59,6 +65,17 @@ class Installed(unittest.TestCase):
                 page = f.read()
             self.assertIn(".TH PAIRPERF-RUN", page)
             self.assertIn(r"\-\-expect", page)
+
+    def test_the_installed_tools_find_the_installed_schemas(self):
+        code = ("import sys; sys.path.insert(0, sys.argv[1]); from pairperf_tools import documents; "
+                "print('\\n'.join(documents.schema_path(n) for n in sorted(documents.SCHEMA_FILES)))")
+        r = subprocess.run([sys.executable, "-c", code, os.path.join(self.prefix, "share", "pairperf", "python")],
+                           capture_output=True, text=True, timeout=60, env=self.env, cwd=self.tmp.name)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        paths = r.stdout.split()
+        self.assertEqual(len(paths), 7, paths)
+        for path in paths:
+            self.assertTrue(path.startswith(os.path.join(self.prefix, "share", "pairperf", "schemas")), path)
 
     def test_binaries_are_stripped_and_name_no_build_path(self):
         for rel in ["bin/pairperf"] + (["libexec/pairperf/pairperf-mpi"] if HAVE_MPI else []):

@@ -17,12 +17,12 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 import unittest
 
 import pairperf_testlib as pp
+from pairperf_tools import netns
 
 TAG = str(os.getpid() % 100000)
 NS_A, NS_B, NS_C = f"pdA{TAG}", f"pdB{TAG}", f"pdC{TAG}"
@@ -31,14 +31,10 @@ ADDR_A1, ADDR_B1, ADDR_A2, ADDR_C2 = "10.72.1.1", "10.72.1.2", "10.72.2.1", "10.
 BLACK_HOLE = "10.72.3.2"  # a second address of b1, reached from A through a MAC nobody owns
 
 
-def sh(*args):
-    subprocess.run(list(args), check=True, capture_output=True, text=True, timeout=20)
-
-
 def why_not_runnable():
     if shutil.which("unshare") is None:
         return "needs unshare (util-linux)"
-    return pp.netns_unavailable(TAG)
+    return netns.unavailable(TAG)
 
 
 REASON = why_not_runnable()
@@ -46,8 +42,8 @@ if REASON:
     print(f"SKIP: {REASON}", flush=True)
 
 
-def in_ns(ns, *more):
-    return ("ip", "netns", "exec", ns) + more
+in_ns = netns.inside
+sh = netns.sh
 
 
 def doctor(prefix, server, *args, env=None, timeout=120):
@@ -65,27 +61,19 @@ def doctor(prefix, server, *args, env=None, timeout=120):
 class AsymmetricPair(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
+        cls.nets = netns.Namespaces()
         try:
             for ns in (NS_A, NS_B, NS_C):
-                sh("ip", "netns", "add", ns)
-                sh("ip", "-n", ns, "link", "set", "lo", "up")
-            for mine, theirs, ns_theirs, addr_mine, addr_theirs in ((A1, B1, NS_B, ADDR_A1, ADDR_B1),
-                                                                   (A2, C2, NS_C, ADDR_A2, ADDR_C2)):
-                sh("ip", "link", "add", mine, "type", "veth", "peer", "name", theirs)
-                sh("ip", "link", "set", mine, "netns", NS_A)
-                sh("ip", "link", "set", theirs, "netns", ns_theirs)
-                sh("ip", "-n", NS_A, "addr", "add", f"{addr_mine}/24", "dev", mine)
-                sh("ip", "-n", ns_theirs, "addr", "add", f"{addr_theirs}/24", "dev", theirs)
-                sh("ip", "-n", NS_A, "link", "set", mine, "up")
-                sh("ip", "-n", ns_theirs, "link", "set", theirs, "up")
+                cls.nets.add(ns)
+            cls.nets.link((NS_A, A1, ADDR_A1), (NS_B, B1, ADDR_B1))
+            cls.nets.link((NS_A, A2, ADDR_A2), (NS_C, C2, ADDR_C2))
         except Exception:
-            cls.tearDownClass()
+            cls.nets.close()
             raise
 
     @classmethod
     def tearDownClass(cls):
-        for ns in (NS_A, NS_B, NS_C):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=20)
+        cls.nets.close()
 
     def server(self, env=None):
         return pp.Server("--timeout-idle", "120s", listen="::", prefix=in_ns(NS_B), env=env or pp.clean_env())

@@ -12,10 +12,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 import unittest
 
 import pairperf_testlib as pp
+from pairperf_tools import netns
 
 TAG = str(os.getpid() % 100000)
 NS = f"ppdrop{TAG}"
-REASON = pp.netns_unavailable(TAG)
+REASON = netns.unavailable(TAG)
 if REASON is None and subprocess.run(["which", "iptables"], capture_output=True).returncode != 0:
     REASON = "iptables is not installed"
 if REASON is None and not pp.has_transport("ucx"):
@@ -24,25 +25,19 @@ if REASON:
     print(f"SKIP: {REASON}", flush=True)
 
 
-def sh(*args):
-    subprocess.run(list(args), check=True, capture_output=True, text=True, timeout=20)
-
-
 @unittest.skipIf(REASON is not None, REASON or "")
 class DroppedDataPorts(unittest.TestCase):
     def setUp(self):
-        sh("ip", "netns", "add", NS)
-        sh("ip", "-n", NS, "link", "set", "lo", "up")
-
-    def tearDown(self):
-        subprocess.run(["ip", "netns", "del", NS], capture_output=True, timeout=20)
+        self.nets = netns.Namespaces()
+        self.addCleanup(self.nets.close)
+        self.nets.add(NS)
 
     def test_a_blocked_ucx_connect_ends_within_its_bounds_and_the_sweep_goes_on(self):
-        inside = ("ip", "netns", "exec", NS)
+        inside = netns.inside(NS)
         with pp.Server(prefix=inside) as s, pp.tmpdir() as d:
             # Every new TCP connection but the control port's is dropped (no reset: connect() waits).
-            sh(*inside, "iptables", "-A", "INPUT", "-p", "tcp", "--dport", str(s.port), "-j", "ACCEPT")
-            sh(*inside, "iptables", "-A", "INPUT", "-p", "tcp", "--syn", "-j", "DROP")
+            netns.sh(*inside, "iptables", "-A", "INPUT", "-p", "tcp", "--dport", str(s.port), "-j", "ACCEPT")
+            netns.sh(*inside, "iptables", "-A", "INPUT", "-p", "tcp", "--syn", "-j", "DROP")
             out = os.path.join(d, "r.json")
             start = time.monotonic()
             proc, _ = pp.run(["run", s.address, "--json", out, "--transport", "ucx", "--tls", "tcp",

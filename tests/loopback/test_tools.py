@@ -1,0 +1,139 @@
+"""The Python tools as a user runs them (scripts/validate-results, scripts/compare-peers) and the
+package they share (python/pairperf_tools): every document kind checked against its schema, a
+results stream read as the document it streams, servers waited for by their listening socket."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import unittest
+
+import pairperf_testlib as pp
+from pairperf_tools import documents, processes
+
+SCRIPTS = os.path.join(pp.SOURCE_DIR, "scripts")
+# The peer curves: the example in results/ and report's fixture. (tests/fixtures/report/{base,new}.json
+# are results files of schema 1.0.0, kept old on purpose: compare must read them.)
+EXAMPLES = [os.path.join(pp.SOURCE_DIR, "results", "examples", "ucx_perftest-curves.json"),
+            os.path.join(pp.SOURCE_DIR, "tests", "fixtures", "report", "peer.json")]
+RESULTS_1_0 = os.path.join(pp.SOURCE_DIR, "tests", "fixtures", "report", "base.json")
+
+
+def script(name, *args, timeout=120):
+    return subprocess.run([os.path.join(SCRIPTS, name)] + list(args), capture_output=True, text=True, timeout=timeout)
+
+
+def write(d, name, doc):
+    path = os.path.join(d, name)
+    with open(path, "w") as f:
+        f.write(doc if isinstance(doc, str) else json.dumps(doc))
+    return path
+
+
+class Schemas(unittest.TestCase):
+    def test_every_document_kind_has_a_schema_that_is_itself_valid(self):
+        for name in documents.SCHEMA_FILES:
+            documents.validator(name)  # raises on a bad schema or a missing file
+        listed = set(documents.SCHEMA_FILES.values())
+        on_disk = {n for n in os.listdir(os.path.join(pp.SOURCE_DIR, "results")) if n.endswith("schema.json")}
+        self.assertEqual(listed, on_disk)
+
+    def test_examples_and_fixtures_are_valid(self):
+        r = script("validate-results", *EXAMPLES)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn(f"{len(EXAMPLES)} file(s) valid", r.stdout)
+
+    def test_broken_documents_exit_1_naming_the_file_and_the_place(self):
+        peer = pp.load(EXAMPLES[0])
+        with pp.tmpdir() as d:
+            no_points = json.loads(json.dumps(peer))
+            no_points["series"][0]["points"] = []
+            bad_target = {"schema": "pairperf.peer_ratios", "schema_version": "1.0.0", "suite": "tcp", "rounds": 1,
+                          "where": "on loopback", "figures": {"rounds": 1, "ratios": {}},
+                          "rows": [{"metric": "m", "pairperf": 1, "peer": "iperf3", "peer_value": 1, "ratio": 1,
+                                    "target": "about 1", "meets": True}]}
+            cases = {write(d, "points.json", no_points): "series/0/points",
+                     write(d, "target.json", bad_target): "rows/0/target",
+                     write(d, "other.json", {"schema": "someone.else"}): "not a pairperf document",
+                     write(d, "text.json", "not json"): "not JSON",
+                     write(d, "empty.jsonl", ""): "empty"}
+            for path, where in cases.items():
+                r = script("validate-results", path)
+                self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+                self.assertIn(path, r.stderr)
+                self.assertIn(where, r.stderr)
+        r = script("validate-results")
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("Usage", r.stderr)
+
+    def test_a_results_stream_reads_as_the_results_document(self):
+        with pp.tmpdir() as d:
+            stream, whole = os.path.join(d, "r.jsonl"), os.path.join(d, "r.json")
+            proc, _ = pp.run(["run", "-t", "tcp", "--test", "tcp_lat", "--sizes", "8,64", "-n", "100", "-q",
+                              "--jsonl", stream, "--json", whole], timeout=120)
+            self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+            r = script("validate-results", stream, whole)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            streamed, written = documents.read(stream), documents.read(whole)
+        self.assertEqual(streamed["schema"], "pairperf.result")
+        self.assertEqual([x["case"] for x in streamed["results"]], [x["case"] for x in written["results"]])
+
+    def test_tools_refuse_a_major_version_they_cannot_read(self):
+        doc = pp.load(RESULTS_1_0)
+        doc["schema_version"] = "2.0.0"
+        with pp.tmpdir() as d:
+            path = write(d, "v2.json", doc)
+            with self.assertRaisesRegex(documents.DocumentError, r"v2\.json: pairperf.result schema version 2.0.0 is not 1.x"):
+                documents.read_all([path], ("pairperf.result",))
+            with self.assertRaisesRegex(documents.DocumentError, "is not pairperf.mesh"):
+                documents.read_all([EXAMPLES[0]], ("pairperf.mesh",))
+
+
+class Processes(unittest.TestCase):
+    def test_a_server_is_waited_for_by_its_listening_socket(self):
+        port = processes.free_port()
+        self.assertFalse(processes.listening(port))
+        code = f"import socket,time; s=socket.socket(); s.bind(('127.0.0.1',{port})); time.sleep(0.3); s.listen(); time.sleep(30)"
+        start = time.monotonic()
+        with processes.Background([sys.executable, "-c", code], port) as b:
+            self.assertTrue(processes.listening(port))
+            self.assertGreaterEqual(time.monotonic() - start, 0.3)
+            pid = b.proc.pid
+        self.assertIsNotNone(b.proc.returncode, f"pid {pid} still runs")
+
+    def test_a_server_that_dies_first_is_an_error_naming_its_exit(self):
+        port = processes.free_port()
+        with self.assertRaisesRegex(RuntimeError, r"ended \(exit 3\) before it listened on port"):
+            processes.Background(["sh", "-c", "exit 3"], port)
+
+
+class ComparePeers(unittest.TestCase):
+    def test_tcp_suite_prints_ratios_and_writes_a_valid_file(self):
+        missing = [t for t in ("iperf3", "sockperf") if shutil.which(t) is None]
+        if missing:
+            self.skipTest(f"{', '.join(missing)} not installed (scripts/setup installs them)")
+        with pp.tmpdir() as d:
+            out = os.path.join(d, "peers.json")
+            r = script("compare-peers", "--suite", "tcp", "--rounds", "1", "--seconds", "1", "--json", out,
+                       "--pairperf", pp.BIN, timeout=300)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertEqual(pp.schema_errors(out), [])
+            doc = pp.load(out)
+        self.assertIn("pairperf vs peers on loopback", r.stdout)
+        self.assertEqual([row["peer"] for row in doc["rows"]], ["iperf3", "sockperf", "sockperf"])
+        for row in doc["rows"]:
+            self.assertGreater(row["pairperf"], 0, row)
+            self.assertGreater(row["peer_value"], 0, row)
+            self.assertAlmostEqual(row["ratio"], row["pairperf"] / row["peer_value"], places=6)
+
+    def test_bad_arguments_exit_2(self):
+        r = script("compare-peers", "--rounds", "0")
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("--rounds 1..20", r.stderr)
+
+
+if __name__ == "__main__":
+    pp.main()
