@@ -15,9 +15,8 @@
 install(PROGRAMS scripts/report DESTINATION ${PAIRPERF_INSTALL_LIBEXECDIR} COMPONENT runtime)
 install(DIRECTORY python/pairperf_tools DESTINATION ${CMAKE_INSTALL_DATADIR}/pairperf/python COMPONENT runtime
         FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE)
-install(FILES results/schema.json results/doctor.schema.json results/mesh.schema.json results/compare.schema.json
-              results/info.schema.json results/peer.schema.json results/peer_ratios.schema.json
-        DESTINATION ${CMAKE_INSTALL_DATADIR}/pairperf/schemas COMPONENT runtime)
+file(GLOB _schemas CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/results/*schema.json)
+install(FILES ${_schemas} DESTINATION ${CMAKE_INSTALL_DATADIR}/pairperf/schemas COMPONENT runtime)
 install(FILES README.md DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT runtime)
 
 # Man pages: help2man runs the built binary's --help for the command and each subcommand.

@@ -18,6 +18,13 @@ SCHEMA_FILES = {
     "pairperf.info": "info.schema.json",               # pairperf info --json
     "pairperf.peer": "peer.schema.json",               # scripts/compare-peers --curves
     "pairperf.peer_ratios": "peer_ratios.schema.json", # scripts/compare-peers --json
+    "pairperf.kube_local": "kube-local.schema.json",   # scripts/kube-local --json
+}
+# Formats defined by others, which pairperf export writes and which cannot name themselves: checked
+# when asked for by name (validate-results --as NAME).
+FOREIGN_FILES = {
+    "export.bmf": "export-bmf.schema.json",            # pairperf export --bmf (Bencher Metric Format)
+    "export.gab": "export-gab.schema.json",            # pairperf export --gab-bigger/--gab-smaller
 }
 MAJOR = 1  # the major schema version these tools read
 
@@ -85,11 +92,12 @@ def read_all(paths, accepted):
 
 
 def schema_path(name):
+    file = {**SCHEMA_FILES, **FOREIGN_FILES}[name]
     for d in SCHEMA_DIRS:
-        path = os.path.join(d, SCHEMA_FILES[name])
+        path = os.path.join(d, file)
         if os.path.exists(path):
             return path
-    raise DocumentError(f"the {name} schema ({SCHEMA_FILES[name]}) is in none of {', '.join(SCHEMA_DIRS)}")
+    raise DocumentError(f"the {name} schema ({file}) is in none of {', '.join(SCHEMA_DIRS)}")
 
 
 def validator(name):
@@ -105,14 +113,29 @@ def validator(name):
     return jsonschema.Draft202012Validator(schema)
 
 
-def errors(path, doc=None):
-    """What is wrong with the document in `path` against its own schema ([] when it is valid)."""
+def errors(path, doc=None, as_kind=None):
+    """What is wrong with the document in `path` against its own schema, or the schema `as_kind`
+    names (one of FOREIGN_FILES); [] when it is valid."""
     try:
-        doc = read(path) if doc is None else doc
+        if doc is None:
+            if as_kind is None:
+                doc = read(path)
+            else:
+                with open(path) as f:
+                    doc = json.load(f)
     except DocumentError as e:
         return [str(e)]
-    name = kind(doc)
-    if name not in SCHEMA_FILES:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        return [f"{path}: {e}"]
+    name = as_kind or kind(doc)
+    if as_kind is not None and as_kind not in FOREIGN_FILES:
+        raise DocumentError(f"--as {as_kind}: not a format checked by name ({', '.join(FOREIGN_FILES)})")
+    if name not in SCHEMA_FILES and name not in FOREIGN_FILES:
         return [f"{path}: not a pairperf document (schema {name!r}; known: {', '.join(SCHEMA_FILES)})"]
     found = validator(name).iter_errors(doc)
-    return [f"{path}: {'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in found]
+    return [f"{path}: {'/'.join(map(str, e.absolute_path)) or '(root)'}: {shorten(e.message)}" for e in found]
+
+
+def shorten(text, limit=300):
+    """jsonschema quotes the whole offending value: keep a message readable."""
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text) - limit} more characters)"

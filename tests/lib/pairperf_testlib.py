@@ -153,9 +153,10 @@ def load(path):
         return json.load(f)
 
 
-def schema_errors(path):
-    """What is wrong with the pairperf document in `path` against its schema ([] when valid)."""
-    return documents.errors(path)
+def schema_errors(path, as_kind=None):
+    """What is wrong with the pairperf document in `path` against its schema, or the export format
+    `as_kind` names ([] when valid)."""
+    return documents.errors(path, as_kind=as_kind)
 
 
 def schema_errors_of(doc, name="(output)"):

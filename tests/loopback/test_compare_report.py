@@ -100,6 +100,10 @@ class Compare(unittest.TestCase):
             proc, _ = pp.run(["export", BASE, "--bmf", bmf, "--gab-bigger", big, "--gab-smaller", small], timeout=60)
             self.assertEqual(proc.returncode, 0, proc.stderr)
             b, g, s = pp.load(bmf), pp.load(big), pp.load(small)
+            self.assertEqual(pp.schema_errors(bmf, as_kind="export.bmf"), [])
+            self.assertEqual(pp.schema_errors(big, as_kind="export.gab") + pp.schema_errors(small, as_kind="export.gab"), [])
+            # The formats are checked, not merely parsed: each file fails the other's schema.
+            self.assertTrue(pp.schema_errors(big, as_kind="export.bmf"))
         key = "tcp tcp_lat pingpong iface=lo mem=host,host size=8"
         self.assertIn("latency", b[key])
         self.assertLess(b[key]["latency"]["lower_value"], b[key]["latency"]["upper_value"])

@@ -82,6 +82,8 @@ class ImageAndManifests(unittest.TestCase):
                "--secret", "pairperf/token=test-token", "--results", claims, "--timeout", "240",
                "--json", result] + list(args) + [os.path.join(DEPLOY, m) for m in manifests]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        if os.path.exists(result):
+            self.assertEqual(pp.schema_errors(result), [])
         jobs = pp.load(result)["jobs"] if os.path.exists(result) else {}
         return r, jobs, claims
 
