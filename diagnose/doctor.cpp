@@ -230,14 +230,17 @@ void analyze(doctor_report& r) {
                             r.reach.size()),
                 "check routes and firewalls between the pair's data interfaces"});
   }
+  // The library probe's device variable (registry: UCX_NET_DEVICES) is the finding's subject.
+  const auto* library = transport_registry::instance().find(r.library_transport);
+  const std::string device_variable =
+      library && library->doctor ? library->doctor->device_variable : r.library_transport;
   for (const auto& u : r.library) {
     if (u.result.status == case_status::ok || u.result.status == case_status::skipped) continue;
     if (r.client.reaching.count(u.target.local_iface) == 0) continue;
     r.findings.push_back(finding{
-        "client", "UCX_NET_DEVICES",
-        fmt::format("TCP reaches the server from {}, but UCX over tcp with UCX_NET_DEVICES={} "
-                    "fails: {}",
-                    u.target.local_iface, u.target.local_iface, u.result.message),
+        "client", device_variable,
+        fmt::format("TCP reaches the server from {}, but UCX over tcp with {}={} fails: {}",
+                    u.target.local_iface, device_variable, u.target.local_iface, u.result.message),
         "run with UCX_LOG_LEVEL=info on both sides; check UCX_TCP_* options and the server's "
         "UCX_NET_DEVICES"});
   }

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "diagnose/doctor.h"
+#include "transports/registry.h"
 
 namespace pairperf {
 namespace {
@@ -31,11 +32,25 @@ std::string cell_text(const case_result& r, rate_unit unit, std::chrono::nanosec
   return fmt::format("{} ({})", to_string(r.status), tail);
 }
 
-const char* const variables[] = {
-    "UCX_TLS",     "UCX_NET_DEVICES",      "NCCL_SOCKET_IFNAME",    "GLOO_SOCKET_IFNAME",
-    "NCCL_IB_HCA", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"};
+// The variables that pin an application to an interface: the libraries' device variables (from
+// the registry: UCX_NET_DEVICES), then the collective libraries' socket interfaces.
+std::vector<std::string> interface_variables() {
+  auto out = transport_registry::instance().device_variables();
+  out.insert(out.end(), {"NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"});
+  return out;
+}
 
-std::string env_value(const side_view& s, const char* name) {
+// Every variable the report shows for both sides: the libraries' (registry), NCCL's and Gloo's
+// interfaces, NCCL's RDMA devices and the GPU lists.
+std::vector<std::string> shown_variables() {
+  auto out = transport_registry::instance().library_variables();
+  for (const char* v : {"NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA",
+                        "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"})
+    out.emplace_back(v);
+  return out;
+}
+
+std::string env_value(const side_view& s, const std::string& name) {
   const auto it = s.env.find(name);
   return it != s.env.end() && it->is_string() ? it->get<std::string>() : "(unset)";
 }
@@ -58,19 +73,19 @@ void to_json(nlohmann::json& j, const doctor_report& r) {
     return out;
   };
   const auto side = [](const side_view& s) {
+    nlohmann::json recommended;  // null: nothing to recommend
+    if (!s.recommendable.empty()) {
+      for (const auto& v : interface_variables()) recommended[v] = s.recommendable.front();
+    }
     nlohmann::json vars = nlohmann::json::object();
-    for (const char* v : variables) vars[v] = s.env.contains(v) ? s.env.at(v) : nlohmann::json();
-    return nlohmann::json{
-        {"interfaces", s.ifaces},
-        {"reaching", s.ranked},
-        {"variables", vars},
-        {"recommended", s.recommendable.empty()
-                            ? nlohmann::json()
-                            : nlohmann::json{{"UCX_NET_DEVICES", s.recommendable.front()},
-                                             {"NCCL_SOCKET_IFNAME", s.recommendable.front()},
-                                             {"GLOO_SOCKET_IFNAME", s.recommendable.front()}}},
-        {"hostname_address", s.hostname_address},
-        {"hostname_iface", s.hostname_iface}};
+    for (const auto& v : shown_variables())
+      vars[v] = s.env.contains(v) ? s.env.at(v) : nlohmann::json();
+    return nlohmann::json{{"interfaces", s.ifaces},
+                          {"reaching", s.ranked},
+                          {"variables", vars},
+                          {"recommended", recommended},
+                          {"hostname_address", s.hostname_address},
+                          {"hostname_iface", s.hostname_iface}};
   };
   j = {{"schema", "pairperf.doctor"},
        {"schema_version", "1.2.0"},
@@ -158,16 +173,16 @@ void print_recommendation(std::FILE* out, const doctor_report& r) {
       continue;
     }
     fmt::print(out, "  {}: {}\n", who, fmt::join(s->ranked, ", "));
+    const auto names = interface_variables();
     if (s->recommendable.empty()) {
-      fmt::print(out,
-                 "    no interface to name in UCX_NET_DEVICES, NCCL_SOCKET_IFNAME or "
-                 "GLOO_SOCKET_IFNAME: loopback reaches only this host{}\n",
+      fmt::print(out, "    no interface to name in {} or {}: loopback reaches only this host{}\n",
+                 fmt::join(names.begin(), names.end() - 1, ", "), names.back(),
                  r.this_host_only ? " (run doctor against a server on another node)" : "");
       continue;
     }
-    const std::string& b = s->recommendable.front();
-    fmt::print(out, "    export UCX_NET_DEVICES={} NCCL_SOCKET_IFNAME={} GLOO_SOCKET_IFNAME={}\n",
-               b, b, b);
+    std::vector<std::string> exports;
+    for (const auto& v : names) exports.push_back(v + "=" + s->recommendable.front());
+    fmt::print(out, "    export {}\n", fmt::join(exports, " "));
   }
 }
 
@@ -252,7 +267,7 @@ void print_report(std::FILE* out, const doctor_report& r, rate_unit unit) {
   print_matrix(out, r, unit);
   print_recommendation(out, r);
   fmt::print(out, "\nVariables:\n  {:<24} {:<24} {}\n", "", "CLIENT", "SERVER");
-  for (const char* v : variables)
+  for (const auto& v : shown_variables())
     fmt::print(out, "  {:<24} {:<24} {}\n", v, env_value(r.client, v), env_value(r.server, v));
   print_pair_and_path(out, r, unit);
   print_gpus(out, r);

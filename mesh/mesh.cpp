@@ -12,6 +12,7 @@
 #include "core/interfaces.h"
 #include "core/stats.h"
 #include "core/units.h"
+#include "transports/registry.h"
 
 namespace pairperf {
 namespace {
@@ -40,10 +41,16 @@ bool failed(const std::vector<case_result>& rs) {
          });
 }
 
-const char* const mesh_variables[] = {"UCX_TLS", "UCX_NET_DEVICES", "NCCL_SOCKET_IFNAME",
-                                      "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA"};
+// The variables that must agree between nodes: the libraries' own (the registry's: UCX_TLS,
+// UCX_NET_DEVICES), then NCCL's and Gloo's interfaces and NCCL's RDMA devices.
+std::vector<std::string> mesh_variables() {
+  auto out = transport_registry::instance().library_variables();
+  for (const char* v : {"NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA"})
+    out.emplace_back(v);
+  return out;
+}
 
-std::string value_or_unset(const nlohmann::json& env, const char* var) {
+std::string value_or_unset(const nlohmann::json& env, const std::string& var) {
   const auto it = env.find(var);
   return it != env.end() && it->is_string() ? it->get<std::string>() : "(unset)";
 }
@@ -351,7 +358,7 @@ std::vector<finding> compare_nodes(const std::vector<std::string>& names,
                           "set one MTU on every interface of the subnet"});
   }
   // Variables: differing between nodes, and naming interfaces a node lacks.
-  for (const char* var : mesh_variables) {
+  for (const auto& var : mesh_variables()) {
     std::map<std::string, std::vector<std::string>> values;
     for (std::size_t i = 0; i < n; ++i) {
       values[value_or_unset(i < envs.size() ? envs[i] : nlohmann::json::object(), var)].push_back(

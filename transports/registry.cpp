@@ -1,5 +1,6 @@
 #include "transports/registry.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "transports/tcp/tcp_transport.h"
@@ -54,6 +55,28 @@ std::vector<std::string> transport_registry::names() const {
   std::vector<std::string> out;
   out.reserve(m_entries.size());
   for (const auto& e : m_entries) out.push_back(e.name);
+  return out;
+}
+
+std::vector<std::string> transport_registry::device_variables() const {
+  std::vector<std::string> out;
+  for (const auto& e : m_entries) {
+    if (e.doctor && !e.doctor->device_variable.empty() &&
+        std::find(out.begin(), out.end(), e.doctor->device_variable) == out.end())
+      out.push_back(e.doctor->device_variable);
+  }
+  return out;
+}
+
+std::vector<std::string> transport_registry::library_variables() const {
+  std::vector<std::string> out;
+  for (const auto& e : m_entries) {
+    if (e.env_axis && std::find(out.begin(), out.end(), e.env_axis->variable) == out.end())
+      out.push_back(e.env_axis->variable);
+  }
+  for (auto& v : device_variables()) {
+    if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(std::move(v));
+  }
   return out;
 }
 

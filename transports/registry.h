@@ -95,6 +95,11 @@ class transport_registry {
                                            const std::string& test) const noexcept;
   [[nodiscard]] const std::vector<transport_entry>& all() const noexcept { return m_entries; }
   [[nodiscard]] std::vector<std::string> names() const;
+  // The libraries' own variables that doctor and mesh show and compare between sides: each
+  // transport's axis variable (UCX_TLS), then each doctor device variable (UCX_NET_DEVICES).
+  [[nodiscard]] std::vector<std::string> library_variables() const;
+  // The doctor device variables alone: those an interface recommendation names.
+  [[nodiscard]] std::vector<std::string> device_variables() const;
 
  private:
   std::vector<transport_entry> m_entries;

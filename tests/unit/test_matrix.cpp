@@ -121,5 +121,24 @@ TEST(Registry, RefusesDuplicates) {
   EXPECT_EQ(transport_registry::instance().find_test("tcp", "put_bw"), nullptr);
 }
 
+TEST(Registry, TheVariablesDoctorAndMeshShowComeFromTheEntries) {
+  transport_registry r;
+  transport_entry a = entry_named("alpha", {});
+  a.env_axis = transport_entry::env_axis_check{"ALPHA_TLS", {}};
+  a.doctor = doctor_probe{doctor_probe::role::library, "a_bw", "a_lat", "net", "ALPHA_DEVICES"};
+  transport_entry b = entry_named("beta", {});
+  b.env_axis = transport_entry::env_axis_check{"BETA_SET", {}};
+  b.doctor = doctor_probe{doctor_probe::role::reach, "b_bw", "", "", ""};
+  transport_entry c = entry_named("gamma", {});
+  c.env_axis = transport_entry::env_axis_check{"ALPHA_TLS", {}};  // a shared library's variable
+  r.add(a);
+  r.add(b);
+  r.add(c);
+  EXPECT_EQ(r.library_variables(),
+            (std::vector<std::string>{"ALPHA_TLS", "BETA_SET", "ALPHA_DEVICES"}));
+  EXPECT_EQ(r.device_variables(), (std::vector<std::string>{"ALPHA_DEVICES"}));
+  EXPECT_TRUE(transport_registry{}.library_variables().empty());
+}
+
 }  // namespace
 }  // namespace pairperf
