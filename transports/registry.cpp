@@ -10,6 +10,9 @@
 #if PAIRPERF_HAVE_VERBS
 #include "transports/verbs/verbs_transport.h"
 #endif
+#if PAIRPERF_HAVE_OFI
+#include "transports/ofi/ofi_transport.h"
+#endif
 
 namespace pairperf {
 
@@ -22,6 +25,9 @@ const transport_registry& transport_registry::instance() {
 #endif
 #if PAIRPERF_HAVE_VERBS
     r.add(verbs_transport::entry());
+#endif
+#if PAIRPERF_HAVE_OFI
+    r.add(ofi_transport::entry());
 #endif
     return r;
   }();
