@@ -33,8 +33,15 @@ dashed curves beside pairperf's own.
   Each pairperf row's path verdict (fast path / fallback) and lanes are printed. Without a GPU or
   without a CUDA UCX the suite says why and exits 3.
 
-Usage: scripts/compare-peers [--suite tcp|ucx|verbs|gpu|all] [--rounds N] [--seconds S] [--json FILE]
-                             [--curves FILE] [--pairperf BIN]
+  libfabric (OFI) transport, RDM endpoints with tagged messages, for the providers tcp;ofi_rxm and
+  shm on loopback (and verbs;ofi_rxm in the Soft-RoCE VM with --vm), same provider, size and
+  iterations as fi_pingpong (libfabric-bin; its figures are means over a ping-pong):
+  latency at 8 B          pairperf fi_tag_lat mean one-way  vs fi_pingpong usec/xfer   target ratio <= 1.05
+  bandwidth at 1 MiB      pairperf fi_tag_lat, size / mean one-way  vs fi_pingpong MB/sec
+                                                                                 target ratio >= 0.95
+
+Usage: scripts/compare-peers [--suite tcp|ucx|verbs|ofi|gpu|all] [--rounds N] [--seconds S] [--json FILE]
+                             [--curves FILE] [--pairperf BIN] [--vm]
 """
 import argparse
 import json
@@ -170,9 +177,66 @@ def compare_ucx(a):
     return rows, figures
 
 
+OFI_PROVIDERS = ["tcp;ofi_rxm", "shm"]
+OFI_POINTS = [(8, 20000), (1 << 20, 2000)]  # (size, iterations): 8 B latency, 1 MiB bandwidth
+
+
+def fi_pingpong(provider, size, iters, host="127.0.0.1"):
+    """One fi_pingpong pair over RDM tagged messages; returns its mean one-way time (usec/xfer)
+    and its MB/sec (2 x size x iterations / time: size over the mean one-way time)."""
+    port = free_port()
+    common = ["fi_pingpong", "-p", provider, "-e", "rdm", "-m", "tagged", "-S", str(size), "-I", str(iters)]
+    with Background(common + ["-B", str(port)], port, exits=True):
+        p = run(common + ["-P", str(port), host], timeout=300)
+    numbers = [l.split() for l in p.stdout.splitlines() if l.strip() and l.split()[0][0].isdigit()]
+    if not numbers:
+        raise RuntimeError(f"fi_pingpong {provider} {size}: no figures in its output:\n{p.stdout}{p.stderr}")
+    fields = numbers[-1]
+    return {"one_way_s": float(fields[6]) * 1e-6, "bandwidth_Bps": float(fields[5]) * 1e6}
+
+
+def pairperf_ofi(binary, provider, size, iters, host=None):
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "r.json")
+        args = [binary, "run"] + ([host] if host else []) + [
+            "--transport", "ofi", "--test", "fi_tag_lat", "--ofi-provider", provider, "--sizes", str(size), "-n", str(iters),
+            "--json", out, "--quiet", "--timeout-case", "300s"]
+        if not host:
+            args += ["--iface", "lo"]
+        run(args, timeout=600)
+        with open(out) as f:
+            r = json.load(f)["results"][0]
+    if r["status"] != "ok":
+        raise RuntimeError(f"pairperf ofi {provider} {size}: {r['status']}: {r.get('message')}")
+    mean = r["latency_s"]["avg"]
+    return {"one_way_s": mean, "bandwidth_Bps": size / mean}
+
+
+def compare_ofi(a, providers=None):
+    rows, figures = [], {}
+    for provider in providers or OFI_PROVIDERS:
+        samples = {k: [] for k in ("pp_lat", "fi_lat", "pp_bw", "fi_bw")}
+        for i in range(a.rounds):
+            print(f"ofi {provider}: round {i + 1}/{a.rounds} ...", file=sys.stderr, flush=True)
+            (lat_size, lat_iters), (bw_size, bw_iters) = OFI_POINTS
+            runs = [
+                lambda: samples["pp_lat"].append(pairperf_ofi(a.pairperf, provider, lat_size, lat_iters)["one_way_s"]),
+                lambda: samples["fi_lat"].append(fi_pingpong(provider, lat_size, lat_iters)["one_way_s"]),
+                lambda: samples["pp_bw"].append(pairperf_ofi(a.pairperf, provider, bw_size, bw_iters)["bandwidth_Bps"]),
+                lambda: samples["fi_bw"].append(fi_pingpong(provider, bw_size, bw_iters)["bandwidth_Bps"]),
+            ]
+            for k in ([0, 1, 2, 3] if i % 2 == 0 else [1, 0, 3, 2]):
+                runs[k]()
+        lp, lf, bp, bf = (statistics.median(samples[k]) for k in ("pp_lat", "fi_lat", "pp_bw", "fi_bw"))
+        rows.append((f"ofi {provider} tag latency 8 B mean (us)", lp * 1e6, "fi_pingpong", lf * 1e6, lp / lf, "<= 1.05", lp / lf <= 1.05))
+        rows.append((f"ofi {provider} ping-pong bw 1 MiB (GB/s)", bp / 1e9, "fi_pingpong", bf / 1e9, bp / bf, ">= 0.95", bp / bf >= 0.95))
+        figures[provider] = samples
+    return rows, figures
+
+
 def main(argv):
     ap = argparse.ArgumentParser(prog="compare-peers", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--suite", choices=["tcp", "ucx", "verbs", "gpu", "all"], default="all")
+    ap.add_argument("--suite", choices=["tcp", "ucx", "verbs", "ofi", "gpu", "all"], default="all")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=3)
     ap.add_argument("--json", help="write the figures here")
@@ -189,7 +253,8 @@ def main(argv):
                                str(max(a.rounds, 3))]).returncode
     if a.suite == "gpu":
         return compare_gpu(a)
-    tools = {"tcp": ["iperf3", "sockperf"], "ucx": ["ucx_perftest"], "all": ["iperf3", "sockperf", "ucx_perftest"]}[a.suite]
+    tools = {"tcp": ["iperf3", "sockperf"], "ucx": ["ucx_perftest"], "ofi": ["fi_pingpong"],
+             "all": ["iperf3", "sockperf", "ucx_perftest", "fi_pingpong"]}[a.suite]
     for tool in tools:
         if shutil.which(tool) is None:
             print(f"compare-peers: {tool} is not installed (scripts/setup installs it)", file=sys.stderr)
@@ -207,6 +272,10 @@ def main(argv):
         ucx_rows, ucx_figures = compare_ucx(a)
         rows += ucx_rows
         report["ucx"] = ucx_figures
+    if a.suite in ("ofi", "all"):
+        ofi_rows, ofi_figures = compare_ofi(a)
+        rows += ofi_rows
+        report["ofi"] = ofi_figures
     print_rows(a, rows, report)
     if a.curves:
         write_curves(a.curves)

@@ -93,11 +93,11 @@ class Server:
 
 
 def clean_env(**extra):
-    """This environment without the variables pairperf judges (UCX_*, NCCL_*, GLOO_*, the CUDA and
+    """This environment without the variables pairperf judges (UCX_*, FI_*, NCCL_*, GLOO_*, the CUDA and
     NVIDIA device lists), plus `extra`: tests then see only what they set."""
     keep = set(filter(None, os.environ.get("PAIRPERF_TEST_KEEP_ENV", "").split(",")))  # scripts/test --tsan
     env = {k: v for k, v in os.environ.items()
-           if k in keep or (not k.startswith(("UCX_", "NCCL_", "GLOO_")) and k not in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"))}
+           if k in keep or (not k.startswith(("UCX_", "FI_", "NCCL_", "GLOO_")) and k not in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"))}
     env.update(extra)
     return env
 

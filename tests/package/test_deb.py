@@ -37,7 +37,7 @@ class DebInCleanDebian(unittest.TestCase):
         r = subprocess.run(["chroot", self.root, "dpkg-query", "-W", "-f", "${Depends}", "pairperf"],
                            capture_output=True, text=True, timeout=30)
         self.assertEqual(r.returncode, 0, r.stderr)
-        for lib in ("libucx0", "libibverbs1", "librdmacm1", "libfmt9", "libc6", "python3"):
+        for lib in ("libucx0", "libibverbs1", "librdmacm1", "libfabric1", "libfmt9", "libc6", "python3"):
             self.assertIn(lib, r.stdout)
         self.assertNotIn("libopenmpi3", r.stdout, "MPI belongs to pairperf-mpi")
 
@@ -46,12 +46,15 @@ class DebInCleanDebian(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         info = json.loads(r.stdout)
         self.assertIn("ucx", info["tool"]["transports"])
+        self.assertIn("ofi", info["tool"]["transports"])
+        self.assertIn("tcp;ofi_rxm", {p["provider"] for p in info["tool"]["libraries"]["ofi"]["providers"]})
         self.assertEqual(info["private_files"]["report"], "/usr/libexec/pairperf/report")
         if HAVE_MPI:
             self.assertEqual(info["private_files"]["pairperf-mpi"], "/usr/libexec/pairperf/pairperf-mpi")
 
     def test_loopback_run_and_report(self):
-        script = ("pairperf run -t tcp,ucx --tls posix,sysv,cma --test tcp_lat,tcp_bw,tag_lat,tag_bw --sizes 8,64K "
+        script = ("pairperf run -t tcp,ucx,ofi --tls posix,sysv,cma --ofi-provider 'tcp;ofi_rxm' "
+                  "--test tcp_lat,tcp_bw,tag_lat,tag_bw,fi_tag_lat --sizes 8,64K "
                   "-d 0.1s --json /tmp/r.json && pairperf report /tmp/r.json --out /tmp/pics && "
                   "ls /tmp/pics && cat /tmp/r.json")
         r = shiplib.in_root(self.root, "sh", "-c", script)
@@ -59,7 +62,7 @@ class DebInCleanDebian(unittest.TestCase):
         self.assertIn("index.html", r.stdout)
         doc = json.loads(r.stdout[r.stdout.index("{"):])
         self.assertEqual(doc["outcome"]["exit_code"], 0, doc["outcome"])
-        self.assertEqual(len(doc["results"]), 8)
+        self.assertEqual(len(doc["results"]), 10)
         self.assertTrue(all(c["status"] == "ok" for c in doc["results"]))
 
     @unittest.skipUnless(HAVE_MPI, "built without MPI: no pairperf-mpi package")

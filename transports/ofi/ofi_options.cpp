@@ -1,15 +1,29 @@
 #include "transports/ofi/ofi_options.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <mutex>
 #include <set>
 
 #include "core/errors.h"
+#include "core/socket.h"
 #include "transports/ofi/ofi_handles.h"
+
+extern char** environ;  // NOLINT: POSIX
 
 namespace pairperf::ofi {
 namespace {
@@ -51,7 +65,9 @@ void check_provider(std::string_view text) {
     throw usage_error(fmt::format("libfabric provider '{}' has an empty name", text));
 }
 
-std::vector<offer> rdm_offers() {
+namespace {
+
+std::vector<offer> query_offers() {
   info_ptr hints(fi_allocinfo());
   if (!hints) return {};
   hints->ep_attr->type = FI_EP_RDM;
@@ -71,7 +87,9 @@ std::vector<offer> rdm_offers() {
     o.tagged = (i->caps & FI_TAGGED) != 0;
     o.rma = (i->caps & FI_RMA) != 0;
     o.hmem = (i->caps & FI_HMEM) != 0;
-    o.remote = (i->caps & FI_REMOTE_COMM) != 0 || (i->caps & FI_LOCAL_COMM) == 0;
+    // Within one host only where it says so, or where it is shared memory (shm says neither).
+    o.remote = ((i->caps & FI_REMOTE_COMM) != 0 || (i->caps & FI_LOCAL_COMM) == 0) &&
+               kind_of_provider(o.provider) != lane_kind::shared_memory;
     const bool seen = std::any_of(out.begin(), out.end(), [&](const offer& x) {
       return x.provider == o.provider && x.fabric == o.fabric && x.domain == o.domain &&
              x.tagged == o.tagged && x.rma == o.rma && x.hmem == o.hmem;
@@ -80,6 +98,133 @@ std::vector<offer> rdm_offers() {
   }
   return out;
 }
+
+nlohmann::json offers_json(const std::vector<offer>& offers) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& o : offers) {
+    out.push_back({{"provider", o.provider},
+                   {"fabric", o.fabric},
+                   {"domain", o.domain},
+                   {"addr_format", o.addr_format},
+                   {"tagged", o.tagged},
+                   {"rma", o.rma},
+                   {"hmem", o.hmem},
+                   {"remote", o.remote}});
+  }
+  return out;
+}
+
+std::vector<offer> offers_of(const nlohmann::json& j) {
+  std::vector<offer> out;
+  for (const auto& o : j) {
+    out.push_back(offer{o.at("provider").get<std::string>(), o.at("fabric").get<std::string>(),
+                        o.at("domain").get<std::string>(), o.at("addr_format").get<std::string>(),
+                        o.at("tagged").get<bool>(), o.at("rma").get<bool>(),
+                        o.at("hmem").get<bool>(), o.at("remote").get<bool>()});
+  }
+  return out;
+}
+
+// libfabric's first call initializes every built-in provider, and that has side effects on the
+// rest of the process: on Soft-RoCE, raw verbs posted afterwards in the same process fail with
+// EACCES (seen in scripts/softroce-vm), and it costs 0.1-0.5 s. So what this host offers is asked
+// in a child process (this binary again, spawned: safe in a threaded process), and libfabric is
+// initialized in pairperf's own process only where an OFI case runs.
+constexpr const char* discovery_variable = "PAIRPERF_OFI_DISCOVERY_CHILD";
+constexpr auto discovery_limit = std::chrono::seconds(30);
+
+// In the spawned child, before main: print the offers as JSON on stdout and exit.
+[[gnu::constructor]] void discovery_child() {
+  const char* v = std::getenv(discovery_variable);
+  if (v == nullptr || std::strcmp(v, "1") != 0) return;
+  const std::string text = offers_json(query_offers()).dump();
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(STDOUT_FILENO, text.data() + done, text.size() - done);
+    if (n <= 0) ::_exit(1);
+    done += static_cast<std::size_t>(n);
+  }
+  ::_exit(0);
+}
+
+struct discovery {
+  std::vector<offer> offers;
+  std::string error;  // why the offers are unknown ("" = they are known)
+};
+
+discovery discover() {
+  std::array<int, 2> fds{};
+  if (::pipe2(fds.data(), O_CLOEXEC) != 0)
+    return {{}, fmt::format("pipe: {}", std::strerror(errno))};
+  const unique_fd read_end(fds[0]);
+  unique_fd write_end(fds[1]);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, write_end.get(), STDOUT_FILENO);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  std::vector<std::string> env_text{std::string(discovery_variable) + "=1"};
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    // Every provider the library has, whatever FI_PROVIDER filters: doctor judges FI_PROVIDER
+    // against this list, and the axis follows FI_PROVIDER itself.
+    const std::string_view entry(*e);
+    if (entry.rfind(discovery_variable, 0) != 0 && entry.rfind("FI_PROVIDER=", 0) != 0)
+      env_text.emplace_back(entry);
+  }
+  std::vector<char*> env;
+  for (auto& t : env_text) env.push_back(t.data());
+  env.push_back(nullptr);
+  std::string arg0 = "pairperf-ofi-discovery";
+  std::array<char*, 2> argv{arg0.data(), nullptr};
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), env.data());
+  posix_spawn_file_actions_destroy(&actions);
+  write_end.reset();
+  if (rc != 0) return {{}, fmt::format("spawning the discovery: {}", std::strerror(rc))};
+  std::string text;
+  const auto deadline = std::chrono::steady_clock::now() + discovery_limit;
+  bool timed_out = false;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd p{read_end.get(), POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) == 0) {
+      timed_out = true;
+      break;
+    }
+    std::array<char, 4096> buf{};
+    const ssize_t n = ::read(read_end.get(), buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buf.data(), static_cast<std::size_t>(n));
+  }
+  if (timed_out) ::kill(pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out)
+    return {
+        {},
+        fmt::format("libfabric's discovery did not finish within {} s", discovery_limit.count())};
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return {{}, "libfabric's discovery failed (its process ended abnormally)"};
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  try {
+    if (j.is_array()) return {offers_of(j), ""};
+  } catch (const nlohmann::json::exception&) {
+  }
+  return {{}, "libfabric's discovery printed no list"};
+}
+
+const discovery& discovered() {
+  static std::once_flag once;
+  static discovery d;
+  std::call_once(once, [] { d = discover(); });
+  return d;
+}
+
+}  // namespace
+
+const std::vector<offer>& rdm_offers() { return discovered().offers; }
 
 std::vector<std::string> provider_names(const std::vector<offer>& offers, bool remote_only) {
   std::vector<std::string> out;
@@ -136,22 +281,13 @@ std::pair<std::vector<std::string>, std::vector<std::string>> judge_provider_var
 }
 
 nlohmann::json describe_library() {
-  const std::uint32_t v = fi_version();
-  nlohmann::json providers = nlohmann::json::array();
-  for (const auto& o : rdm_offers()) {
-    providers.push_back({{"provider", o.provider},
-                         {"fabric", o.fabric},
-                         {"domain", o.domain},
-                         {"addr_format", o.addr_format},
-                         {"tagged", o.tagged},
-                         {"rma", o.rma},
-                         {"hmem", o.hmem},
-                         {"remote", o.remote}});
-  }
-  return {{"library", "libfabric"},
-          {"version", fmt::format("{}.{}", FI_MAJOR(v), FI_MINOR(v))},
-          {"endpoint_type", "FI_EP_RDM"},
-          {"providers", providers}};
+  const std::uint32_t v = fi_version();  // the library's, without initializing it
+  nlohmann::json out{{"library", "libfabric"},
+                     {"version", fmt::format("{}.{}", FI_MAJOR(v), FI_MINOR(v))},
+                     {"endpoint_type", "FI_EP_RDM"},
+                     {"providers", offers_json(rdm_offers())}};
+  if (!discovered().error.empty()) out["discovery_error"] = discovered().error;
+  return out;
 }
 
 lane_kind kind_of_provider(std::string_view provider) {
@@ -165,7 +301,47 @@ lane_kind kind_of_provider(std::string_view provider) {
   return lane_kind::unknown;
 }
 
+nlohmann::json to_json(const options& o) { return {{"inject", o.inject}}; }
+
+options options_from(const nlohmann::json& own) {
+  options o;
+  if (const auto v = own.find("inject"); v != own.end()) {
+    if (!v->is_string() || (*v != "auto" && *v != "on" && *v != "off"))
+      throw usage_error(
+          fmt::format("--ofi-inject must be auto, on or off, not {}", v->dump().substr(0, 40)));
+    o.inject = v->get<std::string>();
+  }
+  return o;
+}
+
+std::pair<bool, std::string> use_inject(const options& o, std::string_view provider) {
+  if (o.inject == "on") return {true, "--ofi-inject on"};
+  if (o.inject == "off") return {false, "--ofi-inject off"};
+  // libfabric 1.17's rxd (over udp) answers fi_tinject with success and never delivers the
+  // message: every case at or below its inject size timed out on loopback, and all passed
+  // without injection.
+  if (provider.find("ofi_rxd") != std::string_view::npos)
+    return {false, "ofi_rxd loses injected messages (libfabric 1.17): sent with completions"};
+  return {true, ""};
+}
+
+std::string what_lacks(const std::function<bool(bool rma, bool hmem, bool ordered)>& offers,
+                       bool rma, bool hmem) {
+  if (offers(rma, hmem, true)) return {};
+  if (!offers(false, false, true)) return "send-after-send ordering (FI_ORDER_SAS)";
+  if (rma && !offers(true, false, true)) return "RMA (FI_RMA with remote read and write)";
+  if (hmem && !offers(false, true, true)) return "device memory (FI_HMEM), which cuda buffers need";
+  return "RMA and device memory (FI_RMA with FI_HMEM) together";
+}
+
 transport_cli add_run_options(CLI::App& run) {
+  auto own = std::make_shared<options>();
+  CLI::Option* inject =
+      run.add_option("--ofi-inject", own->inject,
+                     "ofi: send small host messages with fi_tinject (auto: yes, except providers "
+                     "known to lose them)")
+          ->check(CLI::IsMember({"auto", "on", "off"}))
+          ->capture_default_str();
   auto providers = std::make_shared<std::vector<std::string>>();
   CLI::Option* option = run.add_option(
       "--ofi-provider", *providers,
@@ -177,9 +353,13 @@ transport_cli add_run_options(CLI::App& run) {
     for (const auto& p : *providers) check_provider(p);
     return default_providers(*providers, local_run, std::getenv("FI_PROVIDER"), rdm_offers());
   };
-  cli.given = [option] {
-    return option->count() > 0 ? std::vector<std::string>{option->get_name()}
-                               : std::vector<std::string>{};
+  cli.options = [own] { return to_json(*own); };
+  cli.given = [option, inject] {
+    std::vector<std::string> out;
+    for (const CLI::Option* o : {option, inject}) {
+      if (o->count() > 0) out.push_back(o->get_name());
+    }
+    return out;
   };
   return cli;
 }

@@ -1,6 +1,7 @@
 #pragma once
 // What this host's libfabric offers (providers, fabrics, domains of RDM endpoints) and the OFI
 // transport's axis: the provider, one case each, as UCX_TLS is for UCX.
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -28,7 +29,11 @@ struct offer {
   bool tagged = false, rma = false, hmem = false;
   bool remote = false;  // FI_REMOTE_COMM: reaches other hosts (shm does not)
 };
-std::vector<offer> rdm_offers();
+// What this host's libfabric offers, every provider whatever FI_PROVIDER says, asked once per
+// process in a child process (libfabric's initialization has side effects on the rest of a
+// process: see ofi_options.cpp); empty when the discovery failed (describe_library() then says
+// why).
+const std::vector<offer>& rdm_offers();
 // The distinct providers of `offers`, in libfabric's order of preference; `remote_only` leaves
 // out those that stay within one host.
 std::vector<std::string> provider_names(const std::vector<offer>& offers, bool remote_only);
@@ -55,7 +60,25 @@ nlohmann::json describe_library();
 // kind of its core (first) provider.
 lane_kind kind_of_provider(std::string_view provider);
 
-// --ofi-provider on `run`.
+// The transport's own options, the "ofi" object of the run's transport options (checked on both
+// sides: the server's come from the peer).
+struct options {
+  // --ofi-inject: send host messages up to the provider's inject size with fi_tinject ("on"),
+  // never ("off"), or "auto": on, except for providers whose inject path loses messages.
+  std::string inject = "auto";
+};
+nlohmann::json to_json(const options& o);
+// Absent keys take the defaults; anything else throws usage_error.
+options options_from(const nlohmann::json& own);
+// Whether to inject with `provider` under `o`, and why ("" when on by default).
+std::pair<bool, std::string> use_inject(const options& o, std::string_view provider);
+
+// What a provider lacks for a case, from `offers(rma, hmem, ordered)`: whether fi_getinfo offers
+// an RDM endpoint with tagged messages and those. "" when it lacks nothing of them.
+std::string what_lacks(const std::function<bool(bool rma, bool hmem, bool ordered)>& offers,
+                       bool rma, bool hmem);
+
+// --ofi-provider and --ofi-inject on `run`.
 transport_cli add_run_options(CLI::App& run);
 
 }  // namespace pairperf::ofi

@@ -12,8 +12,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "core/errors.h"
 #include "core/hex.h"
@@ -134,7 +136,9 @@ transport_entry ofi_transport::entry() {
 }
 
 ofi_transport::ofi_transport(const transport_params& params)
-    : m_params(params), m_provider(params.test.tls) {
+    : m_params(params),
+      m_provider(params.test.tls),
+      m_options(ofi::options_from(own_options(params.options, ofi::name))) {
   ofi::check_provider(m_provider);
   const test_case& c = m_params.test;
   m_rma_test = is_rma(c.test);
@@ -148,6 +152,7 @@ ofi_transport::ofi_transport(const transport_params& params)
   // The handshake's buffers, registered where the provider needs local registration.
   (void)register_memory(m_hello_in.data(), m_hello_in.size(), memory_type::host);
   (void)register_memory(m_hello_out.data(), m_hello_out.size(), memory_type::host);
+  (void)register_memory(m_flush_out.data(), m_flush_out.size(), memory_type::host);
 }
 
 ofi_transport::~ofi_transport() {
@@ -182,23 +187,14 @@ void ofi_transport::choose_info() {
       auto h = hints_for(m_provider, rma, hmem, ordered);
       return ofi::get_info(h.get(), nullptr, 0, r) != nullptr;
     };
-    std::string lacks;
     if (!try_with(false, false, false)) {
       throw transport_unsupported(fmt::format(
           "libfabric {} on this host offers no RDM endpoint with tagged messages (providers "
           "with RDM endpoints here: {})",
           shown, names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", "))));
     }
-    if (!try_with(false, false, true))
-      lacks = "send-after-send ordering (FI_ORDER_SAS)";
-    else if (m_rma_test && !try_with(true, false, true))
-      lacks = "RMA (FI_RMA with remote read and write)";
-    else if (m_gpu && !try_with(false, true, true))
-      lacks = "device memory (FI_HMEM), which cuda buffers need";
-    else
-      lacks = "RMA and device memory (FI_RMA with FI_HMEM) together";
-    throw transport_unsupported(
-        fmt::format("libfabric provider {} lacks {} for RDM endpoints", shown, lacks));
+    throw transport_unsupported(fmt::format("libfabric provider {} lacks {} for RDM endpoints",
+                                            shown, ofi::what_lacks(try_with, m_rma_test, m_gpu)));
   }
   const std::uint32_t format = list->addr_format;
   // The source: --iface's address, else the one that routes toward the peer.
@@ -246,6 +242,7 @@ void ofi_transport::choose_info() {
   m_info = m_infos.get();
   m_send_after_write =
       (m_info->tx_attr->msg_order & m_info->rx_attr->msg_order & FI_ORDER_SAW) != 0;
+  std::tie(m_inject, m_inject_why) = ofi::use_inject(m_options, m_info->fabric_attr->prov_name);
 }
 
 void ofi_transport::open_objects() {
@@ -279,7 +276,20 @@ void ofi_transport::open_objects() {
   m_ep.reset(ep);
   check(fi_ep_bind(m_ep.get(), &m_av->fid, 0), "fi_ep_bind (address vector)");
   check(fi_ep_bind(m_ep.get(), &m_cq->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind (completion queue)");
-  check(fi_enable(m_ep.get()), "fi_enable");
+  if (const int rc = fi_enable(m_ep.get()); rc != 0) {
+    std::string detail = ofi::failure("fi_enable", rc);
+    const std::string provider = m_info->fabric_attr->prov_name;
+    if (rc == -FI_EINVAL && provider.find("ofi_rxm") != std::string::npos &&
+        provider.rfind("tcp", 0) != 0 && std::getenv("FI_UNIVERSE_SIZE") == nullptr) {
+      // Seen on Soft-RoCE: rxm asks the core provider for a completion queue of (tx + rx
+      // depth) x FI_UNIVERSE_SIZE entries, beyond rxe's limit of 32767.
+      detail +=
+          "; ofi_rxm sizes the core provider's completion queue for FI_UNIVERSE_SIZE peers (256 "
+          "when unset), more than a device with a small completion-queue limit takes (rxe: "
+          "32767 entries): set FI_UNIVERSE_SIZE=16 on both sides (a pair has two peers)";
+    }
+    throw step_error(error_kind::error, place("ofi setup (fi_enable)"), detail);
+  }
   std::size_t len = 64;
   m_name.assign(len, std::byte{0});
   int rc = fi_getname(&m_ep->fid, m_name.data(), &len);
@@ -450,6 +460,9 @@ provenance ofi_transport::describe() const {
       {"protocol_version", m_info->ep_attr->protocol_version},
       {"mr_mode", ofi::text_of(&m_info->domain_attr->mr_mode, FI_TYPE_MR_MODE)},
       {"inject_bytes", m_info->tx_attr->inject_size},
+      {"inject", m_inject ? fmt::format("fi_tinject up to {} bytes{}", m_info->tx_attr->inject_size,
+                                        m_inject_why.empty() ? "" : " (" + m_inject_why + ")")
+                          : "off: " + m_inject_why},
       {"max_message_bytes", m_info->ep_attr->max_msg_size},
       {"progress", progress},
       {"message_order", ofi::text_of(&m_info->tx_attr->msg_order, FI_TYPE_MSG_ORDER)},

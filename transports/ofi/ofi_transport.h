@@ -8,8 +8,11 @@
 //
 // Data and sync messages are tagged apart and ordered (FI_ORDER_SAS is required). A sync message
 // after RMA writes waits for the writes' delivery completions unless the provider orders sends
-// after writes (FI_ORDER_SAW). Small sends go with FI_INJECT but still ask for a completion, so
-// flushed() knows when nothing is left in the provider.
+// after writes (FI_ORDER_SAW). Receives are posted before the sends they answer (an arrival then
+// takes the provider's expected path, as in fi_pingpong). Host messages up to the provider's
+// inject size go by fi_tinject, complete at once; since the provider may still hold them,
+// start_flush() sends one more message with a completion (ordered after them, never received)
+// and flushed() waits for it.
 #include <array>
 #include <cstdint>
 #include <deque>
@@ -18,6 +21,7 @@
 
 #include "core/errors.h"
 #include "transports/ofi/ofi_handles.h"
+#include "transports/ofi/ofi_options.h"
 #include "transports/registry.h"
 #include "transports/transport.h"
 
@@ -39,6 +43,7 @@ class ofi_transport final : public transport {
   void set_remote_regions(const std::vector<remote_region>& regions) override;
   [[nodiscard]] int post(const op& operation) noexcept override;
   [[nodiscard]] int poll(std::span<completion> out) noexcept override;
+  void start_flush() noexcept override;
   [[nodiscard]] bool flushed() const noexcept override;
   [[nodiscard]] std::string last_error() const override { return m_error; }
   [[nodiscard]] bool peer_gone() const noexcept override { return m_peer_gone; }
@@ -64,6 +69,7 @@ class ofi_transport final : public transport {
   [[nodiscard]] void* desc_of(const void* p) noexcept;
   request* acquire(const op& operation) noexcept;
   int post_one(const op& operation, request* r) noexcept;
+  int inject_one(const op& operation) noexcept;
   int post_sync_now(const op& operation) noexcept;
   int progress() noexcept;  // reads the CQ into m_done; negative on failure
   int fail(std::string what, int err) noexcept;
@@ -71,7 +77,10 @@ class ofi_transport final : public transport {
   static bool means_peer_gone(int err) noexcept;
 
   transport_params m_params;
-  std::string m_provider;    // as asked ("" = libfabric's choice)
+  std::string m_provider;  // as asked ("" = libfabric's choice)
+  ofi::options m_options;  // this transport's own options, checked (both sides)
+  bool m_inject = true;    // small host sends by fi_tinject
+  std::string m_inject_why;
   std::string m_source_why;  // how the source address was chosen
   bool m_rma_test = false;
   bool m_gpu = false;
@@ -100,7 +109,8 @@ class ofi_transport final : public transport {
   std::deque<op> m_deferred_sync;  // sync sends waiting for earlier writes' delivery
   std::deque<completion> m_done;
 
-  std::array<std::byte, 8> m_hello_in{}, m_hello_out{};
+  bool m_injected = false;  // a message went by fi_tinject since the last flush
+  std::array<std::byte, 8> m_hello_in{}, m_hello_out{}, m_flush_out{};
   std::string m_error;
   bool m_failed = false;
   bool m_peer_gone = false;

@@ -1,0 +1,94 @@
+"""The libfabric (OFI) transport on libfabric's verbs provider: scripts/softroce-vm boots Debian's
+kernel under qemu with Soft-RoCE (rxe0) and runs tests/softroce/ofi_suite.sh there: every OFI test
+over verbs;ofi_rxm with --validate, --iface on the RDMA netdev, and the error that names
+FI_UNIVERSE_SIZE when rxm sizes its completion queue beyond rxe's limit.
+
+Skips with the reason printed where the VM cannot run (no qemu, no rxe provider, the kernel
+package cannot be fetched), or where the binary was built without libfabric."""
+import glob
+import os
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import unittest
+
+import pairperf_testlib as pp
+
+RUNNER = os.path.join(pp.SOURCE_DIR, "scripts", "softroce-vm")
+SUITE = os.path.join(pp.SOURCE_DIR, "tests", "softroce", "ofi_suite.sh")
+TESTS = ["fi_tag_lat", "fi_tag_bw", "fi_tag_bibw", "fi_write_lat", "fi_write_bw", "fi_read_lat", "fi_read_bw"]
+
+
+def why_not_runnable():
+    if not pp.has_transport("ofi"):
+        return "this pairperf was built without the libfabric (OFI) transport"
+    for tool in ("qemu-system-x86_64", "cpio", "depmod", "dash", "xz"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (scripts/setup installs the VM's packages)"
+    if not glob.glob("/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so"):
+        return "the rxe provider is not installed (ibverbs-providers)"
+    return None
+
+
+REASON = why_not_runnable()
+if REASON:
+    print(f"SKIP: {REASON}", flush=True)
+
+
+@unittest.skipIf(REASON is not None, REASON or "")
+class OfiInSoftRoce(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = pp.tmpdir()
+        out = os.path.join(cls.tmp.name, "out")
+        cls.proc = subprocess.run([RUNNER, "--timeout", "400", "--out", out, "--add", pp.BIN, "--", SUITE, pp.BIN],
+                                  capture_output=True, text=True, timeout=500)
+        if cls.proc.returncode == 125 and "apt-get download" in cls.proc.stderr:
+            raise unittest.SkipTest(f"the VM's kernel cannot be fetched here: {cls.proc.stderr.strip()}")
+        cls.docs = {os.path.basename(p)[:-5]: pp.load(p) for p in glob.glob(os.path.join(out, "*.json"))}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def results(self, name):
+        self.assertTrue(name in self.docs, f"no {name}.json came back from the VM:\n" + self.proc.stdout[-3000:] + self.proc.stderr[-2000:])
+        return self.docs[name]["results"]
+
+    def test_the_vm_suite_passed(self):
+        self.assertEqual(self.proc.returncode, 0, self.proc.stdout[-4000:] + self.proc.stderr[-2000:])
+
+    def test_every_test_and_size_over_verbs_with_validation(self):
+        rs = self.results("all")
+        self.assertEqual({r["case"]["test"] for r in rs}, set(TESTS))
+        self.assertEqual(len(rs), len(TESTS) * 3)
+        for r in rs:
+            with self.subTest(test=r["case"]["test"], size=r["case"]["size_bytes"]):
+                self.assertEqual(r["status"], "ok", r.get("message"))
+                self.assertGreater(r["validation"]["messages_checked"], 0)
+                self.assertEqual(r["validation"]["corrupt_bytes"], 0)
+                self.assertEqual(r["provenance"]["lanes"], [{"transport": "verbs;ofi_rxm", "device": "rxe0", "kind": "rdma"}])
+                for side in ("client", "server"):
+                    d = r["provenance"][side]
+                    self.assertEqual((d["provider"], d["domain"], d["protocol"]), ("verbs;ofi_rxm", "rxe0", "FI_PROTO_RXM"))
+                    # verbs needs local registration and keys from the provider: both paths ran.
+                    self.assertIn("FI_MR_LOCAL", d["mr_mode"])
+                    self.assertIn("FI_MR_PROV_KEY", d["mr_mode"])
+                    self.assertTrue(d["source"].startswith("fi_sockaddr_in://10.11.0.1:"), d["source"])
+
+    def test_iface_pins_the_rdma_netdev(self):
+        r = self.results("iface")[0]
+        self.assertEqual(r["status"], "ok", r.get("message"))
+        self.assertEqual(r["provenance"]["client"]["source_chosen_by"], "--iface rxenet0")
+
+    def test_a_completion_queue_too_large_for_the_device_names_the_fix(self):
+        r = self.results("universe")[0]
+        self.assertEqual(r["status"], "error")
+        self.assertIn("fi_enable", r["message"])
+        self.assertIn("FI_UNIVERSE_SIZE=16", r["message"])
+
+
+if __name__ == "__main__":
+    pp.main()
