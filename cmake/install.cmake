@@ -88,6 +88,10 @@ set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME pairperf)
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_DEPENDS "python3")
+if(PAIRPERF_HAVE_OFI)
+  # dlopen()ed by the OFI transport, so dpkg-shlibdeps cannot see it.
+  set(CPACK_DEBIAN_RUNTIME_PACKAGE_DEPENDS "python3, libfabric1 (>= 1.14)")
+endif()
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_RECOMMENDS "python3-matplotlib")
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SUGGESTS "pairperf-mpi, ucx-utils, ibverbs-utils, iperf3")
 set(CPACK_DEBIAN_RUNTIME_DESCRIPTION

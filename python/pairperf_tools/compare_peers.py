@@ -44,6 +44,7 @@ Usage: scripts/compare-peers [--suite tcp|ucx|verbs|ofi|gpu|all] [--rounds N] [-
                              [--curves FILE] [--pairperf BIN] [--vm]
 """
 import argparse
+import glob
 import json
 import os
 import re
@@ -242,15 +243,22 @@ def main(argv):
     ap.add_argument("--json", help="write the figures here")
     ap.add_argument("--curves", help="also write ucx_perftest's curves over sizes here (pairperf.peer)")
     ap.add_argument("--pairperf", default=os.path.join(ROOT, "build", "pairperf"))
+    ap.add_argument("--vm", action="store_true", help="--suite ofi: over verbs;ofi_rxm in the Soft-RoCE VM")
     a = ap.parse_args(argv)
     if not 1 <= a.rounds <= 20 or not 1 <= a.seconds <= 60:
         ap.error("--rounds 1..20 and --seconds 1..60")
-    if a.suite == "verbs":
-        # perftest runs beside pairperf inside the Soft-RoCE VM: no RDMA device here.
+    if a.suite == "verbs" or (a.suite == "ofi" and a.vm):
+        # The peer runs beside pairperf inside the Soft-RoCE VM: no RDMA device here.
         vm = os.path.join(ROOT, "scripts", "softroce-vm")
-        suite = os.path.join(HERE, "compare_perftest_vm.sh")
-        return subprocess.run([vm, "--timeout", "900", "--add", a.pairperf, "--", suite, os.path.abspath(a.pairperf),
-                               str(max(a.rounds, 3))]).returncode
+        if a.suite == "verbs":
+            suite, adds = os.path.join(HERE, "compare_perftest_vm.sh"), []
+        else:
+            # pairperf dlopen()s libfabric: the VM's packing of ldd closures needs it named.
+            libfabric = next(iter(glob.glob("/usr/lib/*/libfabric.so.1")), "/usr/lib/x86_64-linux-gnu/libfabric.so.1")
+            suite = os.path.join(HERE, "compare_fi_pingpong_vm.sh")
+            adds = ["--add", shutil.which("fi_pingpong") or "/usr/bin/fi_pingpong", "--add", libfabric]
+        return subprocess.run([vm, "--timeout", "900", "--add", a.pairperf, "--add", os.path.join(HERE, "vm_lib.sh")] + adds +
+                              ["--", suite, os.path.abspath(a.pairperf), str(max(a.rounds, 3))]).returncode
     if a.suite == "gpu":
         return compare_gpu(a)
     tools = {"tcp": ["iperf3", "sockperf"], "ucx": ["ucx_perftest"], "ofi": ["fi_pingpong"],

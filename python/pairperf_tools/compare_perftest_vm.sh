@@ -6,18 +6,10 @@
 # Usage: compare_perftest_vm.sh PAIRPERF_BINARY [ROUNDS]
 B=$1; ROUNDS=${2:-3}
 OUT=${RXE_OUT:-/out}; mkdir -p "$OUT"
-PIN_S="taskset -c 0"; PIN_C="taskset -c 1"
+. "$(dirname "$0")/vm_lib.sh"
 G=$RXE_GID_IDX
 LAT_N=20000; BW_N=2000; BW_SIZE=65536
 PORT=18515  # perftest's default port; pairperf's server takes it too, one after the other
-wait_listen() {  # PID: until a socket listens on $PORT (/proc/net/tcp{,6}, state 0A), at most 30 s
-  hex=$(printf ':%04X' "$PORT"); tries=0
-  while [ "$tries" -lt 300 ] && kill -0 "$1" 2>/dev/null; do
-    cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk -v p="$hex" '$2 ~ p"$" && $4 == "0A" {f=1} END {exit !f}' && return 0
-    sleep 0.1; tries=$((tries + 1))
-  done
-  echo "== nothing listened on port $PORT within 30 s (server pid $1)" >&2; return 1
-}
 perftest_pair() {  # TOOL ARGS...: server and client, prints the client's result line
   tool=$1; shift
   $PIN_S timeout 120 $tool -d rxe0 -x "$G" -F -p "$PORT" "$@" > /tmp/pt_server.txt 2>&1 &
@@ -33,9 +25,9 @@ pairperf_value() {  # TEST SIZE N FIELD: p50 one-way latency in us, or bandwidth
   wait $s
   python3_free_extract /tmp/pp.json "$4"
 }
-python3_free_extract() {  # no python in the VM: pull the number out of pairperf's JSON with sed
+python3_free_extract() {  # no python in the VM: pull the number out of pairperf's JSON
   if [ "$2" = lat ]; then
-    tr -d '\n ' < "$1" | sed -n 's/.*"latency_s":{[^}]*"p50":\([0-9.e+-]*\).*/\1/p' | awk '{printf "%.3f\n", $1 * 1e6}'
+    json_number "$1" latency_s p50 | awk '{printf "%.3f\n", $1 * 1e6}'
   else
     tr -d '\n ' < "$1" | sed -n 's/.*"bandwidth_Bps":{"receiver":[^,]*,"sender":\([0-9.e+-]*\)}.*/\1/p' | awk '{printf "%.3f\n", $1 / 1048576}'
   fi
@@ -57,7 +49,6 @@ while [ $i -le "$ROUNDS" ]; do
   fi
   i=$((i + 1))
 done
-median() { sort -g "$1" | awk '{v[NR]=$1} END {if (NR == 0) print "nan"; else if (NR % 2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
 lp=$(median /tmp/lat_pp); lt=$(median /tmp/lat_pt); bp=$(median /tmp/bw_pp); bt=$(median /tmp/bw_pt)
 {
   echo "pairperf vs perftest on rxe0 (TCG emulation), medians of $ROUNDS alternating rounds"

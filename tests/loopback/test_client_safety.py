@@ -16,12 +16,15 @@ import pairperf_testlib as pp
 
 
 def children(pid):
-    """PIDs of the pairperf processes whose parent is `pid` (a case's process: the same binary)."""
+    """PIDs of the case processes whose parent is `pid`: the same binary, and not the short-lived
+    child that asks libfabric what it offers (argv[0] pairperf-ofi-discovery)."""
     out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
     found = []
     for p in out.split():
         try:
-            if os.path.realpath(f"/proc/{p}/exe") == os.path.realpath(pp.BIN):
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                argv0 = f.read().split(b"\0")[0]
+            if os.path.realpath(f"/proc/{p}/exe") == os.path.realpath(pp.BIN) and argv0 != b"pairperf-ofi-discovery":
                 found.append(int(p))
         except OSError:
             pass

@@ -124,6 +124,16 @@ class Ofi(unittest.TestCase):
                     self.assertTrue(inject.startswith("off: ofi_rxd loses injected messages"), inject)
                 else:
                     self.assertTrue(inject.startswith("fi_tinject up to"), inject)
+        # The other ways to inject, on the providers above and the two defaults.
+        for mode, shown in (("flag", "FI_INJECT with a completion up to"), ("tinject", "fi_tinject up to")):
+            with self.subTest(mode=mode), pp.Server(env=pp.clean_env()) as s:
+                proc, doc, _ = self.run_ofi(s, "--ofi-inject", mode, "--test", "fi_tag_lat,fi_tag_bw,fi_tag_bibw", "--sizes", "8",
+                                            "-n", "200", "--validate", "--timeout-case", "30s",
+                                            *[a for p in sorted(PROVIDERS - {"udp;ofi_rxd"}) for a in ("--ofi-provider", p)])
+                self.assertEqual(proc.returncode, 0, proc.stdout[-3000:] + proc.stderr[-2000:])
+                for r in doc["results"]:
+                    self.assertEqual(r["status"], "ok", (r["case"], r.get("message")))
+                    self.assertTrue(r["provenance"]["client"]["inject"].startswith(shown), r["provenance"]["client"]["inject"])
 
     def test_a_provider_this_host_lacks_is_skipped_naming_those_it_has(self):
         with pp.Server(env=pp.clean_env()) as s:
@@ -153,7 +163,7 @@ class Ofi(unittest.TestCase):
                 self.assertIn("provider", proc.stderr)
         proc, _ = pp.run(["run", "--transport", "tcp", "--ofi-provider", "shm", "--sizes", "8"], timeout=30, env=pp.clean_env())
         self.assertEqual(proc.returncode, 2, "--ofi-provider without an ofi case is a usage error")
-        proc, _ = pp.run(["run", "--transport", "ofi", "--ofi-inject", "maybe", "--sizes", "8"], timeout=30, env=pp.clean_env())
+        proc, _ = pp.run(["run", "--transport", "ofi", "--ofi-inject", "on", "--sizes", "8"], timeout=30, env=pp.clean_env())
         self.assertEqual(proc.returncode, 2, proc.stderr)
 
     def test_mismatched_providers_are_an_error_naming_both(self):

@@ -40,6 +40,9 @@ class Schema(unittest.TestCase):
         if "ucx" in doc["context"]["tool"]["transports"]:
             # Locally UCX runs over TCP, shared memory and its own default choice.
             self.assertEqual({r["case"]["tls"] for r in doc["results"] if r["case"]["transport"] == "ucx"}, {"tcp", "posix,sysv,cma", ""})
+        if "ofi" in doc["context"]["tool"]["transports"]:
+            # Locally libfabric runs over its tcp provider (under rxm) and shared memory.
+            self.assertEqual({r["case"]["tls"] for r in doc["results"] if r["case"]["transport"] == "ofi"}, {"tcp;ofi_rxm", "shm"})
         self.assertEqual(len(self.files), 1)
         self.assertIn(f"results: results/runs/{os.path.basename(self.files[0])}", self.proc.stdout)
         v = validate(self.files[0])

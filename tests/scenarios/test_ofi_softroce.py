@@ -18,6 +18,8 @@ import pairperf_testlib as pp
 
 RUNNER = os.path.join(pp.SOURCE_DIR, "scripts", "softroce-vm")
 SUITE = os.path.join(pp.SOURCE_DIR, "tests", "softroce", "ofi_suite.sh")
+# pairperf dlopen()s libfabric, so the VM's packing (an ELF's ldd closure) must be told of it.
+LIBFABRIC = next(iter(glob.glob("/usr/lib/*/libfabric.so.1") + glob.glob("/lib/*/libfabric.so.1")), None)
 TESTS = ["fi_tag_lat", "fi_tag_bw", "fi_tag_bibw", "fi_write_lat", "fi_write_bw", "fi_read_lat", "fi_read_bw"]
 
 
@@ -29,6 +31,8 @@ def why_not_runnable():
             return f"{tool} is not installed (scripts/setup installs the VM's packages)"
     if not glob.glob("/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so"):
         return "the rxe provider is not installed (ibverbs-providers)"
+    if not LIBFABRIC:
+        return "libfabric1 is not installed"
     return None
 
 
@@ -43,7 +47,7 @@ class OfiInSoftRoce(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = pp.tmpdir()
         out = os.path.join(cls.tmp.name, "out")
-        cls.proc = subprocess.run([RUNNER, "--timeout", "400", "--out", out, "--add", pp.BIN, "--", SUITE, pp.BIN],
+        cls.proc = subprocess.run([RUNNER, "--timeout", "400", "--out", out, "--add", pp.BIN, "--add", LIBFABRIC, "--", SUITE, pp.BIN],
                                   capture_output=True, text=True, timeout=500)
         if cls.proc.returncode == 125 and "apt-get download" in cls.proc.stderr:
             raise unittest.SkipTest(f"the VM's kernel cannot be fetched here: {cls.proc.stderr.strip()}")

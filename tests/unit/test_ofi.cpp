@@ -94,14 +94,20 @@ TEST(OfiOptions, WhatAProviderLacksIsNamed) {
 TEST(OfiOptions, OwnOptionsAreCheckedOnBothSides) {
   EXPECT_EQ(options_from(nlohmann::json::object()).inject, "auto");
   EXPECT_EQ(options_from({{"inject", "off"}}).inject, "off");
-  EXPECT_EQ(to_json(options_from({{"inject", "on"}})), (nlohmann::json{{"inject", "on"}}));
+  EXPECT_EQ(to_json(options_from({{"inject", "flag"}})), (nlohmann::json{{"inject", "flag"}}));
   EXPECT_THROW(options_from({{"inject", "maybe"}}), usage_error);
   EXPECT_THROW(options_from({{"inject", 1}}), usage_error);
-  EXPECT_TRUE(use_inject(options{}, "tcp;ofi_rxm").first);
-  EXPECT_FALSE(use_inject(options{}, "udp;ofi_rxd").first);  // its inject path loses messages
+}
+
+TEST(OfiOptions, InjectionFollowsWhatEachProviderWasSeenToDo) {
+  EXPECT_EQ(use_inject(options{}, "tcp;ofi_rxm").first, inject_mode::tinject);
+  EXPECT_EQ(use_inject(options{}, "shm").first, inject_mode::tinject);
+  EXPECT_EQ(use_inject(options{}, "udp;ofi_rxd").first, inject_mode::off);  // it loses them
   EXPECT_NE(use_inject(options{}, "udp;ofi_rxd").second.find("ofi_rxd"), std::string::npos);
-  EXPECT_TRUE(use_inject(options{"on"}, "udp;ofi_rxd").first);
-  EXPECT_FALSE(use_inject(options{"off"}, "shm").first);
+  EXPECT_EQ(use_inject(options{}, "verbs;ofi_rxm").first, inject_mode::flag);
+  EXPECT_EQ(use_inject(options{}, "efa").first, inject_mode::flag);
+  EXPECT_EQ(use_inject(options{"tinject"}, "udp;ofi_rxd").first, inject_mode::tinject);
+  EXPECT_EQ(use_inject(options{"off"}, "shm").first, inject_mode::off);
 }
 
 TEST(OfiOptions, LaneKinds) {

@@ -68,7 +68,8 @@ void check_provider(std::string_view text) {
 namespace {
 
 std::vector<offer> query_offers() {
-  info_ptr hints(fi_allocinfo());
+  if (load() == nullptr) return {};
+  info_ptr hints = alloc_info();
   if (!hints) return {};
   hints->ep_attr->type = FI_EP_RDM;
   // Every mode and MR mode (as fi_info asks): list what exists, not only what pairperf accepts.
@@ -125,11 +126,11 @@ std::vector<offer> offers_of(const nlohmann::json& j) {
   return out;
 }
 
-// libfabric's first call initializes every built-in provider, and that has side effects on the
-// rest of the process: on Soft-RoCE, raw verbs posted afterwards in the same process fail with
-// EACCES (seen in scripts/softroce-vm), and it costs 0.1-0.5 s. So what this host offers is asked
-// in a child process (this binary again, spawned: safe in a threaded process), and libfabric is
-// initialized in pairperf's own process only where an OFI case runs.
+// Loading libfabric and its first call change the rest of a process (ofi_handles.h: a SIGABRT
+// handler from a provider's library; raw verbs failing with EACCES afterwards on Soft-RoCE), and
+// cost 0.1-0.5 s. So what this host offers is asked in a child process (this binary again,
+// spawned: safe in a threaded process), and libfabric is loaded into pairperf's own process only
+// where an OFI case runs.
 constexpr const char* discovery_variable = "PAIRPERF_OFI_DISCOVERY_CHILD";
 constexpr auto discovery_limit = std::chrono::seconds(30);
 
@@ -137,7 +138,15 @@ constexpr auto discovery_limit = std::chrono::seconds(30);
 [[gnu::constructor]] void discovery_child() {
   const char* v = std::getenv(discovery_variable);
   if (v == nullptr || std::strcmp(v, "1") != 0) return;
-  const std::string text = offers_json(query_offers()).dump();
+  std::string why;
+  nlohmann::json out{{"offers", offers_json(query_offers())}};
+  if (const library* l = load(&why); l != nullptr) {
+    const std::uint32_t v = l->version();
+    out["version"] = fmt::format("{}.{}", FI_MAJOR(v), FI_MINOR(v));
+  } else {
+    out["error"] = why;
+  }
+  const std::string text = out.dump();
   std::size_t done = 0;
   while (done < text.size()) {
     const ssize_t n = ::write(STDOUT_FILENO, text.data() + done, text.size() - done);
@@ -149,13 +158,14 @@ constexpr auto discovery_limit = std::chrono::seconds(30);
 
 struct discovery {
   std::vector<offer> offers;
-  std::string error;  // why the offers are unknown ("" = they are known)
+  std::string version;  // libfabric's, "major.minor"
+  std::string error;    // why the offers are unknown ("" = they are known)
 };
 
 discovery discover() {
   std::array<int, 2> fds{};
   if (::pipe2(fds.data(), O_CLOEXEC) != 0)
-    return {{}, fmt::format("pipe: {}", std::strerror(errno))};
+    return {{}, "", fmt::format("pipe: {}", std::strerror(errno))};
   const unique_fd read_end(fds[0]);
   unique_fd write_end(fds[1]);
   posix_spawn_file_actions_t actions;
@@ -179,7 +189,7 @@ discovery discover() {
   const int rc = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), env.data());
   posix_spawn_file_actions_destroy(&actions);
   write_end.reset();
-  if (rc != 0) return {{}, fmt::format("spawning the discovery: {}", std::strerror(rc))};
+  if (rc != 0) return {{}, "", fmt::format("spawning the discovery: {}", std::strerror(rc))};
   std::string text;
   const auto deadline = std::chrono::steady_clock::now() + discovery_limit;
   bool timed_out = false;
@@ -204,15 +214,17 @@ discovery discover() {
   if (timed_out)
     return {
         {},
+        "",
         fmt::format("libfabric's discovery did not finish within {} s", discovery_limit.count())};
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    return {{}, "libfabric's discovery failed (its process ended abnormally)"};
+    return {{}, "", "libfabric's discovery failed (its process ended abnormally)"};
   const auto j = nlohmann::json::parse(text, nullptr, false);
   try {
-    if (j.is_array()) return {offers_of(j), ""};
+    if (j.is_object() && j.contains("error")) return {{}, "", j.at("error").get<std::string>()};
+    if (j.is_object()) return {offers_of(j.at("offers")), j.at("version").get<std::string>(), ""};
   } catch (const nlohmann::json::exception&) {
   }
-  return {{}, "libfabric's discovery printed no list"};
+  return {{}, "", "libfabric's discovery printed no list"};
 }
 
 const discovery& discovered() {
@@ -281,13 +293,21 @@ std::pair<std::vector<std::string>, std::vector<std::string>> judge_provider_var
 }
 
 nlohmann::json describe_library() {
-  const std::uint32_t v = fi_version();  // the library's, without initializing it
+  const discovery& d = discovered();
   nlohmann::json out{{"library", "libfabric"},
-                     {"version", fmt::format("{}.{}", FI_MAJOR(v), FI_MINOR(v))},
+                     {"version", d.version},
                      {"endpoint_type", "FI_EP_RDM"},
-                     {"providers", offers_json(rdm_offers())}};
-  if (!discovered().error.empty()) out["discovery_error"] = discovered().error;
+                     {"providers", offers_json(d.offers)}};
+  if (!d.error.empty()) out["discovery_error"] = d.error;
   return out;
+}
+
+std::string unavailable() {
+  const discovery& d = discovered();
+  if (!d.error.empty()) return d.error;
+  return provider_names(d.offers, false).empty()
+             ? "libfabric offers no provider with RDM endpoints on this host"
+             : "";
 }
 
 lane_kind kind_of_provider(std::string_view provider) {
@@ -306,23 +326,31 @@ nlohmann::json to_json(const options& o) { return {{"inject", o.inject}}; }
 options options_from(const nlohmann::json& own) {
   options o;
   if (const auto v = own.find("inject"); v != own.end()) {
-    if (!v->is_string() || (*v != "auto" && *v != "on" && *v != "off"))
-      throw usage_error(
-          fmt::format("--ofi-inject must be auto, on or off, not {}", v->dump().substr(0, 40)));
+    if (!v->is_string() || (*v != "auto" && *v != "tinject" && *v != "flag" && *v != "off"))
+      throw usage_error(fmt::format("--ofi-inject must be auto, tinject, flag or off, not {}",
+                                    v->dump().substr(0, 40)));
     o.inject = v->get<std::string>();
   }
   return o;
 }
 
-std::pair<bool, std::string> use_inject(const options& o, std::string_view provider) {
-  if (o.inject == "on") return {true, "--ofi-inject on"};
-  if (o.inject == "off") return {false, "--ofi-inject off"};
-  // libfabric 1.17's rxd (over udp) answers fi_tinject with success and never delivers the
-  // message: every case at or below its inject size timed out on loopback, and all passed
-  // without injection.
+std::pair<inject_mode, std::string> use_inject(const options& o, std::string_view provider) {
+  if (o.inject == "tinject") return {inject_mode::tinject, "--ofi-inject tinject"};
+  if (o.inject == "flag") return {inject_mode::flag, "--ofi-inject flag"};
+  if (o.inject == "off") return {inject_mode::off, "--ofi-inject off"};
+  // What was seen with libfabric 1.17: rxd (over udp) accepts injected messages, with or without
+  // a completion asked, and never delivers them (every case at or below its inject size timed
+  // out on loopback; all passed without injection). verbs;ofi_rxm on rxe: a stream of
+  // fi_tinject messages and the flush after it crashed the receiving process in libfabric at
+  // its next case; FI_INJECT with completions passed every test. fi_tinject is what fi_pingpong
+  // does, and is kept where it passed every test: shared memory and the socket providers.
   if (provider.find("ofi_rxd") != std::string_view::npos)
-    return {false, "ofi_rxd loses injected messages (libfabric 1.17): sent with completions"};
-  return {true, ""};
+    return {inject_mode::off, "ofi_rxd loses injected messages (libfabric 1.17)"};
+  const lane_kind kind = kind_of_provider(provider);
+  if (kind == lane_kind::shared_memory || kind == lane_kind::network)
+    return {inject_mode::tinject, ""};
+  return {inject_mode::flag,
+          "fi_tinject is kept to shm and the socket providers (it crashed verbs;ofi_rxm on rxe)"};
 }
 
 std::string what_lacks(const std::function<bool(bool rma, bool hmem, bool ordered)>& offers,
@@ -338,9 +366,9 @@ transport_cli add_run_options(CLI::App& run) {
   auto own = std::make_shared<options>();
   CLI::Option* inject =
       run.add_option("--ofi-inject", own->inject,
-                     "ofi: send small host messages with fi_tinject (auto: yes, except providers "
-                     "known to lose them)")
-          ->check(CLI::IsMember({"auto", "on", "off"}))
+                     "ofi: how small host messages are sent: tinject, flag (FI_INJECT with a "
+                     "completion), off, or auto (each provider the way it was seen to work)")
+          ->check(CLI::IsMember({"auto", "tinject", "flag", "off"}))
           ->capture_default_str();
   auto providers = std::make_shared<std::vector<std::string>>();
   CLI::Option* option = run.add_option(

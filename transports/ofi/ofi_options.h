@@ -54,6 +54,8 @@ std::pair<std::vector<std::string>, std::vector<std::string>> judge_provider_var
 
 // libfabric's version and its RDM providers with their fabrics and domains, as fi_info lists them.
 nlohmann::json describe_library();
+// Why this host cannot run the transport ("" = it can): libfabric missing, or no RDM provider.
+std::string unavailable();
 
 // The kind of lane a provider is: shm moves data within the host, tcp/udp/sockets/net through the
 // kernel's network stack, verbs/efa/psm2/psm3/opx/cxi through an RDMA NIC. A layered name is the
@@ -63,15 +65,17 @@ lane_kind kind_of_provider(std::string_view provider);
 // The transport's own options, the "ofi" object of the run's transport options (checked on both
 // sides: the server's come from the peer).
 struct options {
-  // --ofi-inject: send host messages up to the provider's inject size with fi_tinject ("on"),
-  // never ("off"), or "auto": on, except for providers whose inject path loses messages.
+  // --ofi-inject: how host messages up to the provider's inject size are sent: "tinject"
+  // (fi_tinject, complete at once; a flush message after each phase), "flag" (FI_INJECT with a
+  // completion), "off", or "auto": each provider the way it was seen to work (use_inject).
   std::string inject = "auto";
 };
 nlohmann::json to_json(const options& o);
 // Absent keys take the defaults; anything else throws usage_error.
 options options_from(const nlohmann::json& own);
-// Whether to inject with `provider` under `o`, and why ("" when on by default).
-std::pair<bool, std::string> use_inject(const options& o, std::string_view provider);
+enum class inject_mode { tinject, flag, off };
+// How to inject with `provider` under `o`, and why ("" for the plain default).
+std::pair<inject_mode, std::string> use_inject(const options& o, std::string_view provider);
 
 // What a provider lacks for a case, from `offers(rma, hmem, ordered)`: whether fi_getinfo offers
 // an RDM endpoint with tagged messages and those. "" when it lacks nothing of them.

@@ -58,7 +58,7 @@ bool is_rma(const std::string& test) {
 
 // The hints every case asks with; `rma` and `hmem` add what its test and memory need.
 ofi::info_ptr hints_for(const std::string& provider, bool rma, bool hmem, bool ordered) {
-  ofi::info_ptr h(fi_allocinfo());
+  ofi::info_ptr h = ofi::alloc_info();
   if (!h) throw std::bad_alloc();
   h->ep_attr->type = FI_EP_RDM;
   h->caps = FI_TAGGED;
@@ -124,11 +124,7 @@ transport_entry ofi_transport::entry() {
   e.create = [](const transport_params& p) { return std::make_unique<ofi_transport>(p); };
   e.add_run_options = ofi::add_run_options;
   e.describe_library = ofi::describe_library;
-  e.unavailable = [] {
-    return ofi::provider_names(ofi::rdm_offers(), false).empty()
-               ? std::string("libfabric offers no provider with RDM endpoints on this host")
-               : std::string();
-  };
+  e.unavailable = ofi::unavailable;
   e.lane_kind_of = ofi::kind_of_provider;
   e.env_prefixes = {"FI_"};
   e.env_axis = transport_entry::env_axis_check{"FI_PROVIDER", ofi::judge_provider_variable};
@@ -140,6 +136,7 @@ ofi_transport::ofi_transport(const transport_params& params)
       m_provider(params.test.tls),
       m_options(ofi::options_from(own_options(params.options, ofi::name))) {
   ofi::check_provider(m_provider);
+  if (std::string why; ofi::load(&why) == nullptr) throw transport_unsupported(why);
   const test_case& c = m_params.test;
   m_rma_test = is_rma(c.test);
   const memory_type mine = m_params.side == side::client ? c.client_memory : c.server_memory;
@@ -252,7 +249,7 @@ void ofi_transport::open_objects() {
                        ofi::failure(call, rc));
   };
   fid_fabric* fabric = nullptr;
-  check(fi_fabric(m_info->fabric_attr, &fabric, nullptr), "fi_fabric");
+  check(ofi::lib().fabric(m_info->fabric_attr, &fabric, nullptr), "fi_fabric");
   m_fabric.reset(fabric);
   fid_domain* domain = nullptr;
   check(fi_domain(m_fabric.get(), m_info, &domain, nullptr), "fi_domain");
@@ -445,7 +442,7 @@ provenance ofi_transport::describe() const {
   const std::string provider = m_info->fabric_attr->prov_name;
   const std::string domain = m_info->domain_attr->name != nullptr ? m_info->domain_attr->name : "";
   p.lanes.push_back(lane{provider, domain, ofi::kind_of_provider(provider)});
-  const std::uint32_t v = fi_version();
+  const std::uint32_t v = ofi::lib().version();
   const std::string progress = ofi::text_of(&m_info->domain_attr->data_progress, FI_TYPE_PROGRESS);
   p.protocol = fmt::format("libfabric {}.{} {} RDM {} on {}, {}", FI_MAJOR(v), FI_MINOR(v),
                            provider, m_rma_test ? "RMA" : "tagged", domain, progress);
@@ -460,9 +457,14 @@ provenance ofi_transport::describe() const {
       {"protocol_version", m_info->ep_attr->protocol_version},
       {"mr_mode", ofi::text_of(&m_info->domain_attr->mr_mode, FI_TYPE_MR_MODE)},
       {"inject_bytes", m_info->tx_attr->inject_size},
-      {"inject", m_inject ? fmt::format("fi_tinject up to {} bytes{}", m_info->tx_attr->inject_size,
-                                        m_inject_why.empty() ? "" : " (" + m_inject_why + ")")
-                          : "off: " + m_inject_why},
+      {"inject",
+       m_inject == ofi::inject_mode::off
+           ? "off: " + m_inject_why
+           : fmt::format("{} up to {} bytes{}",
+                         m_inject == ofi::inject_mode::tinject ? "fi_tinject"
+                                                               : "FI_INJECT with a completion",
+                         m_info->tx_attr->inject_size,
+                         m_inject_why.empty() ? "" : " (" + m_inject_why + ")")},
       {"max_message_bytes", m_info->ep_attr->max_msg_size},
       {"progress", progress},
       {"message_order", ofi::text_of(&m_info->tx_attr->msg_order, FI_TYPE_MSG_ORDER)},

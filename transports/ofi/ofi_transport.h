@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <deque>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/errors.h"
@@ -68,8 +69,16 @@ class ofi_transport final : public transport {
   [[nodiscard]] where place(const std::string& step) const;
   [[nodiscard]] void* desc_of(const void* p) noexcept;
   request* acquire(const op& operation) noexcept;
+  // Whether a send is a small host message the provider may take by injection.
+  [[nodiscard]] bool small(const op& operation) const noexcept;
+  [[nodiscard]] bool injects(const op& operation) const noexcept {
+    return m_inject == ofi::inject_mode::tinject && small(operation);
+  }
+  int submit(const op& operation) noexcept;
+  int try_post(const op& operation, request* r) noexcept;  // -FI_EAGAIN: not taken, retry
   int post_one(const op& operation, request* r) noexcept;
   int inject_one(const op& operation) noexcept;
+  int post_pending() noexcept;
   int post_sync_now(const op& operation) noexcept;
   int progress() noexcept;  // reads the CQ into m_done; negative on failure
   int fail(std::string what, int err) noexcept;
@@ -79,7 +88,7 @@ class ofi_transport final : public transport {
   transport_params m_params;
   std::string m_provider;  // as asked ("" = libfabric's choice)
   ofi::options m_options;  // this transport's own options, checked (both sides)
-  bool m_inject = true;    // small host sends by fi_tinject
+  ofi::inject_mode m_inject = ofi::inject_mode::tinject;  // how small host sends go
   std::string m_inject_why;
   std::string m_source_why;  // how the source address was chosen
   bool m_rma_test = false;
@@ -107,6 +116,9 @@ class ofi_transport final : public transport {
   std::size_t m_sends_outstanding = 0;  // sends, writes, reads posted and not yet completed
   std::size_t m_writes_outstanding = 0;
   std::deque<op> m_deferred_sync;  // sync sends waiting for earlier writes' delivery
+  // Not taken yet (-FI_EAGAIN), in posting order: receives, and everything else.
+  std::deque<std::pair<op, request*>> m_pending_rx, m_pending_tx;
+  bool m_flush_wanted = false;
   std::deque<completion> m_done;
 
   bool m_injected = false;  // a message went by fi_tinject since the last flush

@@ -15,9 +15,6 @@ namespace pairperf {
 using namespace ofi_wire;
 
 namespace {
-// How long a post may wait for room in the provider's queues (progressing meanwhile) before the
-// case fails; the harness's case timeout bounds the phase as a whole.
-constexpr auto post_retry_limit = std::chrono::seconds(10);
 constexpr std::size_t cq_batch = 16;
 }  // namespace
 
@@ -92,7 +89,7 @@ int ofi_transport::progress() noexcept {
                        : r->kind == op_kind::recv ? "a tagged receive"
                        : r->kind == op_kind::put  ? "an RMA write"
                                                   : "an RMA read";
-    return fail(fmt::format("{} failed: {} (provider: {})", what, fi_strerror(err.err),
+    return fail(fmt::format("{} failed: {} (provider: {})", what, ofi::lib().strerror(err.err),
                             text != nullptr ? text : "no detail"),
                 err.err);
   }
@@ -117,35 +114,80 @@ int ofi_transport::post(const op& operation) noexcept {
     m_deferred_sync.push_back(operation);
     return 0;
   }
-  const bool inject = m_inject && operation.kind == op_kind::send &&
-                      (operation.channel == op_channel::sync || !m_gpu) &&
-                      operation.length <= m_info->tx_attr->inject_size;
-  request* r = inject ? nullptr : acquire(operation);
-  const auto deadline = std::chrono::steady_clock::now() + post_retry_limit;
-  for (;;) {
-    const int rc = inject ? inject_one(operation) : post_one(operation, r);
-    if (rc == 0) break;
-    if (rc != -FI_EAGAIN) {
-      if (r != nullptr) m_free.push_back(r);
-      return fail(
-          fmt::format("posting {} bytes: {}", operation.length, fi_strerror(rc < 0 ? -rc : rc)),
-          -rc);
-    }
-    if (progress() < 0 || std::chrono::steady_clock::now() >= deadline) {
-      if (r != nullptr) m_free.push_back(r);
-      return m_failed ? -1
-                      : fail(fmt::format("the provider's queue stayed full for {} s",
-                                         post_retry_limit.count()),
-                             0);
-    }
+  return submit(operation);
+}
+
+bool ofi_transport::small(const op& operation) const noexcept {
+  return operation.kind == op_kind::send && operation.cookie != flush_cookie &&
+         (operation.channel == op_channel::sync || !m_gpu) &&
+         operation.length <= m_info->tx_attr->inject_size;
+}
+
+// Posts now, or queues behind what the provider could not take yet (-FI_EAGAIN): poll() posts
+// the queues in order. Receives queue apart from sends, writes and reads: a receive waiting behind
+// a send that waits for the peer's receives would deadlock both sides. A post never blocks, so
+// the harness's deadlines bound everything.
+int ofi_transport::submit(const op& operation) noexcept {
+  request* r = injects(operation) ? nullptr : acquire(operation);
+  auto& queue = operation.kind == op_kind::recv ? m_pending_rx : m_pending_tx;
+  if (!queue.empty()) {
+    queue.emplace_back(operation, r);
+    return 0;
   }
-  if (inject) {
+  int rc = try_post(operation, r);
+  if (rc == -FI_EAGAIN) {
+    if (progress() < 0) return -1;
+    rc = try_post(operation, r);
+  }
+  if (rc == -FI_EAGAIN) {
+    queue.emplace_back(operation, r);
+    return 0;
+  }
+  return rc;
+}
+
+int ofi_transport::try_post(const op& operation, request* r) noexcept {
+  const int rc = r == nullptr ? inject_one(operation) : post_one(operation, r);
+  if (rc == -FI_EAGAIN) return rc;
+  if (rc != 0) {
+    if (r != nullptr) m_free.push_back(r);
+    return fail(fmt::format("posting {} bytes: {}", operation.length,
+                            ofi::lib().strerror(rc < 0 ? -rc : rc)),
+                -rc);
+  }
+  if (r == nullptr) {  // injected: complete at once; start_flush() covers what the provider holds
     m_injected = true;
-    m_done.push_back(completion{operation.cookie, operation.kind});
+    if (operation.cookie != flush_cookie)
+      m_done.push_back(completion{operation.cookie, operation.kind});
     return 0;
   }
   if (operation.kind != op_kind::recv) ++m_sends_outstanding;
   if (r->write) ++m_writes_outstanding;
+  return 0;
+}
+
+int ofi_transport::post_pending() noexcept {
+  for (auto* queue : {&m_pending_rx, &m_pending_tx}) {
+    while (!queue->empty()) {
+      const auto [operation, r] = queue->front();
+      const int rc = try_post(operation, r);
+      if (rc == -FI_EAGAIN) break;
+      queue->pop_front();
+      if (rc != 0) return -1;
+    }
+  }
+  while (!m_deferred_sync.empty() && m_writes_outstanding == 0 && m_pending_tx.empty()) {
+    const op sync = m_deferred_sync.front();
+    m_deferred_sync.pop_front();
+    if (submit(sync) != 0) return -1;
+  }
+  if (m_flush_wanted && m_pending_tx.empty() && m_deferred_sync.empty()) {
+    // Ordered after the injected messages (FI_ORDER_SAS): its completion says they left too.
+    m_flush_wanted = false;
+    m_injected = false;
+    return submit(op{op_kind::send, op_channel::sync, m_flush_out.data(), m_flush_out.size(),
+                     flush_cookie, 0});
+  }
   return 0;
 }
 
@@ -156,25 +198,8 @@ int ofi_transport::inject_one(const op& operation) noexcept {
 
 void ofi_transport::start_flush() noexcept {
   if (!m_injected || m_failed || !m_ep || m_peer == FI_ADDR_UNSPEC) return;
-  // Ordered after the injected messages (FI_ORDER_SAS): its completion says they left too.
-  request* r = acquire(
-      op{op_kind::send, op_channel::sync, m_flush_out.data(), m_flush_out.size(), flush_cookie, 0});
-  const auto deadline = std::chrono::steady_clock::now() + post_retry_limit;
-  ssize_t rc = 0;
-  while ((rc = fi_tsend(m_ep.get(), m_flush_out.data(), m_flush_out.size(),
-                        desc_of(m_flush_out.data()), m_peer, flush_tag, &r->context)) ==
-             -FI_EAGAIN &&
-         std::chrono::steady_clock::now() < deadline) {
-    if (progress() < 0) return;
-  }
-  if (rc != 0) {
-    m_free.push_back(r);
-    (void)fail(fmt::format("flushing: {}", fi_strerror(rc < 0 ? static_cast<int>(-rc) : 0)),
-               static_cast<int>(-rc));
-    return;
-  }
-  ++m_sends_outstanding;
-  m_injected = false;
+  m_flush_wanted = true;
+  (void)post_pending();
 }
 
 int ofi_transport::post_one(const op& operation, request* r) noexcept {
@@ -187,9 +212,13 @@ int ofi_transport::post_one(const op& operation, request* r) noexcept {
       msg.desc = &desc;
       msg.iov_count = 1;
       msg.addr = m_peer;
-      msg.tag = operation.channel == op_channel::data ? data_tag : sync_tag;
+      msg.tag = operation.cookie == flush_cookie        ? flush_tag
+                : operation.channel == op_channel::data ? data_tag
+                                                        : sync_tag;
       msg.context = &r->context;
-      return static_cast<int>(fi_tsendmsg(m_ep.get(), &msg, FI_COMPLETION));
+      const std::uint64_t flags =
+          FI_COMPLETION | (m_inject == ofi::inject_mode::flag && small(operation) ? FI_INJECT : 0);
+      return static_cast<int>(fi_tsendmsg(m_ep.get(), &msg, flags));
     }
     case op_kind::recv:
       return static_cast<int>(
@@ -225,22 +254,7 @@ int ofi_transport::post_one(const op& operation, request* r) noexcept {
 int ofi_transport::poll(std::span<completion> out) noexcept {
   // Completions already known are returned without reading the queue first.
   if (m_done.empty() && !m_failed && progress() < 0) return -1;
-  if (m_failed) return -1;
-  while (!m_deferred_sync.empty() && m_writes_outstanding == 0) {
-    const op sync = m_deferred_sync.front();
-    m_deferred_sync.pop_front();
-    request* r = acquire(sync);
-    int rc = 0;
-    const auto deadline = std::chrono::steady_clock::now() + post_retry_limit;
-    while ((rc = post_one(sync, r)) == -FI_EAGAIN && std::chrono::steady_clock::now() < deadline) {
-      if (progress() < 0) return -1;
-    }
-    if (rc != 0) {
-      m_free.push_back(r);
-      return fail(fmt::format("posting a sync message: {}", fi_strerror(rc < 0 ? -rc : rc)), -rc);
-    }
-    ++m_sends_outstanding;
-  }
+  if (m_failed || post_pending() < 0) return -1;
   std::size_t n = 0;
   while (n < out.size() && !m_done.empty()) {
     out[n++] = m_done.front();
@@ -251,7 +265,8 @@ int ofi_transport::poll(std::span<completion> out) noexcept {
 
 bool ofi_transport::flushed() const noexcept {
   // The harness polls between start_flush() and flushed(): progress happens there.
-  return m_failed || (m_sends_outstanding == 0 && m_deferred_sync.empty());
+  return m_failed || (m_sends_outstanding == 0 && m_pending_tx.empty() && m_deferred_sync.empty() &&
+                      !m_flush_wanted);
 }
 
 }  // namespace pairperf
