@@ -129,6 +129,24 @@ class ComparePeers(unittest.TestCase):
             self.assertGreater(row["peer_value"], 0, row)
             self.assertAlmostEqual(row["ratio"], row["pairperf"] / row["peer_value"], places=6)
 
+    def test_ofi_suite_compares_with_fi_pingpong_per_provider(self):
+        if shutil.which("fi_pingpong") is None:
+            self.skipTest("fi_pingpong not installed (libfabric-bin; scripts/setup installs it)")
+        if not pp.has_transport("ofi"):
+            self.skipTest("this pairperf was built without the libfabric (OFI) transport")
+        with pp.tmpdir() as d:
+            out = os.path.join(d, "peers.json")
+            r = script("compare-peers", "--suite", "ofi", "--rounds", "1", "--json", out, "--pairperf", pp.BIN, timeout=300)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertEqual(pp.schema_errors(out), [])
+            doc = pp.load(out)
+        self.assertEqual([row["metric"].split(" ")[1] for row in doc["rows"]], ["tcp;ofi_rxm"] * 2 + ["shm"] * 2)
+        for row in doc["rows"]:
+            self.assertEqual(row["peer"], "fi_pingpong")
+            self.assertGreater(row["pairperf"], 0, row)
+            self.assertGreater(row["peer_value"], 0, row)
+            self.assertAlmostEqual(row["ratio"], row["pairperf"] / row["peer_value"], places=6)
+
     def test_bad_arguments_exit_2(self):
         r = script("compare-peers", "--rounds", "0")
         self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
