@@ -124,16 +124,17 @@ class Ofi(unittest.TestCase):
                     self.assertTrue(inject.startswith("off: ofi_rxd loses injected messages"), inject)
                 else:
                     self.assertTrue(inject.startswith("fi_tinject up to"), inject)
-        # The other ways to inject, on the providers above and the two defaults.
-        for mode, shown in (("flag", "FI_INJECT with a completion up to"), ("tinject", "fi_tinject up to")):
-            with self.subTest(mode=mode), pp.Server(env=pp.clean_env()) as s:
-                proc, doc, _ = self.run_ofi(s, "--ofi-inject", mode, "--test", "fi_tag_lat,fi_tag_bw,fi_tag_bibw", "--sizes", "8",
-                                            "-n", "200", "--validate", "--timeout-case", "30s",
-                                            *[a for p in sorted(PROVIDERS - {"udp;ofi_rxd"}) for a in ("--ofi-provider", p)])
-                self.assertEqual(proc.returncode, 0, proc.stdout[-3000:] + proc.stderr[-2000:])
-                for r in doc["results"]:
-                    self.assertEqual(r["status"], "ok", (r["case"], r.get("message")))
-                    self.assertTrue(r["provenance"]["client"]["inject"].startswith(shown), r["provenance"]["client"]["inject"])
+        # FI_INJECT with completions (the default where fi_tinject was not seen to work) on every
+        # provider here but rxd; fi_tinject, their default, ran above.
+        with pp.Server(env=pp.clean_env()) as s:
+            proc, doc, _ = self.run_ofi(s, "--ofi-inject", "flag", "--test", "fi_tag_lat,fi_tag_bw,fi_tag_bibw", "--sizes", "8",
+                                        "-n", "200", "--validate", "--timeout-case", "30s",
+                                        *[a for p in sorted(PROVIDERS - {"udp;ofi_rxd"}) for a in ("--ofi-provider", p)])
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:] + proc.stderr[-2000:])
+        for r in doc["results"]:
+            self.assertEqual(r["status"], "ok", (r["case"], r.get("message")))
+            self.assertTrue(r["provenance"]["client"]["inject"].startswith("FI_INJECT with a completion up to"),
+                            r["provenance"]["client"]["inject"])
 
     def test_a_provider_this_host_lacks_is_skipped_naming_those_it_has(self):
         with pp.Server(env=pp.clean_env()) as s:
