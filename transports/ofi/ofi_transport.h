@@ -113,9 +113,9 @@ class ofi_transport final : public transport {
 
   std::deque<request> m_requests;  // stable addresses; recycled through m_free
   std::vector<request*> m_free;
-  std::size_t m_sends_outstanding = 0;  // sends, writes, reads posted and not yet completed
-  std::size_t m_writes_outstanding = 0;
-  std::deque<op> m_deferred_sync;  // sync sends waiting for earlier writes' delivery
+  std::size_t m_sends_outstanding = 0;   // sends, writes, reads posted and not yet completed
+  std::size_t m_writes_outstanding = 0;  // writes queued or posted, not yet completed
+  std::deque<op> m_deferred_sync;        // sync sends waiting for earlier writes' delivery
   // Not taken yet (-FI_EAGAIN), in posting order: receives, and everything else.
   std::deque<std::pair<op, request*>> m_pending_rx, m_pending_tx;
   bool m_flush_wanted = false;

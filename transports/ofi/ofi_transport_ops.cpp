@@ -129,6 +129,8 @@ bool ofi_transport::small(const op& operation) const noexcept {
 // the harness's deadlines bound everything.
 int ofi_transport::submit(const op& operation) noexcept {
   request* r = injects(operation) ? nullptr : acquire(operation);
+  // Counted from here, queued or posted: a notification after it waits for its delivery.
+  if (r != nullptr && r->write) ++m_writes_outstanding;
   auto& queue = operation.kind == op_kind::recv ? m_pending_rx : m_pending_tx;
   if (!queue.empty()) {
     queue.emplace_back(operation, r);
@@ -162,7 +164,6 @@ int ofi_transport::try_post(const op& operation, request* r) noexcept {
     return 0;
   }
   if (operation.kind != op_kind::recv) ++m_sends_outstanding;
-  if (r->write) ++m_writes_outstanding;
   return 0;
 }
 
