@@ -9,10 +9,11 @@
 // Data and sync messages are tagged apart and ordered (FI_ORDER_SAS is required). A sync message
 // after RMA writes waits for the writes' delivery completions unless the provider orders sends
 // after writes (FI_ORDER_SAW). Receives are posted before the sends they answer (an arrival then
-// takes the provider's expected path, as in fi_pingpong). Host messages up to the provider's
-// inject size go by fi_tinject, complete at once; since the provider may still hold them,
-// start_flush() sends one more message with a completion (ordered after them, never received)
-// and flushed() waits for it.
+// takes the provider's expected path, as in fi_pingpong). Posts never block: what the provider
+// cannot take yet waits in order (receives apart) and poll() posts it. Host messages up to the
+// provider's inject size go as --ofi-inject says (ofi::use_inject): by fi_tinject, complete at
+// once (start_flush() then sends one more message with a completion, ordered after them and never
+// received, and flushed() waits for it), with FI_INJECT and a completion, or not injected.
 #include <array>
 #include <cstdint>
 #include <deque>
