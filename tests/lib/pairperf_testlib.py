@@ -2,6 +2,7 @@
 
 Every wait here has a bound; every process started here is ended by PID in a finally block.
 """
+import glob
 import json
 import os
 import select
@@ -166,6 +167,33 @@ def schema_errors_of(doc, name="(output)"):
 
 def tmpdir():
     return tempfile.TemporaryDirectory(prefix="pairperf-test-")
+
+
+class SoftRoceSuite(unittest.TestCase):
+    """A suite script run once in scripts/softroce-vm for the whole class; its JSON results come
+    back as self.docs (by file name). Subclasses set SUITE, TIMEOUT and EXTRA_ADDS."""
+    SUITE = ""
+    TIMEOUT = 500
+    EXTRA_ADDS = ()
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tmpdir()
+        out = os.path.join(cls.tmp.name, "out")
+        adds = [a for path in (BIN, *cls.EXTRA_ADDS) for a in ("--add", path)]
+        cls.proc = subprocess.run([os.path.join(SOURCE_DIR, "scripts", "softroce-vm"), "--timeout", str(cls.TIMEOUT), "--out", out]
+                                  + adds + ["--", cls.SUITE, BIN], capture_output=True, text=True, timeout=cls.TIMEOUT + 100)
+        if cls.proc.returncode == 125 and "apt-get download" in cls.proc.stderr:
+            raise unittest.SkipTest(f"the VM's kernel cannot be fetched here: {cls.proc.stderr.strip()}")
+        cls.docs = {os.path.basename(p)[:-5]: load(p) for p in glob.glob(os.path.join(out, "*.json"))}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def results(self, name):
+        self.assertTrue(name in self.docs, f"no {name}.json came back from the VM:\n" + self.proc.stdout[-3000:] + self.proc.stderr[-2000:])
+        return self.docs[name]["results"]
 
 
 def main():

@@ -8,7 +8,6 @@ package cannot be fetched), or where the binary was built without libfabric."""
 import glob
 import os
 import shutil
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
@@ -16,7 +15,6 @@ import unittest
 
 import pairperf_testlib as pp
 
-RUNNER = os.path.join(pp.SOURCE_DIR, "scripts", "softroce-vm")
 SUITE = os.path.join(pp.SOURCE_DIR, "tests", "softroce", "ofi_suite.sh")
 # pairperf dlopen()s libfabric, so the VM's packing (an ELF's ldd closure) must be told of it.
 LIBFABRIC = next(iter(glob.glob("/usr/lib/*/libfabric.so.1") + glob.glob("/lib/*/libfabric.so.1")), None)
@@ -42,24 +40,10 @@ if REASON:
 
 
 @unittest.skipIf(REASON is not None, REASON or "")
-class OfiInSoftRoce(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = pp.tmpdir()
-        out = os.path.join(cls.tmp.name, "out")
-        cls.proc = subprocess.run([RUNNER, "--timeout", "400", "--out", out, "--add", pp.BIN, "--add", LIBFABRIC, "--", SUITE, pp.BIN],
-                                  capture_output=True, text=True, timeout=500)
-        if cls.proc.returncode == 125 and "apt-get download" in cls.proc.stderr:
-            raise unittest.SkipTest(f"the VM's kernel cannot be fetched here: {cls.proc.stderr.strip()}")
-        cls.docs = {os.path.basename(p)[:-5]: pp.load(p) for p in glob.glob(os.path.join(out, "*.json"))}
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
-
-    def results(self, name):
-        self.assertTrue(name in self.docs, f"no {name}.json came back from the VM:\n" + self.proc.stdout[-3000:] + self.proc.stderr[-2000:])
-        return self.docs[name]["results"]
+class OfiInSoftRoce(pp.SoftRoceSuite):
+    SUITE = SUITE
+    TIMEOUT = 400
+    EXTRA_ADDS = (LIBFABRIC,)
 
     def test_the_vm_suite_passed(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stdout[-4000:] + self.proc.stderr[-2000:])

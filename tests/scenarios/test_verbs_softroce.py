@@ -9,7 +9,6 @@ import glob
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
@@ -17,7 +16,6 @@ import unittest
 
 import pairperf_testlib as pp
 
-RUNNER = os.path.join(pp.SOURCE_DIR, "scripts", "softroce-vm")
 SUITE = os.path.join(pp.SOURCE_DIR, "tests", "softroce", "verbs_suite.sh")
 TESTS = ["write_lat", "write_bw", "write_bibw", "read_lat", "read_bw", "send_lat", "send_bw"]
 
@@ -40,24 +38,9 @@ if REASON:
 
 
 @unittest.skipIf(REASON is not None, REASON or "")
-class VerbsInSoftRoce(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = pp.tmpdir()
-        out = os.path.join(cls.tmp.name, "out")
-        cls.proc = subprocess.run([RUNNER, "--timeout", "500", "--out", out, "--add", pp.BIN, "--", SUITE, pp.BIN],
-                                  capture_output=True, text=True, timeout=600)
-        if cls.proc.returncode == 125 and "apt-get download" in cls.proc.stderr:
-            raise unittest.SkipTest(f"the VM's kernel cannot be fetched here: {cls.proc.stderr.strip()}")
-        cls.docs = {os.path.basename(p)[:-5]: pp.load(p) for p in glob.glob(os.path.join(out, "*.json"))}
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
-
-    def results(self, name):
-        self.assertTrue(name in self.docs, f"no {name}.json came back from the VM:\n" + self.proc.stdout[-3000:] + self.proc.stderr[-2000:])
-        return self.docs[name]["results"]
+class VerbsInSoftRoce(pp.SoftRoceSuite):
+    SUITE = SUITE
+    TIMEOUT = 500
 
     def test_the_vm_suite_passed(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stdout[-4000:] + self.proc.stderr[-2000:])
