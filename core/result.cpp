@@ -144,6 +144,7 @@ void to_json(nlohmann::json& j, const case_result& r) {
   if (!r.message.empty()) j["message"] = r.message;
   if (!r.error_code.empty()) j["error_code"] = r.error_code;
   if (!r.unjudged.is_null()) j["unjudged"] = r.unjudged;
+  if (r.wall_s > 0) j["wall_s"] = r.wall_s;
   if (r.status != case_status::ok && r.status != case_status::fail && r.iterations == 0) return;
   j["iterations"] = r.iterations;
   j["warmup_iterations"] = r.warmup_iterations;
@@ -182,6 +183,7 @@ void from_json(const nlohmann::json& j, case_result& r) {
   r.warmup_iterations = j.value("warmup_iterations", std::uint64_t{0});
   r.window = j.value("window", 0U);
   r.elapsed_s = j.value("elapsed_s", 0.0);
+  r.wall_s = j.value("wall_s", 0.0);
   get_optional(j, "latency_s", r.latency_s);
   get_optional(j, "interval_s", r.interval_s);
   get_optional(j, "bandwidth_Bps", r.bandwidth_Bps);

@@ -106,6 +106,9 @@ struct case_result {
   std::uint64_t warmup_iterations = 0;
   unsigned window = 0;
   double elapsed_s = 0;  // measured phase, on the client
+  // The case on the client from its start to its result: set-up, data connect, warm-up and
+  // measured phases, teardown (0: not timed). wall_s - elapsed_s is the case's fixed cost.
+  double wall_s = 0;
 
   std::optional<sample_stats> latency_s;          // pingpong: one-way (round trip / 2)
   std::optional<sample_stats> interval_s;         // stream: receiver's time between arrivals

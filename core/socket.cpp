@@ -273,6 +273,18 @@ unique_fd accept_until(const unique_fd& listener, deadline_t deadline, const whe
   }
 }
 
+unique_fd accept_ready(const unique_fd& listener) {
+  const int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (fd >= 0) set_nodelay(fd);
+  return unique_fd(fd);
+}
+
+bool has_nodelay(int fd) {
+  int on = 0;
+  socklen_t len = sizeof(on);
+  return ::getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, &len) == 0 && on != 0;
+}
+
 void write_all(int fd, const void* data, std::size_t len, deadline_t deadline, const where& place) {
   const auto* p = static_cast<const char*>(data);
   while (len > 0) {

@@ -64,6 +64,15 @@ unique_fd listen_tcp(const std::string& host, std::uint16_t port, const where& p
 // Waits for one connection until the deadline; throws step_error(timeout) when none came.
 unique_fd accept_until(const unique_fd& listener, deadline_t deadline, const where& place);
 
+// Takes one connection a non-blocking listener has ready, non-blocking itself, with TCP_NODELAY (as
+// every control socket: a reply written while the last is unacknowledged would otherwise wait ~40
+// ms for the peer's delayed ACK, on every phase of every case). Invalid when none is ready (EAGAIN)
+// or accept failed transiently; the caller's poll says when to try again.
+unique_fd accept_ready(const unique_fd& listener);
+
+// Whether TCP_NODELAY is set on a socket.
+bool has_nodelay(int fd);
+
 // Writes every byte or throws (timeout, closed, error).
 void write_all(int fd, const void* data, std::size_t len, deadline_t deadline, const where& place);
 

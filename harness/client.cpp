@@ -158,6 +158,11 @@ void client_run::tally(run_summary& sum, expectation_tally& t, case_result& r) c
 }
 
 run_summary client_run::run() {
+  const auto run_start = steady::now();
+  const auto seconds_since = [](steady::time_point t) {
+    return std::chrono::duration<double>(steady::now() - t).count();
+  };
+  overhead_meter overhead;
   try {
     hello();
   } catch (...) {
@@ -167,12 +172,14 @@ run_summary client_run::run() {
   run_summary sum;
   sum.planned = m_options.cases.size();
   expectation_tally tally_of(m_options.expectations.size());
+  overhead.setup_done(seconds_since(run_start));
   const auto interrupted = [&] {
     return m_options.interrupted != nullptr ? m_options.interrupted->load() : 0;
   };
   for (const test_case& c : m_options.cases) {
     if ((sum.interrupted = interrupted()) != 0) break;  // the cases not run are left out
     m_out.case_started(c, m_options.cases.size());
+    const auto case_start = steady::now();
     case_result r;
     r.test = c;
     if (!sum.aborted && m_reconnect) {
@@ -201,6 +208,8 @@ run_summary client_run::run() {
         r.message = e.what();
       }
     }
+    r.wall_s = seconds_since(case_start);
+    overhead.add(r);
     tally(sum, tally_of, r);
     m_out.report_result(r);
   }
@@ -209,6 +218,7 @@ run_summary client_run::run() {
     control(
         [&] { m_channel->send(msg_type::bye, nlohmann::json::object(), "bye", t().handshake); });
   sum.unjudged = tally_of.unjudged(m_options.expectations);
+  m_out.amend_context("overhead", overhead.summary(seconds_since(run_start)));
   return sum;
 }
 

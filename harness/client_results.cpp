@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "core/stats.h"
 #include "harness/client.h"
@@ -24,6 +25,28 @@ std::optional<double> receiver_rate(std::uint64_t messages, std::int64_t span_ns
 }
 
 }  // namespace
+
+void overhead_meter::add(const case_result& r) {
+  if (r.wall_s <= 0 || (r.status != case_status::ok && r.status != case_status::fail)) return;
+  m_measured_s += r.elapsed_s;
+  m_per_case_s.push_back(std::max(0.0, r.wall_s - r.elapsed_s));
+}
+
+nlohmann::json overhead_meter::summary(double run_wall_s) const {
+  nlohmann::json j{{"setup_s", m_setup_s},
+                   {"run_wall_s", run_wall_s},
+                   {"measured_s", m_measured_s},
+                   {"cases", m_per_case_s.size()}};
+  if (m_per_case_s.empty()) return j;
+  const auto [lo, hi] = std::minmax_element(m_per_case_s.begin(), m_per_case_s.end());
+  const double total = std::accumulate(m_per_case_s.begin(), m_per_case_s.end(), 0.0);
+  j["per_case_s"] = {{"median", median_of(m_per_case_s)},
+                     {"mean", total / static_cast<double>(m_per_case_s.size())},
+                     {"min", *lo},
+                     {"max", *hi}};
+  j["share_of_wall"] = run_wall_s > 0 ? (total + m_setup_s) / run_wall_s : 0.0;
+  return j;
+}
 
 void merge_repetitions(case_result& r, std::vector<std::int64_t>& pooled_round_trips) {
   if (!pooled_round_trips.empty()) r.latency_s = summarize(pooled_round_trips, 0.5e-9);

@@ -26,4 +26,20 @@ void compose_result(case_result& r, case_session& s, const pattern_outcome& mine
 // and message rate the median of the repetitions', elapsed time their sum.
 void merge_repetitions(case_result& r, std::vector<std::int64_t>& pooled_round_trips);
 
+// A sweep's fixed cost, for the results' context ("overhead"): each measured case's wall time
+// minus its measured phases (set-up, data connect, warm-up, calibration, control round trips,
+// teardown), and the run's start before its first case (control connection and hello).
+class overhead_meter {
+ public:
+  void setup_done(double seconds) { m_setup_s = seconds; }
+  // Cases that measured something (ok or fail) with a wall time count; the others do not.
+  void add(const case_result& r);
+  [[nodiscard]] nlohmann::json summary(double run_wall_s) const;
+
+ private:
+  double m_setup_s = 0;
+  double m_measured_s = 0;
+  std::vector<double> m_per_case_s;
+};
+
 }  // namespace pairperf

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <thread>
 
+#include "core/clock.h"
 #include "core/interfaces.h"
 #include "host/gpus.h"
 #include "transports/registry.h"
@@ -49,6 +50,11 @@ std::string value_after(const std::string& file, std::string_view key, char sep)
 }
 
 }  // namespace
+
+void prepare_context() {
+  setup_loop_clock();
+  (void)tool_context();
+}
 
 nlohmann::json tool_context() {
   nlohmann::json libraries = nlohmann::json::object();
@@ -127,6 +133,7 @@ nlohmann::json host_context() {
           {"hostname_addresses", hostname_addresses()},
           {"rdma_devices", rdma_devices()},
           {"gpus", read_gpus()},
+          {"loop_clock", loop_clock_context()},
           {"process", process_context()}};
 }
 

@@ -7,6 +7,12 @@
 
 namespace pairperf {
 
+// Gathers once per process what costs time to learn (libfabric's discovery in a child process,
+// about 0.3-0.6 s; the loops' clock calibration, 5 ms), so the tool and host contexts that
+// follow are cheap and processes forked later (server sessions, case workers) inherit the facts.
+// A server calls it before it accepts sessions; `run` in a thread while its local server starts.
+void prepare_context();
+
 // name, version, git revision, build type, compiler, built-in transports.
 nlohmann::json tool_context();
 // hostname, kernel, OS, CPU model and count, memory, interfaces, RDMA devices, GPUs (NVML),

@@ -12,7 +12,7 @@ namespace pairperf {
 inline constexpr const char* result_schema_name = "pairperf.result";
 // Semantic version of the results file. MAJOR: a field removed or its meaning changed; MINOR: a
 // field added; PATCH: description fixes. Readers accept files of the same MAJOR.
-inline constexpr const char* result_schema_version = "1.3.0";
+inline constexpr const char* result_schema_version = "1.4.0";
 
 // Writes the whole file at finalize(), atomically (a temporary file, then rename); the path "-"
 // is standard output. The constructor checks that the path can be written (output.h), so a bad
@@ -23,6 +23,9 @@ class json_reporter final : public reporter {
   void report_context(const nlohmann::json& context) override { m_context = context; }
   void report_result(const case_result& result) override { m_results.push_back(result); }
   void report_outcome(const nlohmann::json& outcome) override { m_outcome = outcome; }
+  void amend_context(const std::string& key, const nlohmann::json& value) override {
+    m_context[key] = value;
+  }
   void finalize() override;
 
   // The document finalize() writes.

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 
+#include "core/clock.h"
 #include "harness/patterns.h"
 
 namespace pairperf::pattern_detail {
@@ -23,10 +24,8 @@ constexpr std::size_t slot_of(std::uint64_t cookie) noexcept {
   return static_cast<std::size_t>(cookie & slot_mask);
 }
 
-inline std::int64_t now_ns() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(steady::now().time_since_epoch())
-      .count();
-}
+// The loops' clock (core/clock.h): the TSC where it is invariant, else CLOCK_MONOTONIC.
+inline std::int64_t now_ns() noexcept { return loop_now_ns(); }
 
 // Times arrivals for the receiver's bandwidth: every message counts, over the span from the
 // receiver's start (it posts its receives before the sender can begin: the sender waits for the

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 
+#include "core/clock.h"
 #include "harness/pattern_driver.h"
 #include "harness/payload.h"
 
@@ -198,6 +199,7 @@ pattern_outcome run_pattern(transport& t, const pattern_run& run, const pattern_
     throw std::logic_error("pattern window out of range");
   if (run.budget_ns < 0 || (run.budget_ns > 0 && !has_time_budget(run.pattern, run.data_op)))
     throw std::logic_error("a time budget for a pattern that runs a count");
+  setup_loop_clock();  // once per process (host_context() did, before case workers forked)
   pattern_detail::driver d(t, run, place);
   const bool one_sided = run.data_op == op_kind::put || run.data_op == op_kind::get;
   const pattern_outcome out =

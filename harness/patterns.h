@@ -2,7 +2,7 @@
 // The measurement loops: ping-pong, one-way streaming and bidirectional streaming, over any
 // transport. Configuration is resolved before a loop starts (the pattern, the role and whether
 // to validate pick one instantiation); inside, nothing allocates and nothing branches on
-// configuration. Timestamps come from the steady clock in nanoseconds.
+// configuration. Timestamps come from the loops' clock (core/clock.h) in nanoseconds.
 #include <cstddef>
 #include <cstdint>
 #include <functional>

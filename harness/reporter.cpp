@@ -23,6 +23,10 @@ void collecting_reporter::case_started(const test_case& t, std::size_t total) {
   std::fflush(m_progress);
 }
 
+void multi_reporter::amend_context(const std::string& key, const nlohmann::json& value) {
+  for (auto& r : m_reporters) r->amend_context(key, value);
+}
+
 void multi_reporter::report_outcome(const nlohmann::json& outcome) {
   for (auto& r : m_reporters) r->report_outcome(outcome);
 }

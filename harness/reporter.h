@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "core/result.h"
@@ -21,6 +22,9 @@ class reporter {
   // The run's outcome (client.h to_json(run_summary)): exit code, verdict, reasons, counts.
   // Called once before finalize, also for a run that could not start.
   virtual void report_outcome(const nlohmann::json& /*outcome*/) {}
+  // A context entry known only at the end of the run (the per-case overhead); reporters that
+  // wrote the context already ignore it. Called before report_outcome.
+  virtual void amend_context(const std::string& /*key*/, const nlohmann::json& /*value*/) {}
   // Called once, also after a run that stopped early. Throws if output cannot be written.
   virtual void finalize() = 0;
 };
@@ -33,6 +37,7 @@ class multi_reporter final : public reporter {
   void case_started(const test_case& test, std::size_t total) override;
   void report_result(const case_result& result) override;
   void report_outcome(const nlohmann::json& outcome) override;
+  void amend_context(const std::string& key, const nlohmann::json& value) override;
   void finalize() override;
 
  private:

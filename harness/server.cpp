@@ -18,6 +18,7 @@
 
 #include "core/control.h"
 #include "core/interfaces.h"
+#include "harness/context.h"
 #include "harness/server_session.h"
 #include "harness/token.h"
 
@@ -109,9 +110,9 @@ void supervisor::send_quietly(int fd, msg_type type, nlohmann::json body) const 
 
 void supervisor::accept_all() {
   for (;;) {
-    const int fd = ::accept4(m_listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) return;  // EAGAIN: taken them all (or a transient error: poll says when to retry)
-    unique_fd conn(fd);
+    unique_fd conn = accept_ready(m_listener);
+    // EAGAIN: taken them all (or a transient error: poll says when to retry).
+    if (!conn.valid()) return;
     if (m_pending.size() >= m_options.limits.max_pending) {
       // Too many hellos in flight: the oldest goes (a real client says hello as soon as it is
       // connected, so it is never the oldest for long; idle sockets are).
@@ -124,7 +125,7 @@ void supervisor::accept_all() {
       m_pending.pop_front();
     }
     pending_conn& p = m_pending.emplace_back();
-    p.peer = peer_endpoint(fd);
+    p.peer = peer_endpoint(conn.get());
     p.fd = std::move(conn);
     p.deadline = deadline_in(m_options.timeouts.handshake);
   }
@@ -358,6 +359,8 @@ int supervisor::run() {
     [[maybe_unused]] const auto written = ::write(*m_options.ready_fd, line.data(), line.size());
     ::close(*m_options.ready_fd);
   }
+  // Learnt once here, inherited by every session (a client's hello waits in the backlog).
+  prepare_context();
   m_idle_deadline = deadline_in(m_options.timeouts.idle);
   while (!done()) {
     reap();

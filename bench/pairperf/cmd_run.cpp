@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -306,6 +307,8 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   const bool json_stdout = a.json == "-" || a.jsonl == "-";
   std::string json_path;
   multi_reporter out = make_reporters(a, unit, json_path);
+  // This side's facts are gathered while the local server starts (it gathers its own).
+  auto facts = std::async(std::launch::async, prepare_context);
   std::optional<local_server> local;
   if (a.peer.empty()) {
     std::vector<std::string> extra;
@@ -317,6 +320,7 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   } else {
     o.server = parse_endpoint(a.peer, default_control_port);
   }
+  facts.get();
   run_summary sum;
   catch_interrupts();
   try {

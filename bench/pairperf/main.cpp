@@ -4,6 +4,7 @@
 #include <csignal>
 
 #include "bench/pairperf/commands.h"
+#include "core/clock.h"
 #include "core/errors.h"
 #include "core/exit_codes.h"
 
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : pairperf::code(pairperf::exit_status::usage);
   }
   try {
+    pairperf::check_clock_variable();
     for (const auto& c : commands) {
       if (c.app->parsed()) return c.run();
     }

@@ -1,6 +1,7 @@
 """The command line: bad values get a clear message and exit code 2, never a crash or a hang."""
 import json
 import os
+import platform
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
@@ -119,6 +120,54 @@ class Info(unittest.TestCase):
         proc, _ = pp.run(["--version"], timeout=10)
         self.assertEqual(proc.returncode, 0)
         self.assertIn("pairperf", proc.stdout)
+
+
+class LoopClock(unittest.TestCase):
+    """The clock of the timed loops (core/clock.h): the TSC where the CPU's flags and the kernel say it
+    is invariant, CLOCK_MONOTONIC otherwise or on request; each side records its own."""
+
+    @staticmethod
+    def tsc_usable():
+        with open("/proc/cpuinfo") as f:
+            flags = next((l.split(":", 1)[1].split() for l in f if l.startswith("flags")), [])
+        try:
+            with open("/sys/devices/system/clocksource/clocksource0/available_clocksource") as f:
+                listed = "tsc" in f.read().split()
+        except OSError:
+            listed = True
+        return platform.machine() == "x86_64" and "constant_tsc" in flags and "nonstop_tsc" in flags and listed
+
+    def run_tcp(self, env):
+        with pp.tmpdir() as d:
+            out = os.path.join(d, "r.json")
+            proc, _ = pp.run(["run", "--transport", "tcp", "--sizes", "8", "-n", "2000", "--json", out, "--quiet"], timeout=60, env=env)
+            self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+            doc = pp.load(out)
+        self.assertEqual(pp.schema_errors_of(doc), [])
+        return doc
+
+    def test_each_side_records_its_clock_and_the_default_follows_the_cpu(self):
+        doc = self.run_tcp(pp.clean_env())
+        expected = "tsc" if self.tsc_usable() else "monotonic"
+        for side in (doc["context"]["client"], doc["context"]["server"]):
+            clock = side["loop_clock"]
+            self.assertEqual(clock["source"], expected, clock)
+            self.assertGreater(clock["read_ns"], 0)
+            if expected == "tsc":
+                self.assertGreater(clock["tsc_hz"], 1e8, clock)
+        # The samples, converted from counter ticks, are plausible loopback round trips.
+        p50 = doc["results"][0]["latency_s"]["p50"]
+        self.assertTrue(1e-7 < p50 < 1e-3, p50)
+
+    def test_monotonic_on_request_and_a_bad_value_is_a_usage_error(self):
+        doc = self.run_tcp(pp.clean_env(PAIRPERF_CLOCK="monotonic"))
+        for side in (doc["context"]["client"], doc["context"]["server"]):
+            self.assertEqual(side["loop_clock"]["source"], "monotonic")
+            self.assertEqual(side["loop_clock"]["why_not_tsc"], "PAIRPERF_CLOCK=monotonic")
+        proc, _ = pp.run(["run", "--transport", "tcp", "--sizes", "8", "-n", "10", "--no-json"], timeout=30,
+                         env=pp.clean_env(PAIRPERF_CLOCK="rdtsc"))
+        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+        self.assertIn("PAIRPERF_CLOCK=rdtsc is not one of auto, tsc, monotonic", proc.stderr)
 
 
 if __name__ == "__main__":

@@ -51,6 +51,16 @@ class Schema(unittest.TestCase):
         self.assertEqual(doc["context"]["server_address"].split(":")[0], "127.0.0.1")
         self.assertEqual(doc["context"]["argv"][1:], ["run"])
         self.assertTrue(doc["context"]["tool"]["git_revision"])
+        # Each case's wall time holds its measured phases; the context sums up the fixed cost.
+        for r in doc["results"]:
+            self.assertGreaterEqual(r["wall_s"], r["elapsed_s"], r["case"])
+        overhead = doc["context"]["overhead"]
+        self.assertEqual(overhead["cases"], len(doc["results"]))
+        self.assertAlmostEqual(overhead["measured_s"], sum(r["elapsed_s"] for r in doc["results"]), places=6)
+        self.assertLessEqual(overhead["per_case_s"]["min"], overhead["per_case_s"]["median"])
+        self.assertLessEqual(overhead["per_case_s"]["median"], overhead["per_case_s"]["max"])
+        self.assertLess(overhead["per_case_s"]["median"] * len(doc["results"]), overhead["run_wall_s"])
+        self.assertIn(doc["context"]["client"]["loop_clock"]["source"], ("tsc", "monotonic"))
 
     def test_schema_rejects_what_breaks_the_contract(self):
         doc = pp.load(self.files[0])
@@ -72,6 +82,9 @@ class Schema(unittest.TestCase):
             check(lambda b: b["results"][6]["bandwidth_Bps"].update(receiver="fast"), "fast")
             check(lambda b: b.update(schema_version="2.0.0"), "2.0.0")
             check(lambda b: b["context"].pop("env"), "env")
+            check(lambda b: b["context"]["client"]["loop_clock"].update(source="hpet"), "hpet")
+            check(lambda b: b["context"]["overhead"]["per_case_s"].update(median=-1), "-1")
+            check(lambda b: b["results"][0].update(wall_s="slow"), "slow")
 
     def test_jsonl_and_skipped_rows_validate(self):
         with pp.Server() as s, pp.tmpdir() as d:

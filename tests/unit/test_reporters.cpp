@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "core/errors.h"
+#include "harness/client_results.h"
 #include "harness/console_reporter.h"
 #include "harness/json_reporter.h"
 
@@ -51,6 +52,48 @@ TEST(JsonReporter, WritesSchemaVersionContextAndResults) {
   EXPECT_EQ(doc["context"]["tool"]["name"], "pairperf");
   ASSERT_EQ(doc["results"].size(), 1U);
   EXPECT_DOUBLE_EQ(doc["results"][0]["latency_s"]["p50"].get<double>(), 2.5e-6);
+  std::filesystem::remove(path);
+}
+
+// The per-case overhead reaches the results file's context at the end of the run, beside the
+// context written at its start; each case carries its wall time.
+TEST(JsonReporter, TheContextIsAmendedWithTheOverheadAtTheEnd) {
+  const auto path = std::filesystem::temp_directory_path() / "pairperf_test_overhead.json";
+  json_reporter j(path);
+  j.report_context({{"tool", {{"name", "pairperf"}}}});
+  overhead_meter m;
+  m.setup_done(0.5);
+  case_result a = sample_result();
+  a.elapsed_s = 0.010;
+  a.wall_s = 0.030;  // 20 ms of fixed cost
+  case_result b = sample_result();
+  b.elapsed_s = 0.100;
+  b.wall_s = 0.140;  // 40 ms
+  case_result c = sample_result();
+  c.elapsed_s = 0.001;
+  c.wall_s = 0.050;  // 49 ms
+  case_result skipped = sample_result();
+  skipped.status = case_status::skipped;
+  skipped.wall_s = 0.002;  // measured nothing: not counted
+  for (const case_result* r : {&a, &b, &c, &skipped}) {
+    m.add(*r);
+    j.report_result(*r);
+  }
+  j.amend_context("overhead", m.summary(1.0));
+  j.finalize();
+  std::ifstream in(path);
+  const auto doc = nlohmann::json::parse(in);
+  const auto& o = doc.at("context").at("overhead");
+  EXPECT_EQ(doc["context"]["tool"]["name"], "pairperf");
+  EXPECT_EQ(o.at("cases"), 3);
+  EXPECT_NEAR(o.at("per_case_s").at("median").get<double>(), 0.040, 1e-9) << o.dump();
+  EXPECT_NEAR(o.at("per_case_s").at("mean").get<double>(), 0.109 / 3, 1e-9) << o.dump();
+  EXPECT_NEAR(o.at("per_case_s").at("min").get<double>(), 0.020, 1e-9);
+  EXPECT_NEAR(o.at("per_case_s").at("max").get<double>(), 0.049, 1e-9);
+  EXPECT_NEAR(o.at("measured_s").get<double>(), 0.111, 1e-9);
+  EXPECT_NEAR(o.at("share_of_wall").get<double>(), 0.609, 1e-9);  // (0.109 + 0.5) / 1.0
+  EXPECT_NEAR(doc.at("results")[0].at("wall_s").get<double>(), 0.030, 1e-12);
+  EXPECT_EQ(doc.at("results")[3].at("wall_s").get<double>(), 0.002);
   std::filesystem::remove(path);
 }
 

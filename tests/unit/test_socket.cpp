@@ -1,5 +1,8 @@
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
+
+#include <thread>
 
 #include "core/interfaces.h"
 #include "core/socket.h"
@@ -61,6 +64,33 @@ TEST(Socket, ConnectsAcceptsAndMovesBytes) {
   EXPECT_EQ(peer_endpoint(s.get()), local_endpoint(c.get()));
   c.reset();
   EXPECT_EQ(read_some(s.get(), buf, sizeof(buf), deadline_in(1s), where{}), 0U);  // EOF
+}
+
+// Control messages are request/response: without TCP_NODELAY on both ends a reply written while
+// the last is unacknowledged waits for the delayed ACK (~40 ms a phase; it once cost every case
+// of a sweep 80 ms when the server's accept path lost it).
+TEST(Socket, EveryControlSocketHasNoDelay) {
+  const unique_fd l = listen_tcp("127.0.0.1", 0, where{});
+  set_nonblocking(l.get(), true);         // as the server's listener
+  EXPECT_FALSE(accept_ready(l).valid());  // nothing waiting: EAGAIN, not a block
+  unique_fd c1 =
+      connect_tcp(endpoint{"127.0.0.1", local_port(l.get())}, connect_options{}, where{});
+  unique_fd s1 = accept_until(l, deadline_in(1s), where{});
+  unique_fd c2 =
+      connect_tcp(endpoint{"127.0.0.1", local_port(l.get())}, connect_options{}, where{});
+  unique_fd s2;
+  for (int i = 0; i < 1000 && !s2.valid(); ++i) {
+    s2 = accept_ready(l);
+    if (!s2.valid()) std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_TRUE(s2.valid());
+  EXPECT_TRUE(has_nodelay(c1.get()));
+  EXPECT_TRUE(has_nodelay(s1.get()));
+  EXPECT_TRUE(has_nodelay(c2.get()));
+  EXPECT_TRUE(has_nodelay(s2.get()));
+  EXPECT_NE(::fcntl(s2.get(), F_GETFL) & O_NONBLOCK, 0);
+  const unique_fd plain(::socket(AF_INET, SOCK_STREAM, 0));
+  EXPECT_FALSE(has_nodelay(plain.get()));
 }
 
 TEST(Socket, AcceptTimesOut) {
