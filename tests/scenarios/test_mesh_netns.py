@@ -198,5 +198,43 @@ class NamespaceCluster(unittest.TestCase):
         self.assertLess(doc["timing_s"]["total"], 60)
 
 
+@unittest.skipIf(ROOT_REASON is not None, ROOT_REASON or "")
+class MeshScale(unittest.TestCase):
+    """scripts/mesh-scale as a user runs it, at small sizes and a short duration: it measures the
+    clusters, fits the model to their rounds and predicts 1,024 nodes for each schedule."""
+
+    def test_rounds_are_measured_and_the_model_predicts_each_schedule(self):
+        from pairperf_tools import mesh_scale
+        with pp.tmpdir() as d:
+            out = os.path.join(d, "scale.json")
+            proc = subprocess.run([sys.executable, os.path.join(pp.SOURCE_DIR, "scripts", "mesh-scale"), "--nodes", "2,4",
+                                   "--duration", "0.05s", "--pairperf", pp.BIN, "--json", out],
+                                  capture_output=True, text=True, timeout=300, env=mpi_env())
+            self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+            doc = pp.load(out)
+        measured = {r["nodes"]: r for r in doc["measured"]}
+        self.assertEqual(sorted(measured), [2, 4])
+        # Both directions: all-pairs of n nodes is 2 (n - 1) rounds.
+        self.assertEqual(measured[2]["rounds"], 2, measured)
+        self.assertEqual(measured[4]["rounds"], 6, measured)
+        for r in measured.values():
+            # Two cases of 0.05 s each bound a round from below; a round that costs seconds means a
+            # per-round fixed cost came back (a 40 ms delayed ACK per control exchange did once).
+            self.assertGreater(r["steady_round_s"], 0.1, r)
+            self.assertLess(r["steady_round_s"], 2.0, r)
+        model = doc["model"]
+        self.assertAlmostEqual(model["round_s"], max(model["a_s"], measured[2]["steady_round_s"]))
+        predicted = {(p["schedule"], p["both_directions"]): p for p in model["predictions"]}
+        self.assertEqual(predicted[("all-pairs", True)]["rounds"], 2046)
+        self.assertEqual(predicted[("all-pairs", False)]["rounds"], 1023)
+        self.assertEqual(predicted[("ring", True)]["rounds"], 4)
+        one_way = predicted[("all-pairs", False)]
+        self.assertAlmostEqual(one_way["total_s"], model["launch_s"] + model["first_extra_s"] + 1023 * model["round_s"], places=6)
+        self.assertIn("all-pairs --one-way", proc.stdout)
+        # The model's round counts are mesh_schedule's (mesh/mesh.cpp) at the sizes measured.
+        self.assertEqual(mesh_scale.schedule_rounds(4, "all-pairs"), measured[4]["rounds"])
+        self.assertEqual(mesh_scale.fit_line([0, 1, 3], [1.0, 1.5, 2.5]), (1.0, 0.5))
+
+
 if __name__ == "__main__":
     pp.main()
