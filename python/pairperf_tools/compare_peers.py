@@ -6,6 +6,7 @@
   UCX transport, for UCX_TLS=tcp and UCX_TLS=posix,sysv,cma (UCX_NET_DEVICES=lo), same sizes,
   iterations, warm-up and window:
   tag latency at 8 B      pairperf tag_lat                vs ucx_perftest -t tag_lat     target ratio <= 1.03
+                          (both pinned alike: client on the first CPU, server on the second)
   tag bandwidth at 1 MiB  pairperf tag_bw (receiver)      vs ucx_perftest -t tag_bw      target ratio >= 0.97
   sweep wall time         one pairperf run of 24 sizes (1 B..8 MiB) x 3 TLS sets vs the same matrix
                           as a loop of ucx_perftest invocations, same iterations  target ratio <= 0.07
@@ -109,13 +110,24 @@ def ucx_env(tls):
     return env
 
 
-def ucx_perftest(test, size, iters, warmup, tls, window=32, mem=None):
+def latency_pinning():
+    """(client CPU, server CPU) for the latency rows, the same for both tools (pairperf --cpu,
+    ucx_perftest -c): on a VM whose two vCPUs differ, where each process lands moves a
+    shared-memory round trip by tens of percent. None on a single CPU."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return (cpus[0], cpus[1]) if len(cpus) >= 2 else None
+
+
+def ucx_perftest(test, size, iters, warmup, tls, window=32, mem=None, pin=None):
     """One ucx_perftest client/server pair; returns its final line's figures. mem: ucx_perftest's
-    -m value ("cuda,cuda"), None for host memory."""
+    -m value ("cuda,cuda"), None for host memory; pin: (client CPU, server CPU)."""
     port = free_port()
     env = ucx_env(tls)
-    with Background(["ucx_perftest", "-p", str(port)], port, env=env, exits=True):
+    server = ["ucx_perftest", "-p", str(port)] + (["-c", str(pin[1])] if pin else [])
+    with Background(server, port, env=env, exits=True):
         args = ["ucx_perftest", "-p", str(port), "127.0.0.1", "-t", test, "-s", str(size), "-n", str(iters), "-w", str(warmup), "-f"]
+        if pin:
+            args += ["-c", str(pin[0])]
         if test.endswith("_bw"):
             args += ["-O", str(window)]
         if mem:
@@ -149,14 +161,16 @@ def pairperf_ucx(binary, test, sizes, iters, warmup, tls_sets, window=32, extra=
 
 def compare_ucx(a):
     rows, figures = [], {}
+    pin = latency_pinning()
     for tls in UCX_TLS_SETS:
         lat_pp, lat_up, bw_pp, bw_up = [], [], [], []
         for i in range(a.rounds):
             print(f"ucx {tls}: round {i + 1}/{a.rounds} ...", file=sys.stderr, flush=True)
             # Alternate which tool goes first, so drift of a shared machine hits both alike.
             runs = [
-                lambda: lat_pp.append(pairperf_ucx(a.pairperf, "tag_lat", "8", 100000, 10000, [tls])[0]["latency_s"]["p50"]),
-                lambda: lat_up.append(ucx_perftest("tag_lat", 8, 100000, 10000, tls)["p50_s"]),
+                lambda: lat_pp.append(pairperf_ucx(a.pairperf, "tag_lat", "8", 100000, 10000, [tls],
+                                                   extra=["--cpu", f"{pin[0]},{pin[1]}"] if pin else [])[0]["latency_s"]["p50"]),
+                lambda: lat_up.append(ucx_perftest("tag_lat", 8, 100000, 10000, tls, pin=pin)["p50_s"]),
                 lambda: bw_pp.append(pairperf_ucx(a.pairperf, "tag_bw", "1M", 2000, 200, [tls])[0]["bandwidth_Bps"]["receiver"]),
                 lambda: bw_up.append(ucx_perftest("tag_bw", 1 << 20, 2000, 200, tls)["bandwidth_Bps"]),
             ]
