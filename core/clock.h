@@ -42,6 +42,9 @@ std::string tsc_unusable_reason(const tsc_facts& f);
 tsc_facts read_tsc_facts();
 
 namespace clock_detail {
+// 128-bit products: a counter delta of hours times a 32-bit fraction (a GCC/Clang extension).
+__extension__ typedef __int128 wide;
+
 struct state {
   bool tsc = false;
   std::uint64_t base_ticks = 0;
@@ -71,7 +74,7 @@ inline std::int64_t loop_now_ns() noexcept {
   if (s.tsc) {
     const auto delta = static_cast<std::int64_t>(__rdtsc() - s.base_ticks);
     return s.base_ns +
-           static_cast<std::int64_t>((static_cast<__int128>(delta) * s.mult) >> s.shift);
+           static_cast<std::int64_t>((static_cast<clock_detail::wide>(delta) * s.mult) >> s.shift);
   }
 #endif
   return clock_detail::monotonic_ns();
