@@ -159,9 +159,6 @@ void client_run::tally(run_summary& sum, expectation_tally& t, case_result& r) c
 
 run_summary client_run::run() {
   const auto run_start = steady::now();
-  const auto seconds_since = [](steady::time_point t) {
-    return std::chrono::duration<double>(steady::now() - t).count();
-  };
   overhead_meter overhead;
   try {
     hello();

@@ -1,11 +1,13 @@
 #pragma once
 // The client's results: a case's figures composed from both sides' outcomes, repetitions merged,
 // and the run's verdict under the exit-code contract. Internal to the harness (client.cpp).
+#include <chrono>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "core/result.h"
+#include "core/socket.h"
 #include "harness/case_session.h"
 
 namespace pairperf {
@@ -25,6 +27,11 @@ void compose_result(case_result& r, case_session& s, const pattern_outcome& mine
 // The headline of a repeated case: latency over every sample of every repetition, bandwidth
 // and message rate the median of the repetitions', elapsed time their sum.
 void merge_repetitions(case_result& r, std::vector<std::int64_t>& pooled_round_trips);
+
+// Seconds on the steady clock since t.
+inline double seconds_since(steady::time_point t) {
+  return std::chrono::duration<double>(steady::now() - t).count();
+}
 
 // A sweep's fixed cost, for the results' context ("overhead"): each measured case's wall time
 // minus its measured phases (set-up, data connect, warm-up, calibration, control round trips,
