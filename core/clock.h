@@ -62,8 +62,8 @@ inline std::int64_t monotonic_ns() noexcept {
 }  // namespace clock_detail
 
 // Chooses the loops' clock once per process (thread safe; later calls return at once): the
-// run, server and mesh commands call it before they fork case workers, and run_pattern before
-// its loops, so no loop calibrates.
+// host context calls it (harness prepare_context, before a server forks sessions and a client
+// its case workers), and run_pattern before its loops, so no loop calibrates.
 void setup_loop_clock();
 
 // Nanoseconds on the loops' clock; only differences mean anything. Before setup_loop_clock,
