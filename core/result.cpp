@@ -145,6 +145,7 @@ void to_json(nlohmann::json& j, const case_result& r) {
   if (!r.error_code.empty()) j["error_code"] = r.error_code;
   if (!r.unjudged.is_null()) j["unjudged"] = r.unjudged;
   if (r.wall_s > 0) j["wall_s"] = r.wall_s;
+  if (r.worker_case > 0) j["worker_case"] = r.worker_case;
   if (r.status != case_status::ok && r.status != case_status::fail && r.iterations == 0) return;
   j["iterations"] = r.iterations;
   j["warmup_iterations"] = r.warmup_iterations;
@@ -184,6 +185,7 @@ void from_json(const nlohmann::json& j, case_result& r) {
   r.window = j.value("window", 0U);
   r.elapsed_s = j.value("elapsed_s", 0.0);
   r.wall_s = j.value("wall_s", 0.0);
+  r.worker_case = j.value("worker_case", 0U);
   get_optional(j, "latency_s", r.latency_s);
   get_optional(j, "interval_s", r.interval_s);
   get_optional(j, "bandwidth_Bps", r.bandwidth_Bps);

@@ -109,6 +109,9 @@ struct case_result {
   // The case on the client from its start to its result: set-up, data connect, warm-up and
   // measured phases, teardown (0: not timed). wall_s - elapsed_s is the case's fixed cost.
   double wall_s = 0;
+  // Its place among the cases its worker process ran (client.cpp: cases of one transport share a
+  // worker while they end ok): 1 in a fresh process; 0 when no worker ran it.
+  unsigned worker_case = 0;
 
   std::optional<sample_stats> latency_s;          // pingpong: one-way (round trip / 2)
   std::optional<sample_stats> interval_s;         // stream: receiver's time between arrivals

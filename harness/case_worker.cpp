@@ -12,6 +12,7 @@
 #include <array>
 #include <cerrno>
 #include <cstdio>
+#include <exception>
 #include <optional>
 
 #include "core/errors.h"
@@ -98,8 +99,14 @@ void report_stage(const std::string& name, std::chrono::nanoseconds bound) {
   write_line(g_stage_fd, fmt::format("S{} {}\n", bound.count(), name));
 }
 
+void report_message(const std::string& line) {
+  if (g_stage_fd < 0) return;
+  write_line(g_stage_fd, "M" + line + "\n");
+}
+
 worker_outcome run_in_worker(const std::function<std::string()>& work,
-                             const std::atomic<int>* interrupted, std::chrono::nanoseconds grace) {
+                             const std::atomic<int>* interrupted, std::chrono::nanoseconds grace,
+                             const worker_messages& on_message) {
   pipe_pair report = make_pipe();
   pipe_pair errors = make_pipe();
   std::fflush(nullptr);
@@ -117,6 +124,31 @@ worker_outcome run_in_worker(const std::function<std::string()>& work,
   std::optional<steady::time_point> stage_end;
   bool report_open = true, errors_open = true;
   std::optional<worker_outcome::end> ended_by;
+  std::exception_ptr message_failed;
+  // Stage lines "S<ns> <name>\n" and message lines "M<text>\n"; then the result, "R<text>" up to
+  // the end of the stream.
+  const auto take_lines = [&] {
+    for (std::size_t nl; (reported.rfind('S', 0) == 0 || reported.rfind('M', 0) == 0) &&
+                         (nl = reported.find('\n')) != std::string::npos;) {
+      const char kind = reported[0];
+      const std::string line = reported.substr(1, nl - 1);
+      reported.erase(0, nl + 1);
+      if (kind == 'M') {
+        if (on_message && !message_failed) {
+          try {
+            on_message(line);
+          } catch (...) {
+            message_failed = std::current_exception();
+          }
+        }
+        continue;
+      }
+      const auto space = line.find(' ');
+      out.stage_bound = std::chrono::nanoseconds(std::stoll(line.substr(0, space)));
+      out.stage = line.substr(space + 1);
+      stage_end = steady::now() + out.stage_bound + grace;
+    }
+  };
   for (;;) {
     std::array<pollfd, 2> fds{{{report.read.get(), POLLIN, 0}, {errors.read.get(), POLLIN, 0}}};
     if (report_open || errors_open) {
@@ -135,22 +167,14 @@ worker_outcome run_in_worker(const std::function<std::string()>& work,
       if (err_text.size() > 4 * last_words_bytes)
         err_text.erase(0, err_text.size() - last_words_bytes);
     }
-    // Stage lines: "S<ns> <name>\n"; the result: "R<text>" up to the end of the stream.
-    for (std::size_t nl;
-         reported.rfind('S', 0) == 0 && (nl = reported.find('\n')) != std::string::npos;) {
-      const std::string line = reported.substr(1, nl - 1);
-      reported.erase(0, nl + 1);
-      const auto space = line.find(' ');
-      out.stage_bound = std::chrono::nanoseconds(std::stoll(line.substr(0, space)));
-      out.stage = line.substr(space + 1);
-      stage_end = steady::now() + out.stage_bound + grace;
-    }
+    take_lines();
     int status = 0;
     const pid_t r = ::waitpid(pid, &status, WNOHANG);
     if (r == pid) {
       // Take what is left in the pipes, then judge.
       if (report_open) drain(report.read.get(), reported);
       if (errors_open) drain(errors.read.get(), err_text);
+      take_lines();
       if (ended_by) {
         out.how = *ended_by;
       } else if (interrupted != nullptr && interrupted->load() != 0) {
@@ -165,7 +189,10 @@ worker_outcome run_in_worker(const std::function<std::string()>& work,
       break;
     }
     if (ended_by) continue;  // killed: wait for it to go
-    if (interrupted != nullptr && interrupted->load() != 0) {
+    if (message_failed) {
+      ended_by = worker_outcome::end::died;
+      ::kill(pid, SIGKILL);
+    } else if (interrupted != nullptr && interrupted->load() != 0) {
       ended_by = worker_outcome::end::interrupted;
       ::kill(pid, SIGKILL);
     } else if (stage_end && steady::now() > *stage_end) {
@@ -173,6 +200,7 @@ worker_outcome run_in_worker(const std::function<std::string()>& work,
       ::kill(pid, SIGKILL);
     }
   }
+  if (message_failed) std::rethrow_exception(message_failed);
   if (err_text.size() > last_words_bytes) err_text.erase(0, err_text.size() - last_words_bytes);
   out.last_words = std::move(err_text);
   return out;

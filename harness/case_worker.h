@@ -1,8 +1,9 @@
 #pragma once
-// Runs one piece of work (one case) in a child process and watches it. A transport library that
-// aborts (a UCX assertion), or a call inside one that ignores its timeouts (a blocking connect()
-// in ucp_ep_create), ends that child, never the process that runs the sweep: the supervisor
-// records how it ended, the stage it was in and the last lines the library wrote to stderr.
+// Runs one piece of work (one case, or several in a row) in a child process and watches it. A
+// transport library that aborts (a UCX assertion), or a call inside one that ignores its timeouts
+// (a blocking connect() in ucp_ep_create), ends that child, never the process that runs the sweep:
+// the supervisor records how it ended, the stage it was in and the last lines the library wrote to
+// stderr.
 //
 // The child reports the stage it enters and how long that stage may take (report_stage); the
 // supervisor ends it (SIGKILL) when a stage outlives its bound by more than a grace period, or
@@ -28,9 +29,18 @@ struct worker_outcome {
 // nothing.
 void report_stage(const std::string& name, std::chrono::nanoseconds bound);
 
-// Runs `work` in a forked child. The grace period is added to each stage's bound.
+// In the child: hands one line of text (no newline in it) to the supervisor's `on_message`, in
+// order, while the work goes on (a case's start, its result). Outside a worker, does nothing.
+void report_message(const std::string& line);
+
+using worker_messages = std::function<void(const std::string&)>;
+
+// Runs `work` in a forked child. The grace period is added to each stage's bound. Every message
+// the child reported reaches `on_message` before this returns, those of a child that died too;
+// if `on_message` throws, the child is ended and the exception passed on once it is gone.
 worker_outcome run_in_worker(const std::function<std::string()>& work,
                              const std::atomic<int>* interrupted,
-                             std::chrono::nanoseconds grace = std::chrono::seconds(2));
+                             std::chrono::nanoseconds grace = std::chrono::seconds(2),
+                             const worker_messages& on_message = {});
 
 }  // namespace pairperf

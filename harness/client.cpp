@@ -51,7 +51,8 @@ case_result failed(case_result r, const step_error& e) {
 
 class client_run {
  public:
-  client_run(const client_options& options, reporter& out) : m_options(options), m_out(out) {}
+  client_run(const client_options& options, reporter& out)
+      : m_options(options), m_out(out), m_tally(options.expectations.size()) {}
 
   run_summary run();
 
@@ -60,8 +61,9 @@ class client_run {
   nlohmann::json open_channel();
   [[nodiscard]] nlohmann::json own_context() const;
   case_result run_case(const test_case& c);
-  case_result run_case_supervised(const test_case& c);
-  void tally(run_summary& sum, expectation_tally& t, case_result& r) const;
+  std::size_t run_supervised(std::size_t first);
+  void begin(const test_case& c);
+  void finish(case_result& r);
   server_view phase(case_session& s, const char* name, std::uint64_t n, pattern_outcome& mine,
                     phase_mode mode, std::chrono::nanoseconds budget = {});
   std::uint64_t calibrate(case_session& s, std::uint64_t warmed, pattern_outcome& mine);
@@ -81,6 +83,10 @@ class client_run {
   std::string m_peer_ip;  // numeric server address as seen on the control connection
   std::optional<expectation_hint> m_hint;  // why shared memory is impossible for this pair
   bool m_reconnect = false;  // a case worker died mid-case: the channel's state is unknown
+  run_summary m_sum;
+  expectation_tally m_tally;
+  overhead_meter m_overhead;
+  steady::time_point m_case_start{};
   const timeouts& t() const { return m_options.config.timeouts; }
 };
 
@@ -135,146 +141,139 @@ void client_run::hello() {
   m_out.report_context(ctx);
 }
 
-void client_run::tally(run_summary& sum, expectation_tally& t, case_result& r) const {
-  apply_expectations(m_options.expectations, r, m_hint, &t);
-  if (is_noisy(r.host_noise)) ++sum.noisy;
-  switch (r.status) {
-    case case_status::ok:
-      ++sum.ok;
-      break;
-    case case_status::skipped:
-      ++sum.skipped;
-      break;
-    case case_status::error:
-      ++sum.error;
-      break;
-    case case_status::unreachable:
-      ++sum.unreachable;
-      break;
-    case case_status::fail:
-      ++sum.fail;
-      break;
-  }
+void client_run::begin(const test_case& c) {
+  m_out.case_started(c, m_options.cases.size());
+  m_case_start = steady::now();
+}
+
+// A case's result, from whichever process ran it: its wall time since begin(), the expectations,
+// the counts, the fixed-cost figure, the reporter.
+void client_run::finish(case_result& r) {
+  r.wall_s = seconds_since(m_case_start);
+  m_overhead.add(r);
+  apply_expectations(m_options.expectations, r, m_hint, &m_tally);
+  m_sum.count(r);
+  m_out.report_result(r);
 }
 
 run_summary client_run::run() {
   const auto run_start = steady::now();
-  overhead_meter overhead;
   try {
     hello();
   } catch (...) {
     m_out.report_context(own_context());
     throw;
   }
-  run_summary sum;
-  sum.planned = m_options.cases.size();
-  expectation_tally tally_of(m_options.expectations.size());
-  overhead.setup_done(seconds_since(run_start));
+  const std::vector<test_case>& cases = m_options.cases;
+  m_sum.planned = cases.size();
+  m_overhead.setup_done(seconds_since(run_start));
   const auto interrupted = [&] {
     return m_options.interrupted != nullptr ? m_options.interrupted->load() : 0;
   };
-  for (const test_case& c : m_options.cases) {
-    if ((sum.interrupted = interrupted()) != 0) break;  // the cases not run are left out
-    m_out.case_started(c, m_options.cases.size());
-    const auto case_start = steady::now();
-    case_result r;
-    r.test = c;
-    if (!sum.aborted && m_reconnect) {
+  std::string not_run;  // why the remaining cases cannot run
+  for (std::size_t i = 0; i < cases.size();) {
+    if ((m_sum.interrupted = interrupted()) != 0) break;  // the cases not run are left out
+    if (!m_sum.aborted && m_reconnect) {
       // The last case's worker was ended mid-case: start over on a fresh control connection.
       m_reconnect = false;
       m_channel.reset();
       try {
         (void)control([&] { return open_channel(); });
       } catch (const std::exception& e) {
-        sum.aborted = true;
-        r.status = case_status::error;
-        r.message = fmt::format("not run: reconnecting after the last case failed: {}", e.what());
+        m_sum.aborted = true;
+        not_run = fmt::format("not run: reconnecting after the last case failed: {}", e.what());
       }
     }
-    if (sum.aborted) {
+    if (!m_sum.aborted && m_options.isolate) {
+      i = run_supervised(i);
+      continue;
+    }
+    const test_case& c = cases[i++];
+    begin(c);
+    case_result r;
+    r.test = c;
+    if (m_sum.aborted) {
       r.status = case_status::error;
-      if (r.message.empty())
-        r.message = "not run: the control connection to the server was lost earlier";
+      r.message = not_run.empty() ? "not run: the control connection to the server was lost earlier"
+                                  : std::exchange(not_run, {});
     } else {
       try {
-        r = m_options.isolate ? run_case_supervised(c) : run_case(c);
+        r = run_case(c);
       } catch (const control_lost& e) {
-        sum.aborted = true;
-        r.test = c;
-        r.status = case_status::error;
-        r.message = e.what();
+        m_sum.aborted = true;
+        r = ended(std::move(r), case_status::error, e.what());
       }
     }
-    r.wall_s = seconds_since(case_start);
-    overhead.add(r);
-    tally(sum, tally_of, r);
-    m_out.report_result(r);
+    finish(r);
   }
-  if (sum.interrupted == 0) sum.interrupted = interrupted();
-  if (!sum.aborted && sum.interrupted == 0 && !m_reconnect)
+  if (m_sum.interrupted == 0) m_sum.interrupted = interrupted();
+  if (!m_sum.aborted && m_sum.interrupted == 0 && !m_reconnect)
     control(
         [&] { m_channel->send(msg_type::bye, nlohmann::json::object(), "bye", t().handshake); });
-  sum.unjudged = tally_of.unjudged(m_options.expectations);
-  m_out.amend_context("overhead", overhead.summary(seconds_since(run_start)));
-  return sum;
+  m_sum.unjudged = m_tally.unjudged(m_options.expectations);
+  m_out.amend_context("overhead", m_overhead.summary(seconds_since(run_start)));
+  return m_sum;
 }
 
-// run_case() in a supervised child (case_worker.h). The child shares the control connection and
-// leaves it between two messages when it finishes; one that dies or is ended leaves it in an
-// unknown state, so the next case starts on a new connection.
-case_result client_run::run_case_supervised(const test_case& c) {
+// Runs cases from `first` on in one supervised child (case_worker.h) for as long as they may share
+// it: a transport library is loaded and initialised once per worker, not once per case
+// (libfabric: 0.3 s). The child shares the control connection and leaves it between two messages
+// when it ends; it reports each case's start and result as it goes. A worker that dies or is
+// ended leaves the connection in an unknown state, so the next case starts on a new one. Returns
+// the index of the first case not run.
+std::size_t client_run::run_supervised(std::size_t first) {
+  const std::vector<test_case>& cases = m_options.cases;
+  std::size_t next = first;  // the first case whose result has not been reported here
+  bool running = true;       // cases[next] has begun (the first one's wall time holds the fork)
+  begin(cases[first]);
   const worker_outcome w = run_in_worker(
       [&] {
-        nlohmann::json out;
-        try {
-          out["result"] = run_case(c);
-        } catch (const control_lost& e) {
-          out["control_lost"] = e.what();
+        for (std::size_t i = first; i < cases.size(); ++i) {
+          report_message(nlohmann::json{{"start", i}}.dump());
+          nlohmann::json out;
+          try {
+            case_result r = run_case(cases[i]);
+            r.worker_case = static_cast<unsigned>(i - first + 1);
+            out["result"] = std::move(r);
+          } catch (const control_lost& e) {
+            out["control_lost"] = e.what();
+          }
+          report_message(out.dump());
+          if (out.contains("control_lost")) break;
+          const case_result r = out.at("result").get<case_result>();
+          if (i + 1 < cases.size() && !shares_worker(cases[i], r, cases[i + 1])) break;
         }
-        return out.dump();
+        return std::string();
       },
-      m_options.interrupted);
-  case_result r;
-  r.test = c;
-  r.status = case_status::error;
-  const auto tail = [&] {
-    std::string words = w.last_words;
-    while (!words.empty() && (words.back() == '\n' || words.back() == ' ')) words.pop_back();
-    const auto cut = words.rfind('\n', words.size() > 600 ? words.size() - 600 : 0);
-    if (words.size() > 600)
-      words = "..." + words.substr(cut == std::string::npos ? words.size() - 600 : cut + 1);
-    return words.empty() ? std::string("(it wrote nothing to stderr)") : "its last words: " + words;
-  };
-  switch (w.how) {
-    case worker_outcome::end::finished: {
-      const auto j = nlohmann::json::parse(w.output);
-      if (j.contains("control_lost")) throw control_lost(j.at("control_lost").get<std::string>());
-      return j.at("result").get<case_result>();
-    }
-    case worker_outcome::end::interrupted:
-      m_reconnect = true;
-      r.message = fmt::format("interrupted during {}", w.stage.empty() ? "setup" : w.stage);
-      return r;
-    case worker_outcome::end::overran:
-      m_reconnect = true;
-      r.message = format_where(
-          at(w.stage),
-          fmt::format("did not end within its bound ({} and a grace period; a library call that "
-                      "ignores the timeouts, such as a blocking connect()): the case was ended; {}",
-                      format_seconds(std::chrono::duration<double>(w.stage_bound).count()),
-                      tail()));
-      r.error_code = "ETIMEDOUT";
-      return r;
-    case worker_outcome::end::died:
-      m_reconnect = true;
-      r.message = format_where(
-          at(w.stage.empty() ? "case setup" : w.stage),
-          fmt::format("the case's process ended by {} (the transport library failed; the sweep "
-                      "goes on); {}",
-                      w.died_how, tail()));
-      return r;
-  }
-  return r;
+      m_options.interrupted, std::chrono::seconds(2),
+      [&](const std::string& line) {
+        const auto j = nlohmann::json::parse(line);
+        if (j.contains("start")) {
+          if (j.at("start").get<std::size_t>() != next || (running && next != first))
+            throw std::logic_error("a case worker reported its cases out of order");
+          if (!running) begin(cases[next]);
+          running = true;
+          return;
+        }
+        case_result r;
+        if (j.contains("control_lost")) {
+          m_sum.aborted = true;
+          r.test = cases[next];
+          r = ended(std::move(r), case_status::error, j.at("control_lost").get<std::string>());
+        } else {
+          r = j.at("result").get<case_result>();
+        }
+        running = false;
+        ++next;
+        finish(r);
+      });
+  if (w.how == worker_outcome::end::finished) return next;
+  m_reconnect = true;
+  if (!running) return next;  // it ended between two cases
+  case_result r = unfinished_case(cases[next], w, m_options.server.to_string(), m_iface);
+  r.worker_case = static_cast<unsigned>(next - first + 1);
+  finish(r);
+  return next + 1;
 }
 
 case_result client_run::run_case(const test_case& c) {

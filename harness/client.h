@@ -42,6 +42,8 @@ struct run_summary {
   [[nodiscard]] verdict_outcome outcome() const;
   // The process exit code: outcome()'s, or 128 + the signal for an interrupted run (130, 143).
   [[nodiscard]] int exit_code() const;
+  // Counts a finished case under its status (and as noisy, where it was).
+  void count(const case_result& r);
 };
 
 // The results file's "outcome" block: exit code, its word, the reasons and the counts.

@@ -8,8 +8,10 @@
 #include <numeric>
 
 #include "core/stats.h"
+#include "core/units.h"
 #include "harness/client.h"
 #include "host/gpus.h"
+#include "host/noise.h"
 
 namespace pairperf {
 namespace {
@@ -25,6 +27,50 @@ std::optional<double> receiver_rate(std::uint64_t messages, std::int64_t span_ns
 }
 
 }  // namespace
+
+case_result unfinished_case(const test_case& c, const worker_outcome& w, const std::string& server,
+                            const std::string& iface) {
+  case_result r;
+  r.test = c;
+  r.status = case_status::error;
+  std::string words = w.last_words;
+  while (!words.empty() && (words.back() == '\n' || words.back() == ' ')) words.pop_back();
+  if (words.size() > 600) {
+    const auto cut = words.rfind('\n', words.size() - 600);
+    words = "..." + words.substr(cut == std::string::npos ? words.size() - 600 : cut + 1);
+  }
+  const std::string tail =
+      words.empty() ? std::string("(it wrote nothing to stderr)") : "its last words: " + words;
+  const auto at = [&](const std::string& step) { return where{step, server, iface}; };
+  switch (w.how) {
+    case worker_outcome::end::finished:
+      break;
+    case worker_outcome::end::interrupted:
+      r.message = fmt::format("interrupted during {}", w.stage.empty() ? "setup" : w.stage);
+      break;
+    case worker_outcome::end::overran:
+      r.message = format_where(
+          at(w.stage),
+          fmt::format("did not end within its bound ({} and a grace period; a library call that "
+                      "ignores the timeouts, such as a blocking connect()): the case was ended; {}",
+                      format_seconds(std::chrono::duration<double>(w.stage_bound).count()), tail));
+      r.error_code = "ETIMEDOUT";
+      break;
+    case worker_outcome::end::died:
+      r.message = format_where(
+          at(w.stage.empty() ? "case setup" : w.stage),
+          fmt::format("the case's process ended by {} (the transport library failed; the sweep "
+                      "goes on); {}",
+                      w.died_how, tail));
+      break;
+  }
+  return r;
+}
+
+bool shares_worker(const test_case& a, const case_result& a_result, const test_case& b) {
+  return a.transport == b.transport &&
+         (a_result.status == case_status::ok || a_result.status == case_status::skipped);
+}
 
 void overhead_meter::add(const case_result& r) {
   if (r.wall_s <= 0 || (r.status != case_status::ok && r.status != case_status::fail)) return;
@@ -174,6 +220,27 @@ verdict_outcome run_summary::outcome() const {
           skipped > 0 ? fmt::format("nothing was measured: all {} case(s) were skipped", skipped)
                       : std::string("nothing was measured: no case ran"));
   return o;
+}
+
+void run_summary::count(const case_result& r) {
+  if (is_noisy(r.host_noise)) ++noisy;
+  switch (r.status) {
+    case case_status::ok:
+      ++ok;
+      break;
+    case case_status::skipped:
+      ++skipped;
+      break;
+    case case_status::error:
+      ++error;
+      break;
+    case case_status::unreachable:
+      ++unreachable;
+      break;
+    case case_status::fail:
+      ++fail;
+      break;
+  }
 }
 
 int run_summary::exit_code() const {

@@ -9,6 +9,7 @@
 #include "core/result.h"
 #include "core/socket.h"
 #include "harness/case_session.h"
+#include "harness/case_worker.h"
 
 namespace pairperf {
 
@@ -27,6 +28,17 @@ void compose_result(case_result& r, case_session& s, const pattern_outcome& mine
 // The headline of a repeated case: latency over every sample of every repetition, bandwidth
 // and message rate the median of the repetitions', elapsed time their sum.
 void merge_repetitions(case_result& r, std::vector<std::int64_t>& pooled_round_trips);
+
+// The result of a case its worker did not finish (w.how is not `finished`): interrupted, ended
+// for outliving its stage's bound, or dead, with the stage and the library's last words. `server`
+// and `iface` name the control connection in the message.
+case_result unfinished_case(const test_case& c, const worker_outcome& w, const std::string& server,
+                            const std::string& iface);
+
+// Whether case `b` may run in the worker process that ran `a` just before it: the same transport
+// (one that loaded libfabric never runs raw verbs: ofi_handles.h), and `a` ended ok or skipped
+// (one that failed may have left its library in a state the next case should not inherit).
+bool shares_worker(const test_case& a, const case_result& a_result, const test_case& b);
 
 // Seconds on the steady clock since t.
 inline double seconds_since(steady::time_point t) {

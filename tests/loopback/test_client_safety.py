@@ -263,6 +263,31 @@ class Worker(unittest.TestCase):
         expected[running] = "error"
         self.assertEqual(statuses, expected, f"killed {worker} during case {running + 1}\n{output}")
         self.assertIn("the case's process ended by signal SIGABRT", doc["results"][running]["message"])
+        # The cases before it shared the worker it died in; the next one started a fresh one.
+        workers = [r.get("worker_case") for r in doc["results"]]
+        self.assertEqual(workers, list(range(1, running + 2)) + list(range(1, 3 - running)), output)
+
+    def test_cases_of_one_transport_share_a_worker_until_one_does_not_end_ok(self):
+        # A library loads once per worker, not once per case (libfabric: 0.3 s). The server
+        # refuses the 4 MiB cases (their buffers exceed its --max-case-memory): an error, after
+        # which the next case starts in a fresh worker.
+        with pp.Server("--max-case-memory", "1M") as s:
+            proc, _ = pp.run(["run", s.address, "--json", "-", "-t", "tcp", "--test", "tcp_lat,tcp_bw",
+                              "--sizes", "8,4M", "-n", "100"], timeout=120)
+            doc = json.loads(proc.stdout[proc.stdout.index("{"):])
+            seen = [(r["case"]["test"], r["status"], r.get("worker_case")) for r in doc["results"]]
+            self.assertEqual(seen, [("tcp_lat", "ok", 1), ("tcp_lat", "error", 2), ("tcp_bw", "ok", 1),
+                                    ("tcp_bw", "error", 2)], proc.stdout + proc.stderr)
+            self.assertIn("server refused", doc["results"][1]["message"])
+            if not pp.has_transport("ucx"):
+                print("SKIP (part): no UCX transport in this build: the transport change is not checked")
+                return
+            # Another transport, another worker, although the case before it ended ok.
+            proc, _ = pp.run(["run", s.address, "--json", "-", "-t", "tcp,ucx", "--tls", "tcp",
+                              "--test", "tcp_lat,tcp_bw,tag_lat", "--sizes", "8", "-n", "100"], timeout=120)
+            doc = json.loads(proc.stdout[proc.stdout.index("{"):])
+            seen = [(r["case"]["transport"], r["status"], r.get("worker_case")) for r in doc["results"]]
+            self.assertEqual(seen, [("tcp", "ok", 1), ("tcp", "ok", 2), ("ucx", "ok", 1)], proc.stdout + proc.stderr)
 
 
 if __name__ == "__main__":
