@@ -231,16 +231,16 @@ std::size_t client_run::run_supervised(std::size_t first) {
         for (std::size_t i = first; i < cases.size(); ++i) {
           report_message(nlohmann::json{{"start", i}}.dump());
           nlohmann::json out;
+          case_result r;
           try {
-            case_result r = run_case(cases[i]);
+            r = run_case(cases[i]);
             r.worker_case = static_cast<unsigned>(i - first + 1);
-            out["result"] = std::move(r);
+            out["result"] = r;
           } catch (const control_lost& e) {
             out["control_lost"] = e.what();
           }
           report_message(out.dump());
           if (out.contains("control_lost")) break;
-          const case_result r = out.at("result").get<case_result>();
           if (i + 1 < cases.size() && !shares_worker(cases[i], r, cases[i + 1])) break;
         }
         return std::string();
