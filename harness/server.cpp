@@ -12,12 +12,14 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <list>
 
 #include "core/control.h"
 #include "core/interfaces.h"
+#include "core/units.h"
 #include "harness/context.h"
 #include "harness/server_session.h"
 #include "harness/token.h"
@@ -352,6 +354,14 @@ int supervisor::run() {
                   endpoint{m_listen.empty() ? "*" : m_listen, port}.to_string(),
                   control_protocol_version,
                   m_options.token.empty() ? ", no token" : ", token required"));
+  const server_limits& l = m_options.limits;
+  log(
+      fmt::format("limits per case: memory {}, {} iterations a phase, {} a phase, {} to connect; "
+                  "{} a session",
+                  format_size(l.max_case_memory), l.max_iterations,
+                  format_seconds(std::chrono::duration<double>(l.max_case).count()),
+                  format_seconds(std::chrono::duration<double>(l.max_connect).count()),
+                  format_size(l.max_session_bytes)));
   if (m_options.token.empty() && !is_loopback(m_listen))
     log("warning: no --token, so anyone who reaches this port can run cases on this host");
   if (m_options.ready_fd) {

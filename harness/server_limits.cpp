@@ -4,12 +4,11 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include "core/errors.h"
 #include "core/interfaces.h"
 #include "core/units.h"
+#include "host/memory_room.h"
 
 namespace pairperf {
 namespace {
@@ -18,48 +17,10 @@ constexpr std::uint64_t sample_bytes = sizeof(std::int64_t);
 // Matches case_session.cpp: validation keeps a buffer per message in flight, up to this many bytes.
 constexpr std::uint64_t validate_memory_cap = std::uint64_t{512} << 20;
 
-std::optional<std::uint64_t> read_number(const std::string& path) {
-  std::ifstream in(path);
-  std::string word;
-  if (!(in >> word) || word == "max") return std::nullopt;
-  try {
-    return std::stoull(word);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-}
-
-std::optional<std::uint64_t> mem_available() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  std::uint64_t kib = 0;
-  std::string unit;
-  while (in >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib * 1024;
-  }
-  return std::nullopt;
-}
-
-// What this process's cgroup (v2) still allows: memory.max - memory.current.
-std::optional<std::uint64_t> cgroup_headroom() {
-  std::ifstream in("/proc/self/cgroup");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("0::", 0) != 0) continue;
-    const std::string dir = "/sys/fs/cgroup" + line.substr(3);
-    const auto max = read_number(dir + "/memory.max");
-    const auto current = read_number(dir + "/memory.current");
-    if (!max || !current) return std::nullopt;
-    return *max > *current ? *max - *current : 0;
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 std::uint64_t automatic_case_memory() {
-  std::optional<std::uint64_t> room = mem_available();
-  if (const auto cg = cgroup_headroom()) room = room ? std::min(*room, *cg) : *cg;
+  const std::optional<std::uint64_t> room = memory_room();
   return room ? *room / 4 : std::uint64_t{1} << 30;
 }
 

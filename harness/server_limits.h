@@ -25,8 +25,8 @@ struct server_limits {
   std::size_t max_queue = 8;      // authenticated clients waiting for their turn; more get `busy`
 };
 
-// A quarter of the memory this process may still use: MemAvailable, or what its cgroup (v2)
-// allows beyond what it uses, whichever is less. 1 GiB if neither can be read.
+// A quarter of the memory this process may still use (host/memory_room: MemAvailable, or what its
+// cgroups, v2 or v1, allow beyond what they use, whichever is less). 1 GiB if neither can be read.
 std::uint64_t automatic_case_memory();
 
 // The client's config with its timeouts capped by the server's: connect and case by the limits,

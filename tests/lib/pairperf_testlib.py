@@ -109,6 +109,13 @@ def has_transport(name):
     return name in json.loads(proc.stdout)["tool"]["transports"]
 
 
+def parse_size(text):
+    """A size as pairperf prints it (format_size): 178944K, 512M, 2G, 100."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    text = text.strip()
+    return int(text[:-1]) * units[text[-1]] if text[-1:] in units else int(text)
+
+
 def frame(obj):
     body = json.dumps(obj).encode() if not isinstance(obj, (bytes, bytearray)) else bytes(obj)
     return struct.pack(">I", len(body)) + body
