@@ -51,7 +51,9 @@ namespace pairperf {
 // Version of the control protocol; a hello with another version is refused. 4: each transport's
 // own options travel as its object under the run config's "transports" (3 had "ucx" and
 // "verbs" keys, which a 4 peer would silently ignore), and `results` carries "path_evidence".
-inline constexpr int control_protocol_version = 4;
+// 5: UCX's tags carry the case's index (a worker serves consecutive cases; a 4 peer's tags would
+// match none of a 5 peer's receives).
+inline constexpr int control_protocol_version = 5;
 inline constexpr std::uint16_t default_control_port = 18515;
 
 enum class msg_type {

@@ -146,7 +146,7 @@ def connect(port, host="127.0.0.1", timeout=5):
     return socket.create_connection((host, port), timeout=timeout)
 
 
-PROTOCOL = 4  # core/control.h: control_protocol_version
+PROTOCOL = 5  # core/control.h: control_protocol_version
 
 
 def hello(protocol=PROTOCOL, token=""):

@@ -57,6 +57,14 @@ class Ucx(unittest.TestCase):
                     self.assertNotIn("tcp", lanes)
                     self.assertTrue(lanes <= SHM, lanes)
                     self.assertEqual(kinds, {"shared_memory"})
+        # Each side makes a UCX worker once per configuration (transport set x the features a test
+        # needs: tags, RMA, active messages) and the validated cases after it reuse it.
+        features = {"tag_lat": "tag", "tag_bw": "tag", "tag_bibw": "tag", "am_lat": "am", "am_bw": "am"}
+        configurations = {(r["case"]["tls"], features.get(r["case"]["test"], "rma")) for r in results}
+        for side in ("client", "server"):
+            served = [r["provenance"][side]["worker_cases"] for r in results]
+            self.assertEqual(served.count(1), len(configurations), (side, served))
+            self.assertEqual(max(served), 15, (side, served))  # 3 tests x 5 sizes of each configuration
 
     def test_rendezvous_threshold_option_changes_the_protocol(self):
         with pp.Server() as s:

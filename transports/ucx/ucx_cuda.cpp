@@ -71,7 +71,8 @@ const cuda_support& probe_cuda_support() {
 
 std::string explain_missing_cuda(const cuda_support& s) {
   if (s.cuda_copy) return {};
-  const std::string which = s.ucs_library.empty() ? "this UCX" : fmt::format("the UCX in use ({})", s.ucs_library);
+  const std::string which =
+      s.ucs_library.empty() ? "this UCX" : fmt::format("the UCX in use ({})", s.ucs_library);
   if (s.module.empty())
     return fmt::format(
         "{} was built without CUDA support: there is no libuct_cuda module in {} (Debian's libucx0 "
@@ -92,10 +93,11 @@ std::string explain_missing_cuda(const cuda_support& s) {
 }
 
 nlohmann::json to_json(const cuda_support& s) {
-  nlohmann::json j{{"cuda_copy", s.cuda_copy},
-                   {"ucs_library", s.ucs_library},
-                   {"module_dir", s.module_dir},
-                   {"module", s.module.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.module)}};
+  nlohmann::json j{
+      {"cuda_copy", s.cuda_copy},
+      {"ucs_library", s.ucs_library},
+      {"module_dir", s.module_dir},
+      {"module", s.module.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.module)}};
   if (const std::string why = explain_missing_cuda(s); !why.empty()) j["why_not"] = why;
   return j;
 }

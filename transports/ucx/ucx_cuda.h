@@ -4,17 +4,16 @@
 // driver's libcuda.so.1 and libnvidia-ml.so.1 do, and offers cuda_copy only where a GPU is seen.
 // A user who sees "no cuda_copy" needs to know which of these it is.
 #include <nlohmann/json.hpp>
-
 #include <string>
 
 namespace pairperf::ucx {
 
 struct cuda_support {
-  std::string ucs_library;  // the libucs this process loaded ("" if unknown)
-  std::string module_dir;   // where UCX looks for its transport modules
-  std::string module;       // the CUDA transport module found there, "" if none
-  std::string driver_error; // why a driver library UCX's module needs does not load, "" if they do
-  bool cuda_copy = false;   // UCX offers cuda_copy: GPU memory can move
+  std::string ucs_library;   // the libucs this process loaded ("" if unknown)
+  std::string module_dir;    // where UCX looks for its transport modules
+  std::string module;        // the CUDA transport module found there, "" if none
+  std::string driver_error;  // why a driver library UCX's module needs does not load, "" if they do
+  bool cuda_copy = false;    // UCX offers cuda_copy: GPU memory can move
 };
 
 // Asks this process (once): dladdr on libucs, the module directory, the driver libraries.

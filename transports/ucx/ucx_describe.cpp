@@ -104,6 +104,7 @@ provenance describe_endpoint(const endpoint_facts& f) {
                          {"request_info", req.raw},
                          {"request_lanes", request_lanes},
                          {"error_handling", "none"},
+                         {"worker_cases", f.worker_cases},
                          {"ep_info", ep_lines}};
   if (f.client) details["net_devices"] = f.iface;
   (f.client ? p.client : p.server) = std::move(details);

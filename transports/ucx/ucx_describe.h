@@ -18,8 +18,9 @@ struct endpoint_facts {
   op_kind data_op = op_kind::send;
   bool active_messages = false;
   std::size_t size = 0;
-  bool gpu_memory = false;   // this side's buffer is GPU memory (staging is judged only then)
-  std::string request_info;  // ucp_request_query's text for one data operation, "" if none
+  bool gpu_memory = false;       // this side's buffer is GPU memory (staging is judged only then)
+  std::string request_info;      // ucp_request_query's text for one data operation, "" if none
+  std::size_t worker_cases = 1;  // cases the worker has served, this one included (1: new)
 };
 
 // lanes: the endpoint's data lanes; protocol: from the request when UCX named it, else from the

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 
@@ -88,9 +89,11 @@ shared_context context_for(const std::string& tls, const std::string& net_device
                            const std::vector<std::string>& options, std::uint64_t features) {
   // A context per distinct configuration, made once per process: ucp_init costs far more than
   // a case's worker and endpoint, and contexts with different transport sets coexist.
+  static std::mutex lock;
   static std::map<std::string, shared_context> cache;
   const std::string key =
       fmt::format("{}|{}|{}|{}", tls, net_devices, fmt::join(options, ";"), features);
+  const std::lock_guard<std::mutex> held(lock);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   config_ptr config = read_config();
   if (!tls.empty())
@@ -113,6 +116,52 @@ shared_context context_for(const std::string& tls, const std::string& net_device
   shared_context shared(context, context_deleter{});
   cache.emplace(key, shared);
   return shared;
+}
+
+namespace {
+
+struct worker_pool {
+  std::mutex lock;
+  std::map<ucp_context_h, taken_worker> kept;
+};
+
+// Made after the first context (take_worker follows context_for), so destroyed before the
+// contexts at exit: workers go first, as UCX requires.
+worker_pool& pool() {
+  static worker_pool p;
+  return p;
+}
+
+}  // namespace
+
+taken_worker take_worker(const shared_context& context) {
+  {
+    worker_pool& p = pool();
+    const std::lock_guard<std::mutex> held(p.lock);
+    if (auto it = p.kept.find(context.get()); it != p.kept.end()) {
+      taken_worker w = std::move(it->second);
+      p.kept.erase(it);
+      ++w.cases;
+      return w;
+    }
+  }
+  ucp_worker_params_t wp{};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+  ucp_worker_h worker = nullptr;
+  check(ucp_worker_create(context.get(), &wp, &worker), "ucp_worker_create");
+  return taken_worker{worker_ptr(worker), 1};
+}
+
+void keep_worker(const shared_context& context, taken_worker worker) {
+  worker_pool& p = pool();
+  const std::lock_guard<std::mutex> held(p.lock);
+  p.kept[context.get()] = std::move(worker);  // replaces (destroys) any other kept one
+}
+
+bool has_unmatched_message(ucp_worker_h worker) {
+  ucp_tag_recv_info_t info{};
+  return ucp_tag_probe_nb(worker, 0, 0, 0, &info) != nullptr;
 }
 
 std::string capture_stream(void (*fill)(FILE*, const void*), const void* arg) {

@@ -45,6 +45,20 @@ using shared_context = std::shared_ptr<std::remove_pointer_t<ucp_context_h>>;
 shared_context context_for(const std::string& tls, const std::string& net_devices,
                            const std::vector<std::string>& options, std::uint64_t features);
 
+// Workers kept for the next case of the same configuration in this process: creating one costs
+// 5-15 ms (each transport's interfaces, a TCP listener, shared-memory segments), more than a
+// short case measures. A case takes its context's kept worker or a new one (single-threaded
+// mode), and gives it back only if it ended clean: nothing outstanding, no error, no message left
+// unmatched. One is kept per context; safe to call from several threads (mesh pairs).
+struct taken_worker {
+  worker_ptr worker;
+  std::size_t cases = 1;  // the cases this worker has served, this one included
+};
+taken_worker take_worker(const shared_context& context);
+void keep_worker(const shared_context& context, taken_worker worker);
+// Whether a message the worker received is still waiting for a tagged receive.
+bool has_unmatched_message(ucp_worker_h worker);
+
 // A worker address, released through its worker.
 class worker_address {
  public:

@@ -113,6 +113,8 @@ ucx_transport::ucx_transport(const transport_params& params) : m_params(params) 
   for (const auto& t : tests) {
     if (t.spec.name == c.test) m_use_am = t.active_messages;
   }
+  m_data_tag = case_tag(data_tag, c.index);
+  m_sync_tag = case_tag(sync_tag, c.index);
   const memory_type mine = params.side == side::client ? c.client_memory : c.server_memory;
   m_mem_type = to_ucs(mine);
   const std::vector<std::string> options =
@@ -161,12 +163,9 @@ ucx_transport::ucx_transport(const transport_params& params) : m_params(params) 
   m_context = ucx::context_for(c.tls, params.side == side::client ? c.iface : std::string(),
                                options, features);
 
-  ucp_worker_params_t wp{};
-  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  wp.thread_mode = UCS_THREAD_MODE_SINGLE;
-  ucp_worker_h worker = nullptr;
-  ucx::check(ucp_worker_create(m_context.get(), &wp, &worker), "ucp_worker_create");
-  m_worker.reset(worker);
+  ucx::taken_worker taken = ucx::take_worker(m_context);
+  m_worker = std::move(taken.worker);
+  m_worker_cases = taken.cases;
 
   if (m_use_am) {
     ucp_am_handler_param_t hp{};
@@ -194,6 +193,20 @@ ucx_transport::~ucx_transport() {
   const bool outstanding = m_ctx_store.size() > m_ctx_free.size();
   if (outstanding) cancel_outstanding();
   m_ep.reset();
+  m_memory.clear();
+  // The worker serves the next case of this configuration only if this one left it clean; a
+  // worker that saw an error or still holds a message goes with this case.
+  if (m_worker && !outstanding && !m_failed && !m_peer_gone && m_am_posted.empty() &&
+      !ucx::has_unmatched_message(m_worker.get())) {
+    if (m_use_am) {
+      ucp_am_handler_param_t hp{};
+      hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB;
+      hp.id = am_id;
+      hp.cb = nullptr;  // no handler: nothing may call into this object any more
+      if (ucp_worker_set_am_recv_handler(m_worker.get(), &hp) != UCS_OK) return;
+    }
+    ucx::keep_worker(m_context, ucx::taken_worker{std::move(m_worker), m_worker_cases});
+  }
 }
 
 void ucx_transport::cancel_outstanding() noexcept {
@@ -295,11 +308,13 @@ void ucx_transport::handshake() {
   ucp_request_param_t rp = params(recv, false);
   rp.cb.recv = &ucx_transport::on_tag_recv;
   const bool posted =
-      track(ucp_tag_recv_nbx(m_worker.get(), recv.local, recv.length, wireup_tag, full_mask, &rp),
+      track(ucp_tag_recv_nbx(m_worker.get(), recv.local, recv.length,
+                             case_tag(wireup_tag, m_params.test.index), full_mask, &rp),
             static_cast<request_ctx*>(rp.user_data), "wireup receive") == 0;
   ucp_request_param_t sp = params(send, false);
   sp.cb.send = &ucx_transport::on_send;
-  if (!posted || track(ucp_tag_send_nbx(m_ep->get(), send.local, send.length, wireup_tag, &sp),
+  if (!posted || track(ucp_tag_send_nbx(m_ep->get(), send.local, send.length,
+                                        case_tag(wireup_tag, m_params.test.index), &sp),
                        static_cast<request_ctx*>(sp.user_data), "wireup send") != 0) {
     if (m_peer_gone) throw failed(m_error);
     throw step_error(error_kind::error, place, m_error);
@@ -351,6 +366,7 @@ provenance ucx_transport::describe() const {
   facts.size = m_params.test.size_bytes;
   facts.gpu_memory = m_mem_type != UCS_MEMORY_TYPE_HOST;
   facts.request_info = m_request_info;
+  facts.worker_cases = m_worker_cases;
   return ucx::describe_endpoint(facts);
 }
 

@@ -96,6 +96,8 @@ class ucx_transport final : public transport {
   ucs_memory_type_t m_mem_type = UCS_MEMORY_TYPE_HOST;
   ucx::shared_context m_context;
   ucx::worker_ptr m_worker;
+  std::size_t m_worker_cases = 1;            // the cases the worker has served, this one included
+  ucp_tag_t m_data_tag = 0, m_sync_tag = 0;  // ucx_wire::case_tag of this case
   std::vector<ucx::memory_handle> m_memory;
   std::optional<ucx::endpoint> m_ep;
   std::vector<ucx::rkey_ptr> m_rkeys;

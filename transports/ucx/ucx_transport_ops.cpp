@@ -187,7 +187,7 @@ int ucx_transport::post(const op& operation) noexcept {
       if (operation.channel == op_channel::data && m_use_am) return post_data_recv(operation);
       ucp_request_param_t p = params(operation, false);
       p.cb.recv = &ucx_transport::on_tag_recv;
-      const ucp_tag_t tag = operation.channel == op_channel::sync ? sync_tag : data_tag;
+      const ucp_tag_t tag = operation.channel == op_channel::sync ? m_sync_tag : m_data_tag;
       return track(
           ucp_tag_recv_nbx(m_worker.get(), operation.local, operation.length, tag, full_mask, &p),
           static_cast<request_ctx*>(p.user_data), "ucp_tag_recv_nbx");
@@ -206,7 +206,7 @@ int ucx_transport::post_data_send(const op& operation) noexcept {
   ucs_status_ptr_t request =
       m_use_am
           ? ucp_am_send_nbx(m_ep->get(), am_id, nullptr, 0, operation.local, operation.length, &p)
-          : ucp_tag_send_nbx(m_ep->get(), operation.local, operation.length, data_tag, &p);
+          : ucp_tag_send_nbx(m_ep->get(), operation.local, operation.length, m_data_tag, &p);
   return track(request, static_cast<request_ctx*>(p.user_data),
                m_use_am ? "ucp_am_send_nbx" : "ucp_tag_send_nbx");
 }
@@ -274,7 +274,7 @@ int ucx_transport::post_sync_send(const op& operation) noexcept {
   }
   ucp_request_param_t p = params(operation, false);
   p.cb.send = &ucx_transport::on_send;
-  return track(ucp_tag_send_nbx(m_ep->get(), operation.local, operation.length, sync_tag, &p),
+  return track(ucp_tag_send_nbx(m_ep->get(), operation.local, operation.length, m_sync_tag, &p),
                static_cast<request_ctx*>(p.user_data), "ucp_tag_send_nbx (sync)");
 }
 

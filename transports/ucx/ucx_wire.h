@@ -11,6 +11,12 @@ inline constexpr ucp_tag_t data_tag = 0x1;    // measured payload
 inline constexpr ucp_tag_t sync_tag = 0x2;    // the patterns' acknowledgements
 inline constexpr ucp_tag_t wireup_tag = 0x3;  // the connect handshake
 inline constexpr ucp_tag_t full_mask = ~ucp_tag_t{0};
+// A worker serves consecutive cases of one configuration and tag receives match any endpoint of
+// it, so each case's tags carry its index (both sides know it): a message of an earlier case can
+// never be taken for one of this case.
+inline constexpr ucp_tag_t case_tag(ucp_tag_t kind, std::uint64_t case_index) {
+  return kind | ((case_index + 1) << 8);
+}
 inline constexpr unsigned am_id = 0;  // active-message tests' handler
 inline constexpr std::uint64_t handshake_cookie = ~std::uint64_t{0} - 1;
 
