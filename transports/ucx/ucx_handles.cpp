@@ -120,30 +120,24 @@ shared_context context_for(const std::string& tls, const std::string& net_device
 
 namespace {
 
-struct worker_pool {
-  std::mutex lock;
-  std::map<ucp_context_h, taken_worker> kept;
-};
-
-// Made after the first context (take_worker follows context_for), so destroyed before the
-// contexts at exit: workers go first, as UCX requires.
-worker_pool& pool() {
-  static worker_pool p;
-  return p;
+// Per thread: a worker created with UCS_THREAD_MODE_SINGLE stays with the thread that made it
+// (an MPI mesh rank runs its server in one thread and its client in another, pairs of a --hosts
+// mesh run in threads of their own), and a thread's kept workers go when it ends. The main
+// thread's go at exit before the contexts (thread-local objects before static ones).
+std::map<ucp_context_h, taken_worker>& kept_workers() {
+  thread_local std::map<ucp_context_h, taken_worker> kept;
+  return kept;
 }
 
 }  // namespace
 
 taken_worker take_worker(const shared_context& context) {
-  {
-    worker_pool& p = pool();
-    const std::lock_guard<std::mutex> held(p.lock);
-    if (auto it = p.kept.find(context.get()); it != p.kept.end()) {
-      taken_worker w = std::move(it->second);
-      p.kept.erase(it);
-      ++w.cases;
-      return w;
-    }
+  auto& kept = kept_workers();
+  if (auto it = kept.find(context.get()); it != kept.end()) {
+    taken_worker w = std::move(it->second);
+    kept.erase(it);
+    ++w.cases;
+    return w;
   }
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
@@ -154,9 +148,7 @@ taken_worker take_worker(const shared_context& context) {
 }
 
 void keep_worker(const shared_context& context, taken_worker worker) {
-  worker_pool& p = pool();
-  const std::lock_guard<std::mutex> held(p.lock);
-  p.kept[context.get()] = std::move(worker);  // replaces (destroys) any other kept one
+  kept_workers()[context.get()] = std::move(worker);  // replaces (destroys) any other kept one
 }
 
 bool has_unmatched_message(ucp_worker_h worker) {

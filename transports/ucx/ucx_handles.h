@@ -49,7 +49,7 @@ shared_context context_for(const std::string& tls, const std::string& net_device
 // 5-15 ms (each transport's interfaces, a TCP listener, shared-memory segments), more than a
 // short case measures. A case takes its context's kept worker or a new one (single-threaded
 // mode), and gives it back only if it ended clean: nothing outstanding, no error, no message left
-// unmatched. One is kept per context; safe to call from several threads (mesh pairs).
+// unmatched. One is kept per context and thread: a worker never crosses threads.
 struct taken_worker {
   worker_ptr worker;
   std::size_t cases = 1;  // the cases this worker has served, this one included
