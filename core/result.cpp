@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "core/errors.h"
 
@@ -17,6 +18,16 @@ void put_optional(nlohmann::json& j, const char* key, const std::optional<T>& va
 template <class T>
 void get_optional(const nlohmann::json& j, const char* key, std::optional<T>& out) {
   if (j.contains(key) && !j[key].is_null()) out = j[key].get<T>();
+}
+
+// A count read back from a results file (compare, report, a peer's results): checked before it
+// is converted, as a peer's message is (config.h whole_number), since a float out of the count's
+// range must never reach a cast. Absent: 0.
+template <class T>
+T count_of(const nlohmann::json& j, const char* key) {
+  const auto it = j.find(key);
+  if (it == j.end()) return 0;
+  return static_cast<T>(whole_number(*it, key, std::numeric_limits<T>::max()));
 }
 
 }  // namespace
@@ -132,7 +143,7 @@ void to_json(nlohmann::json& j, const repetition& r) {
 
 void from_json(const nlohmann::json& j, repetition& r) {
   r = repetition{};
-  r.iterations = j.value("iterations", std::uint64_t{0});
+  r.iterations = count_of<std::uint64_t>(j, "iterations");
   r.elapsed_s = j.value("elapsed_s", 0.0);
   get_optional(j, "latency_s", r.latency_s);
   get_optional(j, "bandwidth_Bps", r.bandwidth_Bps);
@@ -180,12 +191,12 @@ void from_json(const nlohmann::json& j, case_result& r) {
   r.status = parse_case_status(j.at("status").get<std::string>());
   r.message = j.value("message", "");
   r.error_code = j.value("error_code", "");
-  r.iterations = j.value("iterations", std::uint64_t{0});
-  r.warmup_iterations = j.value("warmup_iterations", std::uint64_t{0});
-  r.window = j.value("window", 0U);
+  r.iterations = count_of<std::uint64_t>(j, "iterations");
+  r.warmup_iterations = count_of<std::uint64_t>(j, "warmup_iterations");
+  r.window = count_of<unsigned>(j, "window");
   r.elapsed_s = j.value("elapsed_s", 0.0);
   r.wall_s = j.value("wall_s", 0.0);
-  r.worker_case = j.value("worker_case", 0U);
+  r.worker_case = count_of<unsigned>(j, "worker_case");
   get_optional(j, "latency_s", r.latency_s);
   get_optional(j, "interval_s", r.interval_s);
   get_optional(j, "bandwidth_Bps", r.bandwidth_Bps);
@@ -197,8 +208,11 @@ void from_json(const nlohmann::json& j, case_result& r) {
   }
   get_optional(j, "message_rate_per_s", r.message_rate_per_s);
   if (j.contains("validation")) {
-    r.validated = validation{j["validation"].at("messages_checked").get<std::uint64_t>(),
-                             j["validation"].at("corrupt_bytes").get<std::uint64_t>()};
+    const auto& v = j["validation"];
+    r.validated = validation{whole_number(v.at("messages_checked"), "messages_checked",
+                                          std::numeric_limits<std::uint64_t>::max()),
+                             whole_number(v.at("corrupt_bytes"), "corrupt_bytes",
+                                          std::numeric_limits<std::uint64_t>::max())};
   }
   if (j.contains("repetitions")) r.repetitions = j["repetitions"].get<std::vector<repetition>>();
   if (j.contains("gpu_path")) {

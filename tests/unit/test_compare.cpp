@@ -196,6 +196,35 @@ TEST_F(CompareFiles, MalformedAndForeignFilesGiveClearErrors) {
   EXPECT_NE(message_of((dir / "empty").string()).find("no .json"), std::string::npos);
 }
 
+// Found by the results-file fuzzer: a count too large for its integer (or fractional, or
+// negative) reached nlohmann's cast, undefined behaviour; now the file is malformed by name.
+TEST_F(CompareFiles, ACountOutOfItsRangeIsMalformedNotACast) {
+  const std::string head =
+      R"({"schema": "pairperf.result", "schema_version": "1.5.0", "results": [)";
+  const std::string c = R"("case": {"index": 0, "transport": "tcp", "test": "tcp_bw",
+      "pattern": "stream_uni", "tls": "", "iface": "lo", "memory": ["host", "host"],
+      "size_bytes": 8}, "status": "ok", "elapsed_s": 1.0)";
+  const std::vector<std::pair<std::string, std::string>> bad{
+      {R"("iterations": 1e52)", "iterations must be a whole number"},
+      {R"("iterations": 10.5)", "iterations must be a whole number"},
+      {R"("warmup_iterations": -1)", "warmup_iterations must be a whole number"},
+      {R"("window": 4294967296)", "window = 4294967296 is above its limit"},
+      {R"("worker_case": 1.5)", "worker_case must be a whole number"},
+      {R"("validation": {"messages_checked": 1e300, "corrupt_bytes": 0})",
+       "messages_checked must be a whole number"},
+      {R"("repetitions": [{"iterations": 100444444444444444444444444444, "elapsed_s": 0.2}])",
+       "iterations must be a whole number"},
+  };
+  for (std::size_t i = 0; i < bad.size(); ++i) {
+    const std::string text = head + "{" + c + ", " + bad[i].first + "}]}";
+    const std::string got = message_of(write("count" + std::to_string(i) + ".json", text));
+    EXPECT_NE(got.find("malformed result"), std::string::npos) << bad[i].first << ": " << got;
+    EXPECT_NE(got.find(bad[i].second), std::string::npos) << bad[i].first << ": " << got;
+  }
+  const std::string good = head + "{" + c + R"(, "iterations": 1000, "window": 32}]})";
+  EXPECT_EQ(load_results(write("good.json", good)).results.at(0).iterations, 1000U);
+}
+
 TEST_F(CompareFiles, AFolderPoolsItsFilesAsRepetitions) {
   synth g(3);
   for (int i = 0; i < 5; ++i) {
