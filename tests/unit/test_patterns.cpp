@@ -279,6 +279,55 @@ TEST(Patterns, SilentPeerTimesOutWithinTheDeadline) {
   EXPECT_LT(steady::now() - start, 2s);
 }
 
+// Sends that complete at once and never stop (the peer died behind a queue that still takes
+// them): the loop is never idle, and must still end at its deadline, not after its count.
+class sink_transport final : public transport {
+ public:
+  [[nodiscard]] capabilities caps() const override {
+    return {true, false, false, {memory_type::host}, true};
+  }
+  std::vector<std::byte> local_address() override { return {}; }
+  void connect(std::span<const std::byte>) override {}
+  mem_region register_memory(std::byte* a, std::size_t n, memory_type) override {
+    return {a, n, {}};
+  }
+  [[nodiscard]] int post(const op& o) noexcept override {
+    if (o.kind == op_kind::send) m_done.push_back(completion{o.cookie, o.kind});
+    return 0;  // receives never complete
+  }
+  [[nodiscard]] int poll(std::span<completion> out) noexcept override {
+    std::size_t n = 0;
+    while (n < out.size() && !m_done.empty()) {
+      out[n++] = m_done.front();
+      m_done.pop_front();
+    }
+    return static_cast<int>(n);
+  }
+  [[nodiscard]] std::string last_error() const override { return {}; }
+  [[nodiscard]] bool peer_gone() const noexcept override { return false; }
+  [[nodiscard]] provenance describe() const override { return {}; }
+
+ private:
+  std::deque<completion> m_done;
+};
+
+TEST(Patterns, CompletionsThatNeverStopStillEndAtTheDeadline) {
+  for (const pattern_kind kind : {pattern_kind::stream_uni, pattern_kind::stream_bi}) {
+    sink_transport t;
+    side_state cs(8, 32, false);
+    const pattern_run run = make_run(kind, std::uint64_t{1} << 40, 32, 8, 50ms);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      (void)run_pattern(t, run, cs.buffers(), cs.samples, nullptr, where{"c", "", ""});
+      ADD_FAILURE() << "2^40 sends ended without the deadline";
+    } catch (const step_error& e) {
+      EXPECT_NE(std::string(e.what()).find("did not finish before its timeout"), std::string::npos)
+          << e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << to_string(kind);
+  }
+}
+
 TEST(Patterns, PeerGoingAwayIsReportedAsClosed) {
   auto link = std::make_shared<mem_link>();
   mem_transport ct(link, true), st(link, false);
