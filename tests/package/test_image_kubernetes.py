@@ -141,7 +141,10 @@ class ImageAndManifests(unittest.TestCase):
         self.assertEqual(sorted(doc["mesh"]["nodes"]), ["node-1", "node-2", "node-3"])
         pairs = doc["mesh"]["pairs"]
         self.assertEqual(len(pairs), 6)  # every pair, both directions
-        self.assertTrue(all(p["verdict"] in ("ok", "slow link") for p in pairs),
+        # Every pair measured: "contention" (slow in its round, fine when retested alone) and
+        # "slow link" (slow alone too) are measurements of a busy host, not failures; "error" or
+        # "unreachable" would be.
+        self.assertTrue(all(p["verdict"] in ("ok", "contention", "slow link") for p in pairs),
                         [(p["client_name"], p["server_name"], p["verdict"]) for p in pairs])
 
     def test_two_nodes_pod_network(self):
