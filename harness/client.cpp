@@ -419,8 +419,10 @@ server_view client_run::phase(case_session& s, const char* name, std::uint64_t n
                               std::chrono::nanoseconds budget) {
   const test_case& c = s.test();
   const std::string step = fmt::format("case {} {}", c.index + 1, name);
-  // The request, the run and the results, each under its own bound.
-  report_stage(step, 3 * t().per_case + 2 * t().connect + 2 * t().handshake);
+  // The request, the run and the results, each under its own bound, told to the supervisor as
+  // it begins: a library call that never returns (seen under load: libfabric shm once its peer
+  // was killed) is ended a grace period after the run's own deadline, not after all three bounds.
+  report_stage(step, t().handshake + t().per_case + t().connect);
   control([&] {
     nlohmann::json body{{"phase", name}, {"iterations", n}};
     if (mode == phase_mode::measure_more) body["continues"] = true;
@@ -430,8 +432,10 @@ server_view client_run::phase(case_session& s, const char* name, std::uint64_t n
   });
   std::optional<step_error> failed;
   try {
+    report_stage(step, t().per_case);  // the run's deadline (case_session::phase_run)
     mine = s.run(n, at(step), mode, budget);
     if (budget.count() > 0) {  // the timed phase's end (control.h)
+      report_stage(step, 2 * t().handshake + 2 * t().per_case);  // stop, stopped, closing message
       control([&] {
         m_channel->send(msg_type::stop, {{"iterations", mine.messages_sent}}, step, t().handshake);
         return m_channel->expect(msg_type::stopped, step, t().per_case + t().handshake);
@@ -443,6 +447,7 @@ server_view client_run::phase(case_session& s, const char* name, std::uint64_t n
   }
   // The server answers with its results or its own failure; if it cannot answer, the run ends.
   std::optional<message> answer;
+  report_stage(step, t().per_case + t().handshake);
   try {
     answer = control(
         [&] { return m_channel->receive(step + " results", t().per_case + t().handshake); });

@@ -267,6 +267,35 @@ class Worker(unittest.TestCase):
         workers = [r.get("worker_case") for r in doc["results"]]
         self.assertEqual(workers, list(range(1, running + 2)) + list(range(1, 3 - running)), output)
 
+    def test_a_library_call_that_never_returns_is_ended_soon_after_the_phase_deadline(self):
+        # To the supervisor a stopped case process is a library call that never returns (seen under
+        # load: libfabric shm once its peer was killed): no stage ends. Each part of a phase has its
+        # own bound (request 1+3+1 s, run 3 s, results 3+1 s here), so the case is ended within a
+        # bound and the 2 s grace period of the stop; the old single bound for a phase (3 x 3 +
+        # 2 x 1 + 2 x 1 = 13 s) ended it 12 s and more after.
+        with pp.Server() as s, pp.tmpdir() as d:
+            out = os.path.join(d, "r.json")
+            client = pp.start(["run", s.address, "--json", out, "--transport", "tcp", "--test", "tcp_bw",
+                               "--sizes", "64K", "-n", "100000000", "--timeout-case", "3s",
+                               "--timeout-connect", "1s", "--timeout-handshake", "1s"])
+            try:
+                worker = wait_for(lambda: children(client.pid), 30, "the case's process")[0]
+                time.sleep(0.8)  # set up and measuring: tcp sets up in milliseconds
+                os.kill(worker, signal.SIGSTOP)
+                stopped = time.monotonic()
+                client.wait(timeout=60)
+                took = time.monotonic() - stopped
+            finally:
+                output = pp.stop(client)
+            doc = pp.load(out)
+        self.assertEqual(client.returncode, 1, output)
+        r = doc["results"][0]
+        seen = f"ended {took:.2f} s after the stop: {r.get('message')}\n{output}"
+        self.assertIn("did not end within its bound", r["message"], seen)
+        self.assertIn("case 1 ", r["message"], seen)
+        self.assertEqual(r["error_code"], "ETIMEDOUT", seen)
+        self.assertLess(took, 7.5, seen)
+
     def test_cases_of_one_transport_share_a_worker_until_one_does_not_end_ok(self):
         # A library loads once per worker, not once per case (libfabric: 0.3 s). The server
         # refuses the 4 MiB cases (their buffers exceed its --max-case-memory): an error, after
