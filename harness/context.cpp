@@ -49,16 +49,26 @@ std::string value_after(const std::string& file, std::string_view key, char sep)
   return {};
 }
 
+// The transports whose libraries tool_context() describes; empty: every built-in one. Set once,
+// before the facts are gathered (prepare_context), and only read after.
+std::vector<std::string>& described_transports() {
+  static std::vector<std::string> names;
+  return names;
+}
+
 }  // namespace
 
-void prepare_context() {
+void prepare_context(const std::vector<std::string>& transports) {
+  described_transports() = transports;
   setup_loop_clock();
   (void)tool_context();
 }
 
 nlohmann::json tool_context() {
+  const auto& only = described_transports();
   nlohmann::json libraries = nlohmann::json::object();
   for (const auto& e : transport_registry::instance().all()) {
+    if (!only.empty() && std::find(only.begin(), only.end(), e.name) == only.end()) continue;
     if (e.describe_library) libraries[e.name] = e.describe_library();
   }
   return {{"name", "pairperf"},

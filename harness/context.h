@@ -11,9 +11,12 @@ namespace pairperf {
 // about 0.3-0.6 s; the loops' clock calibration, 5 ms), so the tool and host contexts that
 // follow are cheap and processes forked later (server sessions, case workers) inherit the facts.
 // A server calls it before it accepts sessions; `run` in a thread while its local server starts.
-void prepare_context();
+// `transports`: the transports this process runs (empty: every built-in one); only their
+// libraries are described (and loaded or probed), in this call and in tool_context() after it.
+void prepare_context(const std::vector<std::string>& transports = {});
 
-// name, version, git revision, build type, compiler, built-in transports.
+// name, version, git revision, build type, compiler, built-in transports, and the libraries of
+// the transports this process runs (prepare_context), each as its transport describes it.
 nlohmann::json tool_context();
 // hostname, kernel, OS, CPU model and count, memory, interfaces, RDMA devices, GPUs (NVML),
 // process.

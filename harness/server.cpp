@@ -370,7 +370,7 @@ int supervisor::run() {
     ::close(*m_options.ready_fd);
   }
   // Learnt once here, inherited by every session (a client's hello waits in the backlog).
-  prepare_context();
+  prepare_context(m_options.transports);
   m_idle_deadline = deadline_in(m_options.timeouts.idle);
   while (!done()) {
     reap();

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/config.h"
 #include "harness/server_limits.h"
@@ -26,6 +27,9 @@ struct server_options {
   server_limits limits;         // what one client may ask for
   drive_allowlist drive;        // where `drive` may send this server; empty = refused
   std::FILE* log = stderr;      // one line per client and per case; nullptr = silent
+  // The transports served (empty: every built-in one): cases of others are refused, and their
+  // libraries are neither loaded nor probed (libfabric's discovery: 0.3 s at start).
+  std::vector<std::string> transports;
   // Each session in a child process. Off where forking is unsafe (a server thread inside an MPI
   // process): the session then runs in the supervisor, which waits for it.
   bool isolate = true;

@@ -1,9 +1,11 @@
 #include "harness/server_session.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <optional>
 
@@ -64,6 +66,7 @@ class client_handler {
   std::chrono::nanoseconds await_request(std::chrono::nanoseconds wait);
   void on_drive(const nlohmann::json& body);
   [[nodiscard]] std::optional<std::string> refuse_drive(const std::string& host) const;
+  [[nodiscard]] std::optional<std::string> refuse_transport(const std::string& name) const;
   void on_case(const nlohmann::json& body);
   void on_run(const nlohmann::json& body);
   [[nodiscard]] run_request read_run(const nlohmann::json& body) const;
@@ -176,6 +179,14 @@ std::chrono::nanoseconds client_handler::await_request(std::chrono::nanoseconds 
 }
 
 // Why this server may not measure towards `host` for its peer, or nothing.
+std::optional<std::string> client_handler::refuse_transport(const std::string& name) const {
+  const auto& served = m_options.transports;
+  if (served.empty() || std::find(served.begin(), served.end(), name) != served.end())
+    return std::nullopt;
+  return fmt::format("this server serves only {} (its --transport), not {}", fmt::join(served, ","),
+                     name);
+}
+
 std::optional<std::string> client_handler::refuse_drive(const std::string& host) const {
   if (m_options.drive.empty()) {
     return "this server does not drive measurements towards other hosts (start it with --token "
@@ -206,6 +217,7 @@ void client_handler::on_drive(const nlohmann::json& body) {
     refusal = refuse_drive(o.server.host);
     for (const auto& c : o.cases) {
       if (!refusal && !c.target.empty()) refusal = refuse_drive(parse_endpoint(c.target, 0).host);
+      if (!refusal) refusal = refuse_transport(c.transport);
     }
   } catch (const std::exception& e) {
     refusal = fmt::format("malformed drive message: {}", e.what());
@@ -253,6 +265,10 @@ void client_handler::on_case(const nlohmann::json& body) {
   m_label = fmt::format("case {} ({} {})", c.index + 1, c.test, format_size(c.size_bytes));
   // The buffers are checked now, before they are allocated; the samples when a phase says how
   // many iterations it runs (the client's max_iterations is only its own plan).
+  if (auto why = refuse_transport(c.transport)) {
+    decline(case_status::error, "server refused: " + *why);
+    return;
+  }
   if (auto why = refuse_case(m_config, c, 0, m_options.limits)) {
     decline(case_status::error, "server refused: " + *why);
     return;

@@ -195,11 +195,23 @@ std::vector<std::string> default_transports(const std::vector<std::string>& give
   return out;
 }
 
-// Each transport's axis values (given or its default), for the matrix.
+// Whether a case of `e` can be in the run: named by --transport, or, without it, having a test
+// of --test, or any built-in transport when neither is given.
+bool may_run(const transport_entry& e, const run_args& a) {
+  if (!a.transports.empty())
+    return std::find(a.transports.begin(), a.transports.end(), e.name) != a.transports.end();
+  if (a.tests.empty()) return true;
+  return std::any_of(e.tests.begin(), e.tests.end(), [&](const test_spec& t) {
+    return std::find(a.tests.begin(), a.tests.end(), t.name) != a.tests.end();
+  });
+}
+
+// Each transport's axis values (given or its default), for the matrix: only for the transports
+// the run may have, since a default can cost time (libfabric's providers: a discovery, 0.3 s).
 std::map<std::string, std::vector<std::string>> transport_axes(const run_args& a, bool local_run) {
   std::map<std::string, std::vector<std::string>> axes;
   for (const auto& [entry, cli] : a.transport_clis) {
-    if (cli.axis) axes[entry->name] = cli.axis(local_run);
+    if (cli.axis && may_run(*entry, a)) axes[entry->name] = cli.axis(local_run);
   }
   return axes;
 }
@@ -307,12 +319,19 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   const bool json_stdout = a.json == "-" || a.jsonl == "-";
   std::string json_path;
   multi_reporter out = make_reporters(a, unit, json_path);
+  // The transports of this run's cases: only their libraries are described (and loaded or
+  // probed) on this side and on a local server.
+  std::vector<std::string> used;
+  for (const auto& c : o.cases) {
+    if (std::find(used.begin(), used.end(), c.transport) == used.end()) used.push_back(c.transport);
+  }
   // This side's facts are gathered while the local server starts (it gathers its own).
-  auto facts = std::async(std::launch::async, prepare_context);
+  auto facts = std::async(std::launch::async, [&used] { prepare_context(used); });
   std::optional<local_server> local;
   if (a.peer.empty()) {
     std::vector<std::string> extra;
-    if (!server_gpu.empty()) extra = {"--gpu", server_gpu};
+    if (!used.empty()) extra = {"--transport", fmt::format("{}", fmt::join(used, ","))};
+    if (!server_gpu.empty()) extra.insert(extra.end(), {"--gpu", server_gpu});
     if (server_cpu >= 0) extra.insert(extra.end(), {"--cpu", std::to_string(server_cpu)});
     // Not --once: after a case whose process was ended the client connects again.
     local.emplace(o.config.timeouts.connect + o.config.timeouts.handshake, false, extra);

@@ -1,7 +1,12 @@
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "bench/pairperf/commands.h"
 #include "core/control.h"
@@ -10,6 +15,7 @@
 #include "harness/server.h"
 #include "host/noise.h"
 #include "transports/memory/gpu_select.h"
+#include "transports/registry.h"
 
 namespace pairperf::cli {
 namespace {
@@ -36,6 +42,7 @@ struct server_args {
   bool quiet = false;
   std::string gpu;
   int cpu = -1;
+  std::vector<std::string> transports;
 };
 
 }  // namespace
@@ -70,6 +77,12 @@ server_options make_server_options(const server_args& a) {
           "anyone could make this server send data anywhere it allows");
     o.drive = drive_allowlist(a.allow_drive);
   }
+  for (const auto& t : a.transports) {
+    if (transport_registry::instance().find(t) == nullptr)
+      throw usage_error(fmt::format("--transport {}: no such transport (built in: {})", t,
+                                    fmt::join(transport_registry::instance().names(), ", ")));
+  }
+  o.transports = a.transports;
   o.log = a.quiet ? nullptr : stderr;
   return o;
 }
@@ -122,6 +135,10 @@ command add_server(CLI::App& root) {
   app->add_option(
       "--gpu", args->gpu,
       "GPU for cuda buffers: an index (CUDA_VISIBLE_DEVICES applies), a UUID or a PCI bus id");
+  app->add_option("-t,--transport", args->transports,
+                  "Serve only these transports (comma-separated; default every built-in one): "
+                  "cases of others are refused, and their libraries are neither loaded nor probed")
+      ->delimiter(',');
   app->add_option("--cpu", args->cpu,
                   "Pin the server to this CPU (as ucx_perftest -c, iperf3 -A); recorded per case "
                   "in host_noise.server.cpus_allowed");

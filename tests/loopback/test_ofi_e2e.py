@@ -6,6 +6,8 @@ endpoint name checked; a peer that dies mid-case; and doctor judging FI_PROVIDER
 side's libfabric."""
 import json
 import os
+import shutil
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
@@ -192,6 +194,30 @@ class Ofi(unittest.TestCase):
                 r = pp.load(out)["results"][0]
                 self.assertIn(r["status"], ("error", "unreachable"), r)
                 self.assertIn("case 1", r["message"])
+
+    def test_a_run_without_ofi_cases_never_probes_libfabric(self):
+        # Loading libfabric costs 0.3 s a process (the constructors of the psm libraries it links
+        # sleep 0.2 s, its providers read /proc/kallsyms): a local run of other transports leaves
+        # its discovery out, on the client and on the local server alike.
+        if shutil.which("strace") is None:
+            self.skipTest("strace is not installed (scripts/setup installs it)")
+
+        def executed(args):
+            with pp.tmpdir() as d:
+                log = os.path.join(d, "trace")
+                proc = subprocess.run(["strace", "-f", "-qq", "-e", "trace=execve", "-o", log, pp.BIN, "run", "--no-json",
+                                       "--sizes", "8", "-n", "100"] + args, capture_output=True, text=True, timeout=120)
+                with open(log) as f:
+                    trace = f.read()
+            self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+            self.assertIn('"server"', trace, "the local server's start is traced too")
+            return trace
+
+        trace = executed(["-t", "tcp", "--test", "tcp_lat"])
+        self.assertNotIn("pairperf-ofi-discovery", trace)
+        # The trace would show it: an OFI run asks its child on each side.
+        trace = executed(["-t", "ofi", "--ofi-provider", "tcp;ofi_rxm", "--test", "fi_tag_lat"])
+        self.assertEqual(trace.count('["pairperf-ofi-discovery"]'), 2, trace)
 
     def test_doctor_judges_fi_provider_against_each_sides_libfabric(self):
         # EFA absent: FI_PROVIDER=efa on the server names a provider its libfabric lacks.

@@ -132,6 +132,25 @@ class Requests(unittest.TestCase):
             self.serves(s)
 
 
+    def test_a_server_serves_only_its_transports_and_describes_only_their_libraries(self):
+        if not pp.has_transport("ucx"):
+            self.skipTest("no UCX transport in this build: no second transport to refuse")
+        with pp.Server("--transport", "tcp") as s, pp.tmpdir() as d:
+            out = os.path.join(d, "r.json")
+            proc, _ = pp.run(["run", s.address, "--json", out, "-t", "ucx", "--tls", "tcp", "--test", "tag_lat",
+                              "--sizes", "8", "-n", "100"], timeout=60)
+            self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+            doc = pp.load(out)
+            self.assertIn("server refused: this server serves only tcp (its --transport), not ucx",
+                          doc["results"][0]["message"])
+            # Neither UCX nor libfabric was loaded or probed to say hello.
+            self.assertEqual(set(doc["context"]["server_tool"]["libraries"]), set(), doc["context"]["server_tool"])
+            self.serves(s)
+        proc, _ = pp.run(["server", "--transport", "tcp,carrier-pigeon", "--port", "0"], timeout=30)
+        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+        self.assertIn("--transport carrier-pigeon: no such transport", proc.stderr)
+
+
 class Exposure(unittest.TestCase):
     def test_without_a_token_it_listens_on_loopback_only_and_with_one_everywhere(self):
         for extra, where in (([], "127.0.0.1:"), (["--token", "t0k"], "*:")):
