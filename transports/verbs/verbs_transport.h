@@ -167,7 +167,11 @@ class verbs_transport final : public transport {
   std::uint32_t m_peer_fence_rkey = 0;
   std::array<verbs::ordered_ring, stream_count> m_rings;
   std::uint64_t m_data_sends = 0, m_data_recvs = 0;  // round-robin over the data QPs
-  std::vector<op> m_deferred_sync;                   // sync sends waiting for the data before them
+  // The next data QP of a round-robin; with one data QP (ping-pong), that one, with no division.
+  qp_state& next_data_qp(std::uint64_t& counter) noexcept {
+    return m_qps.size() == 2 ? m_qps[1] : m_qps[1 + (counter++ % (m_qps.size() - 1))];
+  }
+  std::vector<op> m_deferred_sync;  // sync sends waiting for the data before them
   std::string m_error;
   bool m_peer_gone = false;
   std::string m_connection = "control channel";
