@@ -3,6 +3,7 @@
   TCP transport:
   bandwidth at 1 MiB      pairperf tcp_bw (receiver)      vs iperf3 -l 1M (receiver)     target ratio >= 1.0
   one-way latency, small  pairperf tcp_lat (busy-poll)    vs sockperf ping-pong, busy    target ratio <= 1.05
+                          (both tools pinned alike, as the UCX latency rows; the order alternates)
   UCX transport, for UCX_TLS=tcp and UCX_TLS=posix,sysv,cma (UCX_NET_DEVICES=lo), same sizes,
   iterations, warm-up and window:
   tag latency at 8 B      pairperf tag_lat                vs ucx_perftest -t tag_lat     target ratio <= 1.03
@@ -72,11 +73,12 @@ HERE = os.path.dirname(os.path.realpath(__file__))
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def pairperf(binary, test, size, seconds):
+def pairperf(binary, test, size, seconds, pin=None):
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "r.json")
         run([binary, "run", "--test", test, "--sizes", str(size), "--duration", f"{seconds}s", "--json", out, "--quiet",
-             "--timeout-case", f"{seconds * 4 + 10}s"], timeout=seconds * 6 + 30)
+             "--timeout-case", f"{seconds * 4 + 10}s"] + (["--cpu", f"{pin[0]},{pin[1]}"] if pin else []),
+            timeout=seconds * 6 + 30)
         with open(out) as f:
             r = json.load(f)["results"][0]
     if r["status"] != "ok":
@@ -84,19 +86,25 @@ def pairperf(binary, test, size, seconds):
     return r
 
 
-def iperf3_bw(seconds):
+def pinned(command, cpu):
+    """The command on one CPU (taskset), or as it is without pinning."""
+    return ["taskset", "-c", str(cpu)] + command if cpu is not None else command
+
+
+def iperf3_bw(seconds, pin=None):
     port = free_port()
-    with Background(["iperf3", "-s", "-1", "-B", "127.0.0.1", "-p", str(port)], port, exits=True):
-        p = run(["iperf3", "-c", "127.0.0.1", "-p", str(port), "-l", "1M", "-t", str(seconds), "-J"], timeout=seconds + 30)
+    with Background(pinned(["iperf3", "-s", "-1", "-B", "127.0.0.1", "-p", str(port)], pin and pin[1]), port, exits=True):
+        p = run(pinned(["iperf3", "-c", "127.0.0.1", "-p", str(port), "-l", "1M", "-t", str(seconds), "-J"], pin and pin[0]),
+                timeout=seconds + 30)
     return json.loads(p.stdout)["end"]["sum_received"]["bits_per_second"] / 8
 
 
-def sockperf_lat(seconds, size):
+def sockperf_lat(seconds, size, pin=None):
     port = free_port()
     busy = ["--nonblocked", "--timeout", "0"]
-    with Background(["sockperf", "sr", "--tcp", "-i", "127.0.0.1", "-p", str(port)] + busy, port):
-        p = run(["sockperf", "pp", "--tcp", "-i", "127.0.0.1", "-p", str(port), "-m", str(size), "-t", str(seconds)] + busy,
-                timeout=seconds + 30)
+    with Background(pinned(["sockperf", "sr", "--tcp", "-i", "127.0.0.1", "-p", str(port)] + busy, pin and pin[1]), port):
+        p = run(pinned(["sockperf", "pp", "--tcp", "-i", "127.0.0.1", "-p", str(port), "-m", str(size), "-t", str(seconds)] + busy,
+                       pin and pin[0]), timeout=seconds + 30)
     text = ANSI.sub("", p.stdout + p.stderr)
     avg = float(re.search(r"avg-latency=([0-9.]+)", text).group(1)) * 1e-6
     p50 = float(re.search(r"percentile 50\.000 =\s*([0-9.]+)", text).group(1)) * 1e-6
@@ -491,17 +499,32 @@ def write_curves(path):
 
 def compare_tcp(a):
     samples = {k: [] for k in ("pp_bw", "iperf3_bw", "pp_lat14_p50", "pp_lat14_avg", "sp_p50", "sp_avg", "pp_lat8_p50")}
-    for i in range(a.rounds):
-        print(f"tcp: round {i + 1}/{a.rounds} ...", file=sys.stderr, flush=True)
-        samples["pp_bw"].append(pairperf(a.pairperf, "tcp_bw", "1M", a.seconds)["bandwidth_Bps"]["receiver"])
-        samples["iperf3_bw"].append(iperf3_bw(a.seconds))
-        lat = pairperf(a.pairperf, "tcp_lat", 14, a.seconds)["latency_s"]
+    # Both tools pinned alike (client on the first CPU, server on the second), and which goes
+    # first alternates: on a small VM where the two processes and the loopback's softirq land moves
+    # a TCP stream by a factor of three (2 to 7 GB/s between runs of one binary).
+    pin = latency_pinning()
+
+    def pp_bw():
+        samples["pp_bw"].append(pairperf(a.pairperf, "tcp_bw", "1M", a.seconds, pin)["bandwidth_Bps"]["receiver"])
+
+    def peer_bw():
+        samples["iperf3_bw"].append(iperf3_bw(a.seconds, pin))
+
+    def pp_lat():
+        lat = pairperf(a.pairperf, "tcp_lat", 14, a.seconds, pin)["latency_s"]
         samples["pp_lat14_p50"].append(lat["p50"])
         samples["pp_lat14_avg"].append(lat["avg"])
-        sp = sockperf_lat(a.seconds, 14)
+        samples["pp_lat8_p50"].append(pairperf(a.pairperf, "tcp_lat", 8, a.seconds, pin)["latency_s"]["p50"])
+
+    def peer_lat():
+        sp = sockperf_lat(a.seconds, 14, pin)
         samples["sp_p50"].append(sp["p50"])
         samples["sp_avg"].append(sp["avg"])
-        samples["pp_lat8_p50"].append(pairperf(a.pairperf, "tcp_lat", 8, a.seconds)["latency_s"]["p50"])
+
+    for i in range(a.rounds):
+        print(f"tcp: round {i + 1}/{a.rounds} ...", file=sys.stderr, flush=True)
+        for step in ([pp_bw, peer_bw, pp_lat, peer_lat] if i % 2 == 0 else [peer_bw, pp_bw, peer_lat, pp_lat]):
+            step()
 
     med = {k: statistics.median(v) for k, v in samples.items()}
     rows = [
