@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <string_view>
 #include <thread>
 
@@ -49,23 +50,37 @@ std::string value_after(const std::string& file, std::string_view key, char sep)
   return {};
 }
 
-// The transports whose libraries tool_context() describes; empty: every built-in one. Set once,
-// before the facts are gathered (prepare_context), and only read after.
-std::vector<std::string>& described_transports() {
-  static std::vector<std::string> names;
-  return names;
+// The transports whose libraries tool_context() describes; empty: every built-in one. Set by
+// prepare_context, which a mesh rank's server thread calls while its main thread says hello.
+struct described {
+  std::mutex lock;
+  std::vector<std::string> names;
+};
+
+described& described_transports() {
+  static described d;
+  return d;
 }
 
 }  // namespace
 
 void prepare_context(const std::vector<std::string>& transports) {
-  described_transports() = transports;
+  {
+    described& d = described_transports();
+    const std::lock_guard<std::mutex> hold(d.lock);
+    d.names = transports;
+  }
   setup_loop_clock();
   (void)tool_context();
 }
 
 nlohmann::json tool_context() {
-  const auto& only = described_transports();
+  std::vector<std::string> only;
+  {
+    described& d = described_transports();
+    const std::lock_guard<std::mutex> hold(d.lock);
+    only = d.names;
+  }
   nlohmann::json libraries = nlohmann::json::object();
   for (const auto& e : transport_registry::instance().all()) {
     if (!only.empty() && std::find(only.begin(), only.end(), e.name) == only.end()) continue;
