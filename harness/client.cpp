@@ -469,33 +469,6 @@ server_view client_run::phase(case_session& s, const char* name, std::uint64_t n
 
 }  // namespace
 
-std::vector<case_result> drive_remote(const endpoint& driver, const std::string& target,
-                                      const client_options& options,
-                                      std::chrono::nanoseconds wait) {
-  const timeouts& t = options.config.timeouts;
-  connect_options co;
-  co.timeout = t.connect;
-  unique_fd fd = connect_tcp(driver, co, where{"drive connect", driver.to_string(), ""});
-  const std::string iface = interface_of_address(local_ip(fd.get()));
-  control_channel ch(std::move(fd), where{"", driver.to_string(), iface});
-  (void)say_hello(ch, options.token, t);
-  ch.send(msg_type::drive,
-          {{"target", target},
-           {"config", options.config},
-           {"cases", options.cases},
-           {"token", options.token}},
-          "drive", t.handshake);
-  const nlohmann::json reply =
-      ch.expect(msg_type::driven, fmt::format("drive towards {}", target), wait);
-  ch.send(msg_type::bye, nlohmann::json::object(), "bye", t.handshake);
-  if (reply.contains("error")) {
-    throw step_error(error_kind::unreachable,
-                     where{fmt::format("drive towards {}", target), driver.to_string(), iface},
-                     reply.at("error").get<std::string>());
-  }
-  return reply.at("results").get<std::vector<case_result>>();
-}
-
 run_summary run_client(const client_options& options, reporter& out) {
   client_run run(options, out);
   return run.run();
