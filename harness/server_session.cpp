@@ -178,7 +178,7 @@ std::chrono::nanoseconds client_handler::await_request(std::chrono::nanoseconds 
   }
 }
 
-// Why this server may not measure towards `host` for its peer, or nothing.
+// Why this server does not serve a case of the transport `name` (its --transport), or nothing.
 std::optional<std::string> client_handler::refuse_transport(const std::string& name) const {
   const auto& served = m_options.transports;
   if (served.empty() || std::find(served.begin(), served.end(), name) != served.end())
@@ -187,6 +187,7 @@ std::optional<std::string> client_handler::refuse_transport(const std::string& n
                      name);
 }
 
+// Why this server may not measure towards `host` for its peer, or nothing.
 std::optional<std::string> client_handler::refuse_drive(const std::string& host) const {
   if (m_options.drive.empty()) {
     return "this server does not drive measurements towards other hosts (start it with --token "
@@ -263,12 +264,12 @@ void client_handler::on_case(const nlohmann::json& body) {
     return;
   }
   m_label = fmt::format("case {} ({} {})", c.index + 1, c.test, format_size(c.size_bytes));
-  // The buffers are checked now, before they are allocated; the samples when a phase says how
-  // many iterations it runs (the client's max_iterations is only its own plan).
   if (auto why = refuse_transport(c.transport)) {
     decline(case_status::error, "server refused: " + *why);
     return;
   }
+  // The buffers are checked now, before they are allocated; the samples when a phase says how
+  // many iterations it runs (the client's max_iterations is only its own plan).
   if (auto why = refuse_case(m_config, c, 0, m_options.limits)) {
     decline(case_status::error, "server refused: " + *why);
     return;
