@@ -343,10 +343,15 @@ def main(argv):
     return 0
 
 
+def micro_binary(a):
+    """pairperf_micro, built beside the pairperf binary under test."""
+    return os.path.join(os.path.dirname(os.path.abspath(a.pairperf)), "pairperf_micro")
+
+
 def compare_sample_cost(a):
     """What the ping-pong loop adds per round trip (one clock read and one record) against its
     floor, the counter instruction alone, from pairperf_micro in one run."""
-    micro = os.path.join(os.path.dirname(os.path.abspath(a.pairperf)), "pairperf_micro")
+    micro = micro_binary(a)
     if not os.access(micro, os.X_OK):
         print(f"compare-peers: no pairperf_micro beside {a.pairperf}: the sample-cost row is left out", file=sys.stderr)
         return [], {}
@@ -354,7 +359,11 @@ def compare_sample_cost(a):
     p = run([micro, "--benchmark_filter=BM_time_and_record_sample|BM_rdtsc_instruction|BM_steady_clock_read",
              f"--benchmark_repetitions={a.rounds}", "--benchmark_report_aggregates_only=true",
              "--benchmark_format=json"], timeout=300)
-    medians = {b["run_name"]: b["cpu_time"] for b in json.loads(p.stdout)["benchmarks"] if b.get("aggregate_name") == "median"}
+    # One repetition (--rounds 1) reports no aggregates: its single figure is then the median.
+    medians = {}
+    for b in json.loads(p.stdout)["benchmarks"]:
+        if b.get("aggregate_name") == "median" or (b.get("run_type") == "iteration" and b["run_name"] not in medians):
+            medians[b["run_name"]] = b["cpu_time"]
     sample = medians["BM_time_and_record_sample"]
     floor = medians.get("BM_rdtsc_instruction", medians["BM_steady_clock_read"])
     peer = "rdtsc" if "BM_rdtsc_instruction" in medians else "clock"
@@ -425,7 +434,7 @@ def gpu_row_text(r):
 
 
 def compare_gpu(a):
-    micro = os.path.join(os.path.dirname(os.path.abspath(a.pairperf)), "pairperf_micro")
+    micro = micro_binary(a)
     for tool, path in (("ucx_perftest", shutil.which("ucx_perftest")), ("pairperf_micro", micro if os.access(micro, os.X_OK) else None)):
         if path is None:
             print(f"compare-peers: {tool} not found (scripts/setup builds pairperf_micro; ucx_perftest comes with the CUDA UCX)", file=sys.stderr)
