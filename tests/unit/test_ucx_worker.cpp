@@ -5,7 +5,9 @@
 #include <array>
 #include <chrono>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <thread>
+#include <vector>
 
 #include "transports/ucx/ucx_transport.h"
 #include "transports/ucx/ucx_wire.h"
@@ -97,6 +99,60 @@ TEST(UcxWorker, ConsecutiveCleanCasesShareTheWorkerAndAMessageLeftBehindEndsIt) 
     EXPECT_EQ(worker_cases(*c.client, side::client), base_client + 2);
     EXPECT_EQ(worker_cases(*c.server, side::server), 1U);
   }
+}
+
+// Polls until `n` completions arrived or a second passed; returns their cookies in order.
+std::vector<std::uint64_t> cookies(transport& t, std::size_t n) {
+  std::array<completion, 8> out{};
+  std::vector<std::uint64_t> seen;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (seen.size() < n && std::chrono::steady_clock::now() < end) {
+    const int got = t.poll(out);
+    if (got < 0) break;
+    for (int i = 0; i < got; ++i) seen.push_back(out[static_cast<std::size_t>(i)].cookie);
+  }
+  return seen;
+}
+
+// Each operation's cookie lives in its UCX request; requests complete in any order of the
+// transport's outstanding list (its last, middle and first entries here), and a probed send
+// (UCP_OP_ATTR_FLAG_NO_IMM_CMPL) reports its own cookie whether it completes inside its post or
+// later.
+TEST(UcxWorker, EveryCompletionCarriesItsOperationsCookie) {
+  auto c = connect_pair(2000);
+  std::array<std::array<std::byte, 8>, 3> in{}, out{};
+  for (std::size_t i = 0; i < 3; ++i) {
+    ASSERT_EQ(c.server->post(op{op_kind::recv, op_channel::data, in[i].data(), 8, 10 + i, 0}), 0);
+  }
+  c.client->probe_next_operation();
+  for (std::size_t i = 0; i < 3; ++i) {
+    ASSERT_EQ(c.client->post(op{op_kind::send, op_channel::data, out[i].data(), 8, 20 + i, 0}), 0)
+        << c.client->last_error();
+  }
+  std::vector<std::uint64_t> received;
+  std::thread server([&] { received = cookies(*c.server, 3); });
+  const std::vector<std::uint64_t> sent = cookies(*c.client, 3);
+  server.join();
+  EXPECT_EQ(sent, (std::vector<std::uint64_t>{20, 21, 22}));
+  EXPECT_EQ(received, (std::vector<std::uint64_t>{10, 11, 12}));
+  // The probed send was queried: its protocol is in the description.
+  const provenance p = c.client->describe();
+  EXPECT_FALSE(p.client.value("request_info", std::string()).empty()) << p.client.dump();
+}
+
+// A case that ends with receives still posted (a peer that died) cancels them, every one, and
+// its worker does not serve the next case.
+TEST(UcxWorker, OperationsLeftOutstandingAreCancelledAndTheirWorkerGoes) {
+  {
+    auto c = connect_pair(3000);
+    std::array<std::array<std::byte, 8>, 3> in{};
+    for (std::size_t i = 0; i < 3; ++i) {
+      ASSERT_EQ(c.server->post(op{op_kind::recv, op_channel::data, in[i].data(), 8, i, 0}), 0);
+    }
+    EXPECT_TRUE(cookies(*c.server, 1).empty());  // nothing was sent: all three stay posted
+  }
+  auto c = connect_pair(3001);
+  EXPECT_EQ(worker_cases(*c.server, side::server), 1U);
 }
 
 TEST(UcxWorker, EachCaseTagsItsMessagesWithItsIndex) {

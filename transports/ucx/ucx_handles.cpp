@@ -108,8 +108,9 @@ shared_context context_for(const std::string& tls, const std::string& net_device
           fmt::format("--ucx {}", text));
   }
   ucp_params_t p{};
-  p.field_mask = UCP_PARAM_FIELD_FEATURES;
+  p.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE;
   p.features = features;
+  p.request_size = request_user_bytes;
   ucp_context_h context = nullptr;
   check(ucp_init(&p, config.get(), &context),
         fmt::format("ucp_init with UCX_TLS={}", tls.empty() ? "(default)" : tls));

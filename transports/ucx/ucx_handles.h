@@ -12,6 +12,10 @@
 
 namespace pairperf::ucx {
 
+// Bytes every request of a context_for() context reserves for its poster (ucp_params_t
+// request_size): the transport keeps each operation's cookie there.
+inline constexpr std::size_t request_user_bytes = 32;
+
 // Throws std::runtime_error("<what>: <ucs_status_string>") unless status is UCS_OK.
 void check(ucs_status_t status, std::string_view what);
 

@@ -166,6 +166,7 @@ ucx_transport::ucx_transport(const transport_params& params) : m_params(params) 
   ucx::taken_worker taken = ucx::take_worker(m_context);
   m_worker = std::move(taken.worker);
   m_worker_cases = taken.cases;
+  build_params();
 
   if (m_use_am) {
     ucp_am_handler_param_t hp{};
@@ -190,7 +191,7 @@ ucx_transport::~ucx_transport() {
   }
   m_rkeys.clear();
   // Operations still outstanding (a peer that died mid-case) are cancelled, not left behind.
-  const bool outstanding = m_ctx_store.size() > m_ctx_free.size();
+  const bool outstanding = m_outstanding != nullptr;
   if (outstanding) cancel_outstanding();
   m_ep.reset();
   m_memory.clear();
@@ -210,18 +211,19 @@ ucx_transport::~ucx_transport() {
 }
 
 void ucx_transport::cancel_outstanding() noexcept {
-  for (auto& ctx : m_ctx_store) {
-    if (ctx.in_use && ctx.request != nullptr) ucp_request_cancel(m_worker.get(), ctx.request);
+  for (request_info* info = m_outstanding; info != nullptr;) {
+    request_info* next = info->next;  // a cancelled receive may complete (and go) at once
+    ucp_request_cancel(m_worker.get(), info);
+    info = next;
   }
   // Cancelled requests complete through their callbacks, which free them.
   const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
-  while (m_ctx_store.size() > m_ctx_free.size() && std::chrono::steady_clock::now() < end)
+  while (m_outstanding != nullptr && std::chrono::steady_clock::now() < end)
     ucp_worker_progress(m_worker.get());
-  for (auto& ctx : m_ctx_store) {
-    if (ctx.in_use && ctx.request != nullptr) {
-      ucp_request_free(ctx.request);
-      release(&ctx);
-    }
+  while (m_outstanding != nullptr) {
+    request_info* info = m_outstanding;
+    unlink(info);
+    ucp_request_free(info);
   }
 }
 
@@ -305,17 +307,13 @@ void ucx_transport::handshake() {
                 m_hello_in.size(), handshake_cookie, 0};
   const op send{op_kind::send,      op_channel::sync, m_hello_out.data(),
                 m_hello_out.size(), handshake_cookie, 0};
-  ucp_request_param_t rp = params(recv, false);
-  rp.cb.recv = &ucx_transport::on_tag_recv;
-  const bool posted =
-      track(ucp_tag_recv_nbx(m_worker.get(), recv.local, recv.length,
-                             case_tag(wireup_tag, m_params.test.index), full_mask, &rp),
-            static_cast<request_ctx*>(rp.user_data), "wireup receive") == 0;
-  ucp_request_param_t sp = params(send, false);
-  sp.cb.send = &ucx_transport::on_send;
-  if (!posted || track(ucp_tag_send_nbx(m_ep->get(), send.local, send.length,
-                                        case_tag(wireup_tag, m_params.test.index), &sp),
-                       static_cast<request_ctx*>(sp.user_data), "wireup send") != 0) {
+  const ucp_tag_t tag = case_tag(wireup_tag, m_params.test.index);
+  const bool posted = track(ucp_tag_recv_nbx(m_worker.get(), recv.local, recv.length, tag,
+                                             full_mask, &m_sync_recv_params),
+                            recv, "wireup receive") == 0;
+  if (!posted ||
+      track(ucp_tag_send_nbx(m_ep->get(), send.local, send.length, tag, &m_sync_send_params), send,
+            "wireup send") != 0) {
     if (m_peer_gone) throw failed(m_error);
     throw step_error(error_kind::error, place, m_error);
   }

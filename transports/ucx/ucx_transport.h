@@ -4,7 +4,6 @@
 // tls, NET_DEVICES from its interface on the client, --ucx KEY=VALUE) + ucp_init, so that cases
 // with different transport sets coexist in one process.
 #include <array>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,17 +42,17 @@ class ucx_transport final : public transport {
   [[nodiscard]] provenance describe() const override;
 
  private:
-  // What a posted operation reports when it completes: its user_data. From a pool, because a
-  // callback may run before the posting call returns (UCP_OP_ATTR_FLAG_NO_IMM_CMPL).
-  struct request_ctx {
-    ucx_transport* self = nullptr;
-    std::uint64_t cookie = 0;
-    op_kind kind = op_kind::send;
-    bool inspect = false;     // the poster will query the request after the call returns
-    bool done_early = false;  // it completed during the call: the poster frees it
-    bool in_use = false;
-    void* request = nullptr;  // while outstanding
+  // What a posted operation reports when it completes, kept in the space UCX reserves in every
+  // request (ucx::request_user_bytes): an operation costs no allocation and no pool of ours, and
+  // one that completes inside its post (an eager send) no bookkeeping at all. The outstanding
+  // ones form a list, so that a case that ends early can cancel them.
+  struct request_info {
+    std::uint64_t cookie;
+    op_kind kind;
+    request_info* prev;
+    request_info* next;
   };
+  static_assert(sizeof(request_info) <= ucx::request_user_bytes);
   struct am_arrival {
     void* data;
     std::size_t length;
@@ -71,14 +70,21 @@ class ucx_transport final : public transport {
   static ucs_status_t on_am(void* arg, const void* header, std::size_t header_length, void* data,
                             std::size_t length, const ucp_am_recv_param_t* param);
 
-  void complete(void* request, ucs_status_t status, request_ctx* ctx) noexcept;
-  int track(ucs_status_ptr_t request, request_ctx* ctx, const char* what) noexcept;
-  request_ctx* acquire(const op& operation, bool inspect) noexcept;
-  void release(request_ctx* ctx) noexcept {
-    ctx->in_use = false;
-    ctx->request = nullptr;
-    m_ctx_free.push_back(ctx);
-  }
+  static void on_probed(void* request, ucs_status_t status, void* user_data);
+  // Queues a completion, or records the failure.
+  void settle(const completion& done, ucs_status_t status) noexcept;
+  void complete(void* request, ucs_status_t status) noexcept;
+  // Takes a post's return: done at once (its completion is queued), failed, or outstanding.
+  int track(ucs_status_ptr_t request, const op& operation, const char* what) noexcept;
+  // Posts through `post` (a call taking the request parameters), asking UCX which protocol and
+  // lanes carried it when probe_next_operation() asked for that.
+  template <class Post>
+  int post_probed(const op& operation, const ucp_request_param_t& params, const char* what,
+                  Post post) noexcept;
+  void link(request_info* info) noexcept;
+  void unlink(request_info* info) noexcept;
+  // The request parameters of each kind of post, built once (user_data is the transport).
+  void build_params() noexcept;
   void cancel_outstanding() noexcept;
   int post_data_send(const op& operation) noexcept;
   int post_data_recv(const op& operation) noexcept;
@@ -88,8 +94,6 @@ class ucx_transport final : public transport {
   // Records what UCX says about the protocol and lanes of a request (ucp_request_query).
   void inspect(ucs_status_ptr_t request) noexcept;
   int deliver_am(const am_arrival& arrival, const op& recv) noexcept;
-  // Parameters for posting `operation`, with a context from the pool as user_data.
-  ucp_request_param_t params(const op& operation, bool probe) noexcept;
 
   transport_params m_params;
   bool m_use_am = false;  // this test's data moves as active messages, not tagged messages
@@ -103,8 +107,17 @@ class ucx_transport final : public transport {
   std::vector<ucx::rkey_ptr> m_rkeys;
   std::vector<remote_region> m_remote;
   fifo<completion> m_done;
-  std::deque<request_ctx> m_ctx_store;  // stable addresses
-  std::vector<request_ctx*> m_ctx_free;
+  request_info* m_outstanding = nullptr;  // the list of posted, not yet completed operations
+  ucp_request_param_t m_send_params{}, m_recv_params{}, m_sync_send_params{}, m_sync_recv_params{},
+      m_am_data_params{};
+  // A probed post (UCP_OP_ATTR_FLAG_NO_IMM_CMPL) may complete inside the call, before its
+  // request_info is written; its callback (on_probed, user_data this) then takes the operation
+  // from here and leaves the freeing to the poster, which queries the request first.
+  struct probe_state {
+    ucx_transport* self = nullptr;
+    const op* posting = nullptr;  // while inside the posting call
+    bool done_early = false;
+  } m_probe_state;
   fifo<op> m_am_posted;           // AM receives waiting for a message
   fifo<am_arrival> m_am_arrived;  // messages waiting for a receive
   bool m_rma_since_flush = false;

@@ -12,33 +12,39 @@ namespace pairperf {
 
 using namespace ucx_wire;
 
-ucx_transport::request_ctx* ucx_transport::acquire(const op& operation, bool inspect) noexcept {
-  request_ctx* ctx = nullptr;
-  if (m_ctx_free.empty()) {
-    ctx = &m_ctx_store.emplace_back();  // grows while warming up, then recycles
-  } else {
-    ctx = m_ctx_free.back();
-    m_ctx_free.pop_back();
-  }
-  *ctx = request_ctx{this, operation.cookie, operation.kind, inspect, false, true, nullptr};
-  return ctx;
-}
-
-ucp_request_param_t ucx_transport::params(const op& operation, bool probe) noexcept {
-  ucp_request_param_t p{};
-  p.op_attr_mask =
+void ucx_transport::build_params() noexcept {
+  m_probe_state.self = this;
+  ucp_request_param_t base{};
+  base.op_attr_mask =
       UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE;
-  if (probe) p.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-  p.user_data = acquire(operation, probe);
+  base.user_data = this;
   // Sync messages live in host memory; data in the case's memory type.
-  p.memory_type = operation.channel == op_channel::data ? m_mem_type : UCS_MEMORY_TYPE_HOST;
-  return p;
+  base.memory_type = UCS_MEMORY_TYPE_HOST;
+  m_sync_send_params = m_sync_recv_params = base;
+  m_sync_send_params.cb.send = &ucx_transport::on_send;
+  m_sync_recv_params.cb.recv = &ucx_transport::on_tag_recv;
+  base.memory_type = m_mem_type;
+  m_send_params = m_recv_params = m_am_data_params = base;
+  m_send_params.cb.send = &ucx_transport::on_send;
+  m_recv_params.cb.recv = &ucx_transport::on_tag_recv;
+  m_am_data_params.cb.recv_am = &ucx_transport::on_am_data;
 }
 
-int ucx_transport::track(ucs_status_ptr_t request, request_ctx* ctx, const char* what) noexcept {
+void ucx_transport::link(request_info* info) noexcept {
+  info->prev = nullptr;
+  info->next = m_outstanding;
+  if (m_outstanding != nullptr) m_outstanding->prev = info;
+  m_outstanding = info;
+}
+
+void ucx_transport::unlink(request_info* info) noexcept {
+  (info->prev != nullptr ? info->prev->next : m_outstanding) = info->next;
+  if (info->next != nullptr) info->next->prev = info->prev;
+}
+
+int ucx_transport::track(ucs_status_ptr_t request, const op& operation, const char* what) noexcept {
   if (request == nullptr) {  // done at once
-    m_done.push(completion{ctx->cookie, ctx->kind});
-    release(ctx);
+    m_done.push(completion{operation.cookie, operation.kind});
     return 0;
   }
   if (UCS_PTR_IS_ERR(request)) {
@@ -46,52 +52,72 @@ int ucx_transport::track(ucs_status_ptr_t request, request_ctx* ctx, const char*
     m_error = fmt::format("{}: {}", what, ucs_status_string(st));
     m_peer_gone = means_peer_gone(st);
     m_failed = true;
-    release(ctx);
     return -1;
   }
-  ctx->request = request;
-  if (ctx->inspect) {
-    inspect(request);
-    ctx->inspect = false;
-    if (ctx->done_early) {
-      ucp_request_free(request);
-      release(ctx);
-    }
-  }
+  auto* info = static_cast<request_info*>(request);
+  info->cookie = operation.cookie;
+  info->kind = operation.kind;
+  link(info);
   return 0;
 }
 
-void ucx_transport::complete(void* request, ucs_status_t status, request_ctx* ctx) noexcept {
+template <class Post>
+int ucx_transport::post_probed(const op& operation, const ucp_request_param_t& params,
+                               const char* what, Post post) noexcept {
+  if (!std::exchange(m_probe, false)) return track(post(&params), operation, what);
+  ucp_request_param_t p = params;
+  p.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;  // a request to query, even for an eager send
+  p.cb.send = &ucx_transport::on_probed;
+  p.user_data = &m_probe_state;
+  m_probe_state.posting = &operation;
+  m_probe_state.done_early = false;
+  const ucs_status_ptr_t request = post(&p);
+  m_probe_state.posting = nullptr;
+  inspect(request);
+  if (!m_probe_state.done_early) return track(request, operation, what);
+  ucp_request_free(request);  // on_probed settled it and left the request to us
+  return m_failed ? -1 : 0;
+}
+
+void ucx_transport::on_probed(void* request, ucs_status_t status, void* user_data) {
+  auto* state = static_cast<probe_state*>(user_data);
+  if (state->posting == nullptr) {  // completed after its post returned and track() linked it
+    state->self->complete(request, status);
+    return;
+  }
+  state->done_early = true;
+  state->self->settle(completion{state->posting->cookie, state->posting->kind}, status);
+}
+
+void ucx_transport::settle(const completion& done, ucs_status_t status) noexcept {
   if (status == UCS_OK) {
-    m_done.push(completion{ctx->cookie, ctx->kind});
+    m_done.push(done);
   } else if (!m_failed) {
     m_error = fmt::format("UCX operation failed: {}", ucs_status_string(status));
     m_peer_gone = means_peer_gone(status);
     m_failed = true;
   }
-  if (ctx->inspect) {  // still inside the posting call, which queries and then frees it
-    ctx->done_early = true;
-    return;
-  }
+}
+
+void ucx_transport::complete(void* request, ucs_status_t status) noexcept {
+  auto* info = static_cast<request_info*>(request);
+  settle(completion{info->cookie, info->kind}, status);
+  unlink(info);
   ucp_request_free(request);
-  release(ctx);
 }
 
 void ucx_transport::on_send(void* request, ucs_status_t status, void* user_data) {
-  auto* ctx = static_cast<request_ctx*>(user_data);
-  ctx->self->complete(request, status, ctx);
+  static_cast<ucx_transport*>(user_data)->complete(request, status);
 }
 
 void ucx_transport::on_tag_recv(void* request, ucs_status_t status,
                                 const ucp_tag_recv_info_t* /*info*/, void* user_data) {
-  auto* ctx = static_cast<request_ctx*>(user_data);
-  ctx->self->complete(request, status, ctx);
+  static_cast<ucx_transport*>(user_data)->complete(request, status);
 }
 
 void ucx_transport::on_am_data(void* request, ucs_status_t status, std::size_t /*length*/,
                                void* user_data) {
-  auto* ctx = static_cast<request_ctx*>(user_data);
-  ctx->self->complete(request, status, ctx);
+  static_cast<ucx_transport*>(user_data)->complete(request, status);
 }
 
 void ucx_transport::on_flush(void* request, ucs_status_t status, void* user_data) {
@@ -161,10 +187,9 @@ int ucx_transport::deliver_am(const am_arrival& arrival, const op& recv) noexcep
     return -1;
   }
   if (arrival.rndv) {
-    ucp_request_param_t p = params(recv, false);
-    p.cb.recv_am = &ucx_transport::on_am_data;
-    return track(ucp_am_recv_data_nbx(m_worker.get(), arrival.data, recv.local, arrival.length, &p),
-                 static_cast<request_ctx*>(p.user_data), "ucp_am_recv_data_nbx");
+    return track(ucp_am_recv_data_nbx(m_worker.get(), arrival.data, recv.local, arrival.length,
+                                      &m_am_data_params),
+                 recv, "ucp_am_recv_data_nbx");
   }
   std::memcpy(recv.local, arrival.data != nullptr ? arrival.data : arrival.copy.data(),
               arrival.length);
@@ -184,13 +209,12 @@ int ucx_transport::post(const op& operation) noexcept {
       return operation.channel == op_channel::sync ? post_sync_send(operation)
                                                    : post_data_send(operation);
     case op_kind::recv: {
-      if (operation.channel == op_channel::data && m_use_am) return post_data_recv(operation);
-      ucp_request_param_t p = params(operation, false);
-      p.cb.recv = &ucx_transport::on_tag_recv;
-      const ucp_tag_t tag = operation.channel == op_channel::sync ? m_sync_tag : m_data_tag;
-      return track(
-          ucp_tag_recv_nbx(m_worker.get(), operation.local, operation.length, tag, full_mask, &p),
-          static_cast<request_ctx*>(p.user_data), "ucp_tag_recv_nbx");
+      const bool sync = operation.channel == op_channel::sync;
+      if (!sync && m_use_am) return post_data_recv(operation);
+      return track(ucp_tag_recv_nbx(m_worker.get(), operation.local, operation.length,
+                                    sync ? m_sync_tag : m_data_tag, full_mask,
+                                    sync ? &m_sync_recv_params : &m_recv_params),
+                   operation, "ucp_tag_recv_nbx");
     }
     case op_kind::put:
     case op_kind::get:
@@ -200,15 +224,14 @@ int ucx_transport::post(const op& operation) noexcept {
 }
 
 int ucx_transport::post_data_send(const op& operation) noexcept {
-  const bool probe = std::exchange(m_probe, false);
-  ucp_request_param_t p = params(operation, probe);
-  p.cb.send = &ucx_transport::on_send;
-  ucs_status_ptr_t request =
-      m_use_am
-          ? ucp_am_send_nbx(m_ep->get(), am_id, nullptr, 0, operation.local, operation.length, &p)
-          : ucp_tag_send_nbx(m_ep->get(), operation.local, operation.length, m_data_tag, &p);
-  return track(request, static_cast<request_ctx*>(p.user_data),
-               m_use_am ? "ucp_am_send_nbx" : "ucp_tag_send_nbx");
+  if (m_use_am) {
+    return post_probed(operation, m_send_params, "ucp_am_send_nbx", [&](const auto* p) {
+      return ucp_am_send_nbx(m_ep->get(), am_id, nullptr, 0, operation.local, operation.length, p);
+    });
+  }
+  return post_probed(operation, m_send_params, "ucp_tag_send_nbx", [&](const auto* p) {
+    return ucp_tag_send_nbx(m_ep->get(), operation.local, operation.length, m_data_tag, p);
+  });
 }
 
 void ucx_transport::inspect(ucs_status_ptr_t request) noexcept {
@@ -238,18 +261,17 @@ int ucx_transport::post_rma(const op& operation) noexcept {
     m_failed = true;
     return -1;
   }
-  const bool probe = std::exchange(m_probe, false);
-  ucp_request_param_t p = params(operation, probe);
-  p.cb.send = &ucx_transport::on_send;
   const std::uint64_t remote = m_remote[operation.remote].address;
   ucp_rkey_h key = m_rkeys[operation.remote].get();
-  ucs_status_ptr_t request =
-      operation.kind == op_kind::put
-          ? ucp_put_nbx(m_ep->get(), operation.local, operation.length, remote, key, &p)
-          : ucp_get_nbx(m_ep->get(), operation.local, operation.length, remote, key, &p);
   m_rma_since_flush = true;
-  return track(request, static_cast<request_ctx*>(p.user_data),
-               operation.kind == op_kind::put ? "ucp_put_nbx" : "ucp_get_nbx");
+  if (operation.kind == op_kind::put) {
+    return post_probed(operation, m_send_params, "ucp_put_nbx", [&](const auto* p) {
+      return ucp_put_nbx(m_ep->get(), operation.local, operation.length, remote, key, p);
+    });
+  }
+  return post_probed(operation, m_send_params, "ucp_get_nbx", [&](const auto* p) {
+    return ucp_get_nbx(m_ep->get(), operation.local, operation.length, remote, key, p);
+  });
 }
 
 int ucx_transport::post_sync_send(const op& operation) noexcept {
@@ -272,10 +294,9 @@ int ucx_transport::post_sync_send(const op& operation) noexcept {
       return 0;
     }
   }
-  ucp_request_param_t p = params(operation, false);
-  p.cb.send = &ucx_transport::on_send;
-  return track(ucp_tag_send_nbx(m_ep->get(), operation.local, operation.length, m_sync_tag, &p),
-               static_cast<request_ctx*>(p.user_data), "ucp_tag_send_nbx (sync)");
+  return track(ucp_tag_send_nbx(m_ep->get(), operation.local, operation.length, m_sync_tag,
+                                &m_sync_send_params),
+               operation, "ucp_tag_send_nbx (sync)");
 }
 
 int ucx_transport::poll(std::span<completion> out) noexcept {
