@@ -27,8 +27,21 @@ int remaining_ms(deadline_t deadline) {
   return left.count() <= 0 ? 0 : static_cast<int>(std::min<long long>(left.count() + 1, 60'000));
 }
 
+// How long a wait for input polls without sleeping before it sleeps in poll(2). The control
+// channel's replies mostly come within this (a peer's reply to `run`, its session built for a
+// case): waking a process that slept costs tens of microseconds on a VM, several times per case
+// of a sweep, and the spin costs at most this much CPU per wait.
+constexpr auto input_spin = std::chrono::microseconds(200);
+
 // Waits for `events` on fd until the deadline; returns false on timeout.
 bool wait_for(int fd, short events, deadline_t deadline, const where& place) {
+  if (events == POLLIN) {
+    const deadline_t spin_end = std::min(deadline, steady::now() + input_spin);
+    do {
+      pollfd p{fd, events, 0};
+      if (::poll(&p, 1, 0) > 0) return true;
+    } while (steady::now() < spin_end);
+  }
   for (;;) {
     pollfd p{fd, events, 0};
     const int rc = ::poll(&p, 1, remaining_ms(deadline));

@@ -220,6 +220,9 @@ pattern_outcome case_session::run(std::uint64_t iterations, const where& place, 
                                           m_checker ? &*m_checker : nullptr, place);
   if (!measured) return out;
   m_noise.end();
+  // Described now, as each measured phase ends: the client does it while the server does its
+  // own, instead of after the server's results arrive.
+  m_described = m_transport->describe();
   m_measured += out;
   // A timed phase ran what it had time for (ping-pong: as many messages each way).
   m_measured_iterations += budget.count() > 0 ? out.messages_sent : iterations;

@@ -76,7 +76,11 @@ class case_session {
 
   [[nodiscard]] sample_recorder& samples() noexcept { return m_samples; }
   [[nodiscard]] std::optional<validation> validated() const;
-  [[nodiscard]] provenance describe() const { return m_transport->describe(); }
+  // What carried the bytes (transport::describe), as described when the last measured phase
+  // ended; described now if none has.
+  [[nodiscard]] provenance describe() const {
+    return m_described ? *m_described : m_transport->describe();
+  }
   [[nodiscard]] unsigned window() const noexcept { return m_window; }
   [[nodiscard]] const test_case& test() const noexcept { return m_params.test; }
   [[nodiscard]] op_kind data_op() const noexcept { return m_data_op; }
@@ -106,6 +110,7 @@ class case_session {
   noise_meter m_noise;
   pattern_outcome m_measured;
   std::uint64_t m_measured_iterations = 0;
+  std::optional<provenance> m_described;
 };
 
 }  // namespace pairperf
