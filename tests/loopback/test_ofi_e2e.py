@@ -53,7 +53,10 @@ class Ofi(unittest.TestCase):
         with pp.Server(env=pp.clean_env()) as s:
             proc, doc, _ = self.run_ofi(s, "--test", ",".join(TESTS), "--ofi-provider", "tcp;ofi_rxm", "--ofi-provider", "shm",
                                         "--sizes", "8,4097,256K,1M", "-n", "6", "--warmup", "2", "--validate")
-        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:] + proc.stderr[-2000:])
+        # On failure, the cases that did not end ok with their messages (the table's tail may not hold them).
+        not_ok = [(r["case"]["index"] + 1, r["case"]["test"], r["case"].get("tls"), r["case"]["size_bytes"], r["status"],
+                   r.get("message")) for r in (doc or {}).get("results", []) if r["status"] != "ok"]
+        self.assertEqual(proc.returncode, 0, f"not ok: {not_ok}\n" + proc.stdout[-3000:] + proc.stderr[-2000:])
         results = doc["results"]
         self.assertEqual(len(results), len(TESTS) * 2 * 4)
         for r in results:
