@@ -62,7 +62,9 @@ class client_run {
   [[nodiscard]] nlohmann::json own_context() const;
   case_result run_case(const test_case& c);
   std::size_t run_supervised(std::size_t first);
-  void begin(const test_case& c);
+  // A case begins: at `at` where its worker said when (steady_clock is CLOCK_MONOTONIC, one
+  // clock for every process of the host), else now.
+  void begin(const test_case& c, steady::time_point at = steady::now());
   void finish(case_result& r);
   server_view phase(case_session& s, const char* name, std::uint64_t n, pattern_outcome& mine,
                     phase_mode mode, std::chrono::nanoseconds budget = {});
@@ -141,9 +143,9 @@ void client_run::hello() {
   m_out.report_context(ctx);
 }
 
-void client_run::begin(const test_case& c) {
+void client_run::begin(const test_case& c, steady::time_point at) {
   m_out.case_started(c, m_options.cases.size());
-  m_case_start = steady::now();
+  m_case_start = at;
 }
 
 // A case's result, from whichever process ran it: its wall time since begin(), the expectations,
@@ -229,7 +231,11 @@ std::size_t client_run::run_supervised(std::size_t first) {
   const worker_outcome w = run_in_worker(
       [&] {
         for (std::size_t i = first; i < cases.size(); ++i) {
-          report_message(nlohmann::json{{"start", i}}.dump());
+          // When it starts, by the worker's clock: this process may read the line late (both
+          // CPUs busy with the case), and the case's wall time must still hold its measurement.
+          const auto at = std::chrono::duration_cast<std::chrono::nanoseconds>(
+              steady::now().time_since_epoch());
+          report_message(nlohmann::json{{"start", i}, {"at_ns", at.count()}}.dump());
           nlohmann::json out;
           case_result r;
           try {
@@ -251,7 +257,13 @@ std::size_t client_run::run_supervised(std::size_t first) {
         if (j.contains("start")) {
           if (j.at("start").get<std::size_t>() != next || (running && next != first))
             throw std::logic_error("a case worker reported its cases out of order");
-          if (!running) begin(cases[next]);
+          if (!running) {
+            const std::chrono::nanoseconds at{j.value("at_ns", std::int64_t{0})};
+            begin(cases[next],
+                  at.count() > 0
+                      ? steady::time_point(std::chrono::duration_cast<steady::duration>(at))
+                      : steady::now());
+          }
           running = true;
           return;
         }

@@ -296,6 +296,32 @@ class Worker(unittest.TestCase):
         self.assertEqual(r["error_code"], "ETIMEDOUT", seen)
         self.assertLess(took, 7.5, seen)
 
+    def test_a_case_run_while_the_supervisor_cannot_read_still_counts_its_whole_wall_time(self):
+        # The supervisor timed a case from when it read the worker's "start" line; with both CPUs
+        # busy it may read it late (a CI host: a case's wall time came out shorter than its
+        # measurement). Stopped here through the whole second case, it reads that case's start
+        # and result together: the wall time must come from the worker's clock.
+        with pp.Server() as s, pp.tmpdir() as d:
+            out = os.path.join(d, "r.json")
+            client = pp.start(["run", s.address, "--json", out, "-t", "tcp", "--test", "tcp_lat",
+                               "--sizes", "8,64", "--duration", "0.4s"])
+            try:
+                wait_for(lambda: children(client.pid), 30, "the case's process")
+                time.sleep(0.2)  # the first case is under way
+                os.kill(client.pid, signal.SIGSTOP)
+                time.sleep(2.5)  # the rest of the first case and all of the second (0.4 s each)
+                os.kill(client.pid, signal.SIGCONT)
+                client.wait(timeout=60)
+            finally:
+                output = pp.stop(client)
+            doc = pp.load(out)
+        self.assertEqual(client.returncode, 0, output)
+        seen = [(r["case"]["size_bytes"], r["status"], r["elapsed_s"], r["wall_s"]) for r in doc["results"]]
+        self.assertEqual([x[:2] for x in seen], [(8, "ok"), (64, "ok")], seen)
+        for size, _, elapsed, wall in seen:
+            self.assertGreaterEqual(wall, elapsed, seen)
+            self.assertGreater(elapsed, 0.3, seen)
+
     def test_cases_of_one_transport_share_a_worker_until_one_does_not_end_ok(self):
         # A library loads once per worker, not once per case (libfabric: 0.3 s). The server
         # refuses the 4 MiB cases (their buffers exceed its --max-case-memory): an error, after
