@@ -13,6 +13,9 @@
 #if PAIRPERF_HAVE_OFI
 #include "transports/ofi/ofi_transport.h"
 #endif
+#if PAIRPERF_HAVE_GLOO
+#include "transports/gloo/gloo_transport.h"
+#endif
 
 namespace pairperf {
 
@@ -28,6 +31,9 @@ const transport_registry& transport_registry::instance() {
 #endif
 #if PAIRPERF_HAVE_OFI
     r.add(ofi_transport::entry());
+#endif
+#if PAIRPERF_HAVE_GLOO
+    r.add(gloo_transport::entry());
 #endif
     return r;
   }();
