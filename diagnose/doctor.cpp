@@ -100,6 +100,7 @@ side_view make_side(const std::string& name, const nlohmann::json& host, const n
     if (!addrs.empty()) s.hostname_address = addrs.front();
     for (const auto& i : ifaces) {
       for (const auto& a : i.addresses) {
+        s.addresses[a.address] = i.name;
         if (a.address == s.hostname_address) s.hostname_iface = i.name;
       }
     }
@@ -114,6 +115,10 @@ side_view make_side(const std::string& name, const nlohmann::json& host, const n
   const auto libraries = tool.is_object() ? tool.find("libraries") : tool.end();
   const bool described = tool.is_object() && libraries != tool.end() && libraries->is_object();
   for (const auto& e : transport_registry::instance().all()) {
+    // The application library's devices as this side would make them (gloo's description).
+    if (e.doctor && e.doctor->what == doctor_probe::role::application && described &&
+        libraries->contains(e.name) && !s.gloo.known)
+      s.gloo = gloo_side_from(libraries->at(e.name));
     if (!e.env_axis) continue;
     side_view::axis_variable a{e.name, e.env_axis->variable, {}, {}};
     const auto value = s.env.find(a.variable);
@@ -215,7 +220,13 @@ void analyze(doctor_report& r) {
   fill_reach(r.server, r.reach, false);
   r.pair = compare_hosts(part("client"), part("server"));
   r.client.loopback_reaches_peer = r.server.loopback_reaches_peer = r.pair.same_net;
-  r.findings = check_variables(r.client, r.server);
+  application_outcome app;
+  if (r.application && r.application->status != case_status::skipped) {
+    app.ran = true;
+    app.ok = r.application->status == case_status::ok;
+    app.message = r.application->message;
+  }
+  r.findings = check_variables(r.client, r.server, app);
 
   if (r.reach.empty()) {
     r.findings.push_back(finding{"pair", "interfaces",
@@ -242,7 +253,8 @@ void analyze(doctor_report& r) {
         fmt::format("TCP reaches the server from {}, but UCX over tcp with {}={} fails: {}",
                     u.target.local_iface, device_variable, u.target.local_iface, u.result.message),
         "run with UCX_LOG_LEVEL=info on both sides; check UCX_TCP_* options and the server's "
-        "UCX_NET_DEVICES"});
+        "UCX_NET_DEVICES",
+        severity::fragile});
   }
   r.gpus.reset();
   if (r.client.gpus && r.server.gpus) {
@@ -314,6 +326,7 @@ doctor_report run_doctor(const doctor_options& o, std::FILE* progress) {
   r.library_transport = o.probes.library_transport;
   r.probe_timeout = o.probe_timeout;
   r.this_host_only = o.this_host_only;
+  r.strict = o.strict;
   run_cases(o, {}, nullptr, &r.context);  // hello only: the server's interfaces and variables
 
   const bool with_library = o.probes.library.has_value();
@@ -343,7 +356,12 @@ doctor_report run_doctor(const doctor_options& o, std::FILE* progress) {
       cases.push_back(c);
     }
   }
-  const std::size_t path_cases = o.probes.path_bw ? 2 : 0;
+  if (o.probes.application) {
+    test_case c = *o.probes.application;
+    c.size_bytes = 8;
+    cases.push_back(c);
+  }
+  const std::size_t path_cases = (o.probes.path_bw ? 2 : 0) + (o.probes.application ? 1 : 0);
   r.bound = doctor_bound(o, targets.size(), with_library ? library_ifaces.size() : 0, path_cases);
   if (progress != nullptr) {
     fmt::print(progress,
@@ -360,9 +378,11 @@ doctor_report run_doctor(const doctor_options& o, std::FILE* progress) {
   for (std::size_t i = 0; i < results.size(); ++i) {
     if (i < targets.size()) {
       r.reach.push_back(probe_result{targets[i], results[i]});
-    } else {
+    } else if (i - targets.size() < (with_library ? library_ifaces.size() : 0)) {
       const auto& name = library_ifaces[i - targets.size()];
       r.library.push_back(probe_result{probe_target{name, "", ""}, results[i]});
+    } else {
+      r.application = results[i];
     }
   }
   analyze(r);  // ranks the interfaces for the path cases
@@ -376,7 +396,10 @@ doctor_report run_doctor(const doctor_options& o, std::FILE* progress) {
 }
 
 int exit_code(const doctor_report& r) {
-  if (!r.findings.empty()) return code(exit_status::missed);
+  for (const auto& f : r.findings) {
+    if (f.severity == severity::fails || (r.strict && f.severity == severity::fragile))
+      return code(exit_status::missed);
+  }
   if (!r.path_noisy.empty()) return code(exit_status::inconclusive);
   return code(exit_status::held);
 }

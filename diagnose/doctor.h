@@ -30,6 +30,9 @@ struct doctor_probes {
   // The library's transport even where its probes are off (--no-ucx): its cells stay in the JSON,
   // empty. "" where no transport has the library role.
   std::string library_transport;
+  // The application library's own connection (registry role application: gloo), each side with
+  // its own environment; nullopt where no transport has that role.
+  std::optional<test_case> application;
   // The variable that pins the library to a device (UCX_NET_DEVICES): where the client's
   // environment sets it, the path cases are not pinned to the best interface.
   std::string library_device_variable;
@@ -50,6 +53,7 @@ struct doctor_options {
   // No peer was given: the server is a local one, so only this host is checked (loopback to
   // itself); the report says so and recommends no interface for multi-node variables.
   bool this_host_only = false;
+  bool strict = false;  // --strict: `fragile` findings fail too (exit 3)
 };
 
 // One cell of the interface matrix: a local interface and one address the peer advertises.
@@ -83,6 +87,7 @@ struct doctor_report {
   std::vector<probe_result> reach;    // per cell: TCP connect and a short stream
   std::vector<probe_result> library;  // per local interface: UCX_TLS=tcp, UCX_NET_DEVICES=it
   std::vector<case_result> path;      // UCX's default transports between the pair
+  std::optional<case_result> application;  // the application library's own connection (gloo)
   std::string path_iface;             // the interface the path cases were pinned to
   pair_facts pair;
   std::optional<path_verdict> verdict;
@@ -96,6 +101,7 @@ struct doctor_report {
   // The path probes were noisy (noise.h) twice: why; the verdict then cannot be trusted.
   std::string path_noisy;
   bool path_retried = false;  // the first path probe was noisy and was run again
+  bool strict = false;        // doctor_options::strict
 };
 
 // Everything after the measurements: side views, ranking, variable checks, path verdict,
@@ -113,8 +119,9 @@ doctor_report run_doctor(const doctor_options& o, std::FILE* progress);
 
 void to_json(nlohmann::json& j, const doctor_report& r);
 void print_report(std::FILE* out, const doctor_report& r, rate_unit unit);
-// The exit-code contract: 3 findings (as a failed --expect); else 4 when the path verdict rests
-// on noisy probes (twice); else 0.
+// The exit-code contract: 3 when a finding's severity is `fails` (with `strict`, `fragile` too),
+// as a failed --expect; else 4 when the path verdict rests on noisy probes (twice); else 0.
+// Advice never changes the code.
 int exit_code(const doctor_report& r);
 
 }  // namespace pairperf

@@ -1,6 +1,8 @@
 // doctor's outputs: the human report and the JSON document.
 #include <fmt/format.h>
 
+#include <array>
+
 #include "diagnose/doctor.h"
 #include "transports/registry.h"
 
@@ -88,7 +90,7 @@ void to_json(nlohmann::json& j, const doctor_report& r) {
                           {"hostname_iface", s.hostname_iface}};
   };
   j = {{"schema", "pairperf.doctor"},
-       {"schema_version", "1.2.0"},
+       {"schema_version", "1.3.0"},
        {"context", r.context},
        {r.reach_transport, cells(r.reach)},
        {"path", r.path},
@@ -105,6 +107,8 @@ void to_json(nlohmann::json& j, const doctor_report& r) {
        {"scope", r.this_host_only ? "this host" : "pair"},
        {"path_noisy", r.path_noisy.empty() ? nlohmann::json() : nlohmann::json(r.path_noisy)},
        {"path_retried", r.path_retried},
+       {"application", r.application ? nlohmann::json(*r.application) : nlohmann::json()},
+       {"strict", r.strict},
        {"exit_code", exit_code(r)}};
   // The library's cells under its transport's name (empty where its probes are off); none where
   // no transport has the library role in this build.
@@ -241,6 +245,12 @@ void print_gpus(std::FILE* out, const doctor_report& r) {
 }
 
 void print_findings(std::FILE* out, const doctor_report& r) {
+  if (r.application) {
+    const auto& a = *r.application;
+    fmt::print(out, "\n{}'s own connection (each side's environment): {}\n", a.test.transport,
+               a.status == case_status::ok ? std::string("works")
+                                           : fmt::format("{}: {}", to_string(a.status), a.message));
+  }
   if (r.findings.empty()) {
     if (!r.path_noisy.empty()) {
       fmt::print(out, "\nNo findings, but inconclusive: the path verdict rests on noisy probes.\n");
@@ -253,10 +263,14 @@ void print_findings(std::FILE* out, const doctor_report& r) {
     }
     return;
   }
-  fmt::print(out, "\nFindings ({}):\n", r.findings.size());
+  std::array<std::size_t, 3> count{};
+  for (const auto& f : r.findings) ++count[static_cast<std::size_t>(f.severity)];
+  fmt::print(out, "\nFindings ({}: {} fails, {} fragile, {} advice):\n", r.findings.size(),
+             count[0], count[1], count[2]);
   std::size_t n = 0;
   for (const auto& f : r.findings) {
-    fmt::print(out, "  {}. [{}] {}: {}\n     fix: {}\n", ++n, f.side, f.subject, f.problem, f.fix);
+    fmt::print(out, "  {}. {:<7} [{}] {}: {}\n     fix: {}\n", ++n, to_string(f.severity), f.side,
+               f.subject, f.problem, f.fix);
   }
 }
 

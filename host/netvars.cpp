@@ -1,5 +1,7 @@
 #include "host/netvars.h"
 
+#include "host/netvars_common.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -8,25 +10,13 @@
 namespace pairperf {
 namespace {
 
+using namespace netvars_detail;  // NOLINT: the checks' shared helpers
+
 std::string trim(std::string s) {
   const auto not_space = [](unsigned char c) { return std::isspace(c) == 0; };
   s.erase(s.begin(), std::find_if(s.begin(), s.end(), not_space));
   s.erase(std::find_if(s.rbegin(), s.rend(), not_space).base(), s.end());
   return s;
-}
-
-std::string joined(const std::vector<std::string>& v) {
-  return v.empty() ? std::string("(none)") : fmt::format("{}", fmt::join(v, ","));
-}
-
-std::optional<std::string> get(const side_view& s, const char* name) {
-  const auto it = s.env.find(name);
-  if (it == s.env.end() || !it->is_string()) return std::nullopt;
-  return it->get<std::string>();
-}
-
-bool contains(const std::vector<std::string>& v, const std::string& x) {
-  return std::find(v.begin(), v.end(), x) != v.end();
 }
 
 // The interfaces a value names that this side has.
@@ -46,47 +36,39 @@ std::vector<std::string> unreaching(const side_view& s, const std::vector<std::s
   return out;
 }
 
-// The value to recommend for an interface variable on this side: the fastest reaching interface.
-// Never a loopback interface (recommendable leaves them out).
-std::string best(const side_view& s) {
-  return s.recommendable.empty() ? std::string() : s.recommendable.front();
-}
-
-std::string fix_line(const side_view& s, const char* var) {
-  const std::string b = best(s);
-  if (b.empty() && !s.ranked.empty())
-    return fmt::format(
-        "only loopback reached the peer from the {} (the two are on one host); "
-        "name the interface that reaches the other nodes",
-        s.name);
-  if (b.empty())
-    return fmt::format("no interface of the {} reached the peer: fix the network first", s.name);
-  return fmt::format("on the {}: {}={}", s.name, var, b);
-}
-
 class checker {
  public:
-  checker(const side_view& client, const side_view& server) : m_c(client), m_s(server) {}
+  checker(const side_view& client, const side_view& server, const application_outcome& gloo)
+      : m_c(client), m_s(server), m_gloo(gloo) {}
 
   std::vector<finding> run() {
+    // gloo's own devices known on both sides: gloo's checks read them (and its measured
+    // connection); else its variables are judged by gloo's rules alone.
+    const bool gloo_known = m_c.gloo.known && m_s.gloo.known;
     for (const side_view* side : {&m_c, &m_s}) {
       socket_ifname(*side, "NCCL_SOCKET_IFNAME");
-      socket_ifname(*side, "GLOO_SOCKET_IFNAME");
+      if (!gloo_known) socket_ifname(*side, "GLOO_SOCKET_IFNAME");
       ucx_net_devices(*side);
       nccl_ib_hca(*side);
       axis_names(*side);
-      gloo_default(*side);
+      if (!gloo_known) gloo_default(*side);
       gpus(*side);
     }
     one_sided("NCCL_SOCKET_IFNAME");
-    one_sided("GLOO_SOCKET_IFNAME");
+    if (gloo_known) {
+      for (auto& f : check_gloo(m_c, m_s, m_gloo)) m_out.push_back(std::move(f));
+    } else {
+      one_sided("GLOO_SOCKET_IFNAME");
+    }
     axis_differs();
     return std::move(m_out);
   }
 
  private:
-  void add(const side_view& s, std::string subject, std::string problem, std::string fix) {
-    m_out.push_back(finding{s.name, std::move(subject), std::move(problem), std::move(fix)});
+  void add(const side_view& s, std::string subject, std::string problem, std::string fix,
+           severity how = severity::fails) {
+    m_out.push_back(
+        finding{s.name, std::move(subject), std::move(problem), std::move(fix), how});
   }
 
   // The interfaces a variable selects on this side, as its library reads it.
@@ -119,7 +101,9 @@ class checker {
       add(s, var,
           fmt::format("{}={} selects {} on the {}; {} of them do not reach the peer", var, *value,
                       joined(chosen), s.name, joined(bad)),
-          fix_line(s, var));
+          fix_line(s, var),
+          // gloo connects every listed device; NCCL's sockets spread over those it found.
+          std::string(var) == "GLOO_SOCKET_IFNAME" ? severity::fails : severity::fragile);
     }
   }
 
@@ -131,7 +115,7 @@ class checker {
         fmt::format("NCCL_SOCKET_IFNAME is unset on the {}: NCCL may pick any of {}, and {} "
                     "does not reach the peer",
                     s.name, joined(picks), joined(bad)),
-        fix_line(s, "NCCL_SOCKET_IFNAME"));
+        fix_line(s, "NCCL_SOCKET_IFNAME"), severity::fragile);
   }
 
   // gloo (torch.distributed, vLLM, SGLang) without GLOO_SOCKET_IFNAME binds the address its
@@ -140,10 +124,11 @@ class checker {
     if (get(s, "GLOO_SOCKET_IFNAME")) return;
     const bool loopback = s.hostname_address.rfind("127.", 0) == 0 || s.hostname_address == "::1";
     std::string problem;
+    severity how = severity::fragile;  // by the address order, it fails only with some peers
     if (s.hostname_address.empty()) {
       problem = fmt::format(
-          "GLOO_SOCKET_IFNAME is unset on the {} and its hostname does not resolve: gloo cannot "
-          "pick an address",
+          "GLOO_SOCKET_IFNAME is unset on the {} and its hostname does not resolve: torch falls "
+          "back to 127.0.0.1, which peers on other hosts cannot reach",
           s.name);
     } else if (loopback && !s.loopback_reaches_peer) {
       problem = fmt::format(
@@ -164,28 +149,30 @@ class checker {
             "NCCL_SOCKET_IFNAME={} is set on the {} but GLOO_SOCKET_IFNAME is not: gloo binds the "
             "hostname's address {} on {}, another interface than NCCL's",
             *nccl, s.name, s.hostname_address, s.hostname_iface);
+        how = severity::advice;
       }
     }
-    if (!problem.empty()) add(s, "GLOO_SOCKET_IFNAME", problem, fix_line(s, "GLOO_SOCKET_IFNAME"));
+    if (!problem.empty())
+      add(s, "GLOO_SOCKET_IFNAME", problem, fix_line(s, "GLOO_SOCKET_IFNAME"), how);
   }
 
   void ucx_net_devices(const side_view& s) {
     const auto value = get(s, "UCX_NET_DEVICES");
-    if (!value) {
+    // "all" is UCX's default (ucp_context.c: UCX_NET_DEVICES=all): every device, as if unset.
+    if (!value || trim(*value) == "all") {
       std::vector<std::string> bad;
       for (const auto& n : s.ifaces) {
         if (n != "lo" && s.tested.count(n) > 0 && s.reaching.count(n) == 0) bad.push_back(n);
       }
       if (!bad.empty()) {
         add(s, "UCX_NET_DEVICES",
-            fmt::format("UCX_NET_DEVICES is unset on the {}: UCX may use {}, which does not "
+            fmt::format("UCX_NET_DEVICES is {} on the {}: UCX may use {}, which does not "
                         "reach the peer (\"Network is unreachable\")",
-                        s.name, joined(bad)),
+                        value ? "all (UCX's default)" : "unset", s.name, joined(bad)),
             fix_line(s, "UCX_NET_DEVICES"));
       }
       return;
     }
-    if (trim(*value) == "all") return;
     std::vector<std::string> nets;
     std::vector<std::string> missing;
     for (const auto& d : split_list(*value)) {
@@ -223,7 +210,8 @@ class checker {
         s.rdma.empty() ? fmt::format("the {} has no RDMA device: unset NCCL_IB_HCA, or expose the "
                                      "HCA to this container",
                                      s.name)
-                       : fmt::format("on the {}: NCCL_IB_HCA={}", s.name, joined(s.rdma)));
+                       : fmt::format("on the {}: NCCL_IB_HCA={}", s.name, joined(s.rdma)),
+        severity::advice);
   }
 
   // A transport-selection variable naming transports this side's library lacks.
@@ -235,7 +223,8 @@ class checker {
           fmt::format("{}={} names {}, which the {}'s {} does not have (it has {})", a.variable,
                       *value, joined(a.missing), s.name, a.transport, joined(a.available)),
           fmt::format("on the {}: drop {} from {}, or install a {} built with it", s.name,
-                      joined(a.missing), a.variable, a.transport));
+                      joined(a.missing), a.variable, a.transport),
+          severity::fragile);
     }
   }
 
@@ -291,7 +280,7 @@ class checker {
         fmt::format("{} is set on the {} ({}) but not on the {}: the variable did not reach "
                     "every process, and the {} picks an interface by itself",
                     var, set.name, c ? *c : *s, unset.name, unset.name),
-        fix_line(unset, var)});
+        fix_line(unset, var), severity::advice});
   }
 
   // A transport-selection variable that differs between the sides.
@@ -310,12 +299,13 @@ class checker {
           fmt::format("{} differs: client {}, server {}; a transport enabled on one side only "
                       "cannot carry the pair",
                       var, c ? *c : "(unset)", s ? *s : "(unset)"),
-          fmt::format("set the same {} on both sides", var)});
+          fmt::format("set the same {} on both sides", var), severity::advice});
     }
   }
 
   const side_view& m_c;
   const side_view& m_s;
+  const application_outcome& m_gloo;
   std::vector<finding> m_out;
 };
 
@@ -375,12 +365,49 @@ void from_json(const nlohmann::json& j, gpu_info& g) {
   g.nvlink_peers = j.value("nvlink_peers", std::vector<std::string>());
 }
 
-void to_json(nlohmann::json& j, const finding& f) {
-  j = {{"side", f.side}, {"subject", f.subject}, {"problem", f.problem}, {"fix", f.fix}};
+const char* to_string(severity s) noexcept {
+  switch (s) {
+    case severity::fails:
+      return "fails";
+    case severity::fragile:
+      return "fragile";
+    case severity::advice:
+      return "advice";
+  }
+  return "fails";
 }
 
-std::vector<finding> check_variables(const side_view& client, const side_view& server) {
-  return checker(client, server).run();
+void to_json(nlohmann::json& j, const finding& f) {
+  j = {{"side", f.side},
+       {"subject", f.subject},
+       {"problem", f.problem},
+       {"fix", f.fix},
+       {"severity", to_string(f.severity)}};
+}
+
+std::vector<finding> check_variables(const side_view& client, const side_view& server,
+                                     const application_outcome& gloo) {
+  return checker(client, server, gloo).run();
+}
+
+gloo_side gloo_side_from(const nlohmann::json& description) {
+  gloo_side g;
+  if (!description.is_object() || !description.contains("devices") ||
+      !description.at("devices").is_object())
+    return g;
+  const auto& d = description.at("devices");
+  g.known = true;
+  g.source = d.value("source", std::string());
+  g.loopback_fallback = d.value("loopback_fallback", false);
+  g.ignored_ifname = d.value("ignored_GLOO_SOCKET_IFNAME", std::string());
+  for (const auto& dev : d.value("devices", nlohmann::json::array())) {
+    if (!dev.is_object()) continue;
+    g.devices.push_back(gloo_device_fact{dev.value("iface", std::string()),
+                                         dev.value("hostname", std::string()),
+                                         dev.value("address", std::string()),
+                                         dev.value("error", std::string())});
+  }
+  return g;
 }
 
 }  // namespace pairperf

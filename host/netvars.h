@@ -10,6 +10,7 @@
 //   NVIDIA_VISIBLE_DEVICES            all, none, void, or indices / UUIDs (the container runtime)
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -42,6 +43,23 @@ struct gpu_info {
 void to_json(nlohmann::json& j, const gpu_info& g);
 void from_json(const nlohmann::json& j, gpu_info& g);
 
+// A side's gloo devices as torch.distributed would make them there (the gloo library's
+// description in its hello: transports/gloo/gloo_device.h describe()).
+struct gloo_device_fact {
+  std::string iface;     // from GLOO_SOCKET_IFNAME, or ""
+  std::string hostname;  // else the hostname (or 127.0.0.1, torch's fallback)
+  std::string address;   // the address gloo binds ("" when it could not make the device)
+  std::string error;     // gloo's error making it
+};
+struct gloo_side {
+  bool known = false;  // the side described its gloo devices (a pairperf built with gloo)
+  std::string source;  // how the devices were chosen, in words
+  bool loopback_fallback = false;
+  std::string ignored_ifname;  // a one-character GLOO_SOCKET_IFNAME torch ignored
+  std::vector<gloo_device_fact> devices;
+};
+gloo_side gloo_side_from(const nlohmann::json& description);
+
 struct side_view {
   std::string name;                               // "client" or "server"
   nlohmann::json env = nlohmann::json::object();  // relevant_environment() of that side
@@ -67,17 +85,38 @@ struct side_view {
   std::string hostname_address;               // what the hostname resolves to ("" if it does not)
   std::string hostname_iface;                 // the interface holding that address ("" if none)
   bool loopback_reaches_peer = false;         // one network namespace: 127.0.0.1 is the peer's too
+  std::map<std::string, std::string> addresses;  // every address of its interfaces -> interface
+  gloo_side gloo;
 };
+
+// How sure a finding is that the application fails:
+//   fails    the application's connection fails between these nodes: measured by running its
+//            library, or certain by the library's rule
+//   fragile  it works for this pair but fails for other peers or by chance
+//   advice   inconsistent or risky settings that work
+enum class severity { fails, fragile, advice };
+const char* to_string(severity s) noexcept;
 
 struct finding {
   std::string side;     // "client", "server" or "pair"
   std::string subject;  // the variable, or the topic ("path", "interface")
   std::string problem;
   std::string fix;
+  enum severity severity = severity::fails;
 };
 void to_json(nlohmann::json& j, const finding& f);
 
-// Every variable check on both sides, and between them.
-std::vector<finding> check_variables(const side_view& client, const side_view& server);
+// The application's own connection between the two sides, run through its library with each
+// side's environment (doctor's application probe): whether it ran, and how it ended.
+struct application_outcome {
+  bool ran = false;
+  bool ok = false;
+  std::string message;  // the library's error where it failed
+};
+
+// Every variable check on both sides, and between them. `gloo`: gloo's own connection between
+// the sides (torch.distributed's devices on each); where it did not run, gloo's rule decides.
+std::vector<finding> check_variables(const side_view& client, const side_view& server,
+                                     const application_outcome& gloo = {});
 
 }  // namespace pairperf

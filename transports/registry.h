@@ -39,10 +39,14 @@ struct doctor_probe {
   enum class role {
     reach,    // per pair of interfaces: can the peer be reached, and how fast (a plain socket)
     library,  // per local interface, kept on it, and with the library's own choice (the path)
+    // once per pair, each side's library as that side's own environment configures it (gloo:
+    // its devices as torch.distributed makes them), connected through the library's own code:
+    // whether the application's connection works, measured
+    application,
   };
   role what = role::reach;
   std::string bandwidth_test;  // a test of the transport's table
-  std::string latency_test;    // library: the path's small-message test
+  std::string latency_test;    // library: the path's small-message test; application: its test
   // library: the axis value that keeps the library on the one interface's network (UCX: tcp).
   std::string per_interface_axis;
   // library: the variable that pins it to a device (UCX_NET_DEVICES).

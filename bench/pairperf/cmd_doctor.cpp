@@ -44,6 +44,7 @@ struct doctor_args {
   std::string probe_timeout = "4s";
   std::string duration = "0.2s";
   bool no_ucx = false;
+  bool strict = false;
   std::string json;
   std::string units = "GB";
   token_options token;
@@ -68,6 +69,7 @@ test_case probe(const std::string& transport, const std::string& test, std::uint
 doctor_probes probes(bool no_library) {
   std::optional<doctor_probes> p;
   const transport_entry* library = nullptr;
+  const transport_entry* application = nullptr;
   for (const auto& e : transport_registry::instance().all()) {
     if (!e.doctor) continue;
     if (e.doctor->what == doctor_probe::role::reach && !p) {
@@ -75,9 +77,13 @@ doctor_probes probes(bool no_library) {
       p->reach = probe(e.name, e.doctor->bandwidth_test);
     } else if (e.doctor->what == doctor_probe::role::library && library == nullptr) {
       library = &e;
+    } else if (e.doctor->what == doctor_probe::role::application && application == nullptr) {
+      application = &e;
     }
   }
   if (!p) throw std::logic_error("no transport offers doctor's reachability probe");
+  if (application != nullptr)
+    p->application = probe(application->name, application->doctor->latency_test, 8);
   if (library != nullptr) {
     p->library_transport = library->name;
     p->library_device_variable = library->doctor->device_variable;
@@ -94,6 +100,7 @@ doctor_probes probes(bool no_library) {
 int doctor_command(const doctor_args& a, const std::vector<std::string>& argv) {
   doctor_options o;
   o.ifaces = a.ifaces;
+  o.strict = a.strict;
   o.size_bytes = parse_size(a.size);
   if (o.size_bytes == 0) throw usage_error("--size must be at least 1 byte");
   o.probe_timeout = parse_duration(a.probe_timeout);
@@ -163,6 +170,9 @@ command add_doctor(CLI::App& root, const std::vector<std::string>& argv) {
   app->add_option("-d,--duration", a->duration, "Time budget of each bandwidth probe")
       ->capture_default_str();
   app->add_flag("--no-ucx", a->no_ucx, "Probe with TCP only");
+  app->add_flag("--strict", a->strict,
+                "Exit 3 for `fragile` findings too (works for this pair, fails for other peers "
+                "or by chance), not only for `fails`");
   app->add_option("--json", a->json,
                   "Also write the report as JSON to this file ('-': stdout only)");
   app->add_option("--units", a->units, "Bandwidth display: GB (1e9 B/s) or GiB")

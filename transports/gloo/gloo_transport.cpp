@@ -124,6 +124,8 @@ transport_entry gloo_transport::entry() {
     return lane == "tcp" ? lane_kind::network : lane_kind::unknown;
   };
   e.env_prefixes = {"GLOO_"};
+  // Doctor: does gloo's own connection work between the two sides, each with its environment.
+  e.doctor = doctor_probe{doctor_probe::role::application, "", "gloo_lat", "", ""};
   return e;
 }
 
