@@ -64,15 +64,18 @@ class Doctor(unittest.TestCase):
         # The fix never names loopback (only lo reaches on one host): it says what to name instead.
         self.assertIn("only loopback reached the peer from the server", gloo[0]["fix"])
         self.assertEqual(doc["server"]["variables"]["GLOO_SOCKET_IFNAME"], "ppnosuch0")
-        self.assertIn("Findings (1)", proc.stdout)
+        self.assertIn("Findings (1: 1 fails, 0 fragile, 0 advice)", proc.stdout)
 
-    def test_a_variable_set_on_one_side_only_is_a_finding(self):
+    def test_a_variable_set_on_one_side_only_is_advice_not_a_failure(self):
+        # The pair works (both sides pick loopback): an inconsistency to report, not exit 3.
         with pp.Server(env=pp.clean_env()) as s:
             proc, doc, _ = self.doctor(s, "--no-ucx", env=pp.clean_env(NCCL_SOCKET_IFNAME="lo"))
-        self.assertEqual(proc.returncode, 3, proc.stdout + proc.stderr)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
         pair = [f for f in doc["findings"] if f["side"] == "pair"]
         self.assertEqual([f["subject"] for f in pair], ["NCCL_SOCKET_IFNAME"], doc["findings"])
         self.assertIn("not on the server", pair[0]["problem"])
+        self.assertEqual(pair[0]["severity"], "advice")
+        self.assertIn("advice  [pair] NCCL_SOCKET_IFNAME", proc.stdout)
 
     def test_json_on_stdout(self):
         with pp.Server(env=pp.clean_env()) as s:

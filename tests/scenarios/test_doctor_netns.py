@@ -134,8 +134,12 @@ class AsymmetricPair(unittest.TestCase):
         self.assertEqual(proc.returncode, 3, proc.stdout + proc.stderr)
         gloo = [f for f in doc["findings"] if f["subject"] == "GLOO_SOCKET_IFNAME"]
         self.assertEqual([f["side"] for f in gloo], ["server"], doc["findings"])
-        self.assertIn(f"GLOO_SOCKET_IFNAME={A1} names no interface of the server", gloo[0]["problem"])
+        # gloo's own error, from the server's attempt to make the device torch would make there.
+        self.assertIn(f"gloo cannot make a device for interface {A1} on the server", gloo[0]["problem"])
+        self.assertIn(f"Unable to find address for: {A1}", gloo[0]["problem"])
+        self.assertEqual(gloo[0]["severity"], "fails")
         self.assertEqual(gloo[0]["fix"], f"on the server: GLOO_SOCKET_IFNAME={B1}")
+        self.assertEqual(doc["application"]["status"], "error", doc["application"])
 
     def test_black_hole_address_ends_within_the_probe_timeout(self):
         sh("ip", "-n", NS_B, "addr", "add", f"{BLACK_HOLE}/24", "dev", B1)
