@@ -220,13 +220,13 @@ void analyze(doctor_report& r) {
   fill_reach(r.server, r.reach, false);
   r.pair = compare_hosts(part("client"), part("server"));
   r.client.loopback_reaches_peer = r.server.loopback_reaches_peer = r.pair.same_net;
-  application_outcome app;
-  if (r.application && r.application->status != case_status::skipped) {
-    app.ran = true;
-    app.ok = r.application->status == case_status::ok;
-    app.message = r.application->message;
+  measured_connections measured;
+  for (const auto& a : r.applications) {
+    if (a.result.status == case_status::skipped) continue;
+    measured[a.variable] =
+        application_outcome{true, a.result.status == case_status::ok, a.result.message};
   }
-  r.findings = check_variables(r.client, r.server, app);
+  r.findings = check_variables(r.client, r.server, measured);
 
   if (r.reach.empty()) {
     r.findings.push_back(finding{"pair", "interfaces",
@@ -356,12 +356,8 @@ doctor_report run_doctor(const doctor_options& o, std::FILE* progress) {
       cases.push_back(c);
     }
   }
-  if (o.probes.application) {
-    test_case c = *o.probes.application;
-    c.size_bytes = 8;
-    cases.push_back(c);
-  }
-  const std::size_t path_cases = (o.probes.path_bw ? 2 : 0) + (o.probes.application ? 1 : 0);
+  for (const auto& a : o.probes.applications) cases.push_back(a.probe);
+  const std::size_t path_cases = (o.probes.path_bw ? 2 : 0) + o.probes.applications.size();
   r.bound = doctor_bound(o, targets.size(), with_library ? library_ifaces.size() : 0, path_cases);
   if (progress != nullptr) {
     fmt::print(progress,
@@ -382,7 +378,8 @@ doctor_report run_doctor(const doctor_options& o, std::FILE* progress) {
       const auto& name = library_ifaces[i - targets.size()];
       r.library.push_back(probe_result{probe_target{name, "", ""}, results[i]});
     } else {
-      r.application = results[i];
+      const auto& a = o.probes.applications.at(i - targets.size() - r.library.size());
+      r.applications.push_back(doctor_report::application_result{a.variable, results[i]});
     }
   }
   analyze(r);  // ranks the interfaces for the path cases

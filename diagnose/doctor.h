@@ -30,9 +30,14 @@ struct doctor_probes {
   // The library's transport even where its probes are off (--no-ucx): its cells stay in the JSON,
   // empty. "" where no transport has the library role.
   std::string library_transport;
-  // The application library's own connection (registry role application: gloo), each side with
-  // its own environment; nullopt where no transport has that role.
-  std::optional<test_case> application;
+  // The libraries' own connections as the applications make them, each side with its own
+  // environment: the application role's (gloo) and the library's with no pinning (UCX with each
+  // side's UCX_*). Each with the variable whose findings its outcome decides.
+  struct application {
+    std::string variable;  // GLOO_SOCKET_IFNAME, UCX_NET_DEVICES
+    test_case probe;
+  };
+  std::vector<application> applications;
   // The variable that pins the library to a device (UCX_NET_DEVICES): where the client's
   // environment sets it, the path cases are not pinned to the best interface.
   std::string library_device_variable;
@@ -87,7 +92,12 @@ struct doctor_report {
   std::vector<probe_result> reach;    // per cell: TCP connect and a short stream
   std::vector<probe_result> library;  // per local interface: UCX_TLS=tcp, UCX_NET_DEVICES=it
   std::vector<case_result> path;      // UCX's default transports between the pair
-  std::optional<case_result> application;  // the application library's own connection (gloo)
+  // doctor_probes::applications' results, in their order.
+  struct application_result {
+    std::string variable;
+    case_result result;
+  };
+  std::vector<application_result> applications;
   std::string path_iface;             // the interface the path cases were pinned to
   pair_facts pair;
   std::optional<path_verdict> verdict;

@@ -1,8 +1,6 @@
 // doctor's outputs: the human report and the JSON document.
 #include <fmt/format.h>
 
-#include <array>
-
 #include "diagnose/doctor.h"
 #include "transports/registry.h"
 
@@ -57,6 +55,14 @@ std::string env_value(const side_view& s, const std::string& name) {
   return it != s.env.end() && it->is_string() ? it->get<std::string>() : "(unset)";
 }
 
+// Each library's own connection by its transport: {"gloo": {"variable", "result"}, ...}.
+nlohmann::json applications_json(const doctor_report& r) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& a : r.applications)
+    out[a.result.test.transport] = {{"variable", a.variable}, {"result", a.result}};
+  return out;
+}
+
 }  // namespace
 
 void to_json(nlohmann::json& j, const doctor_report& r) {
@@ -107,7 +113,7 @@ void to_json(nlohmann::json& j, const doctor_report& r) {
        {"scope", r.this_host_only ? "this host" : "pair"},
        {"path_noisy", r.path_noisy.empty() ? nlohmann::json() : nlohmann::json(r.path_noisy)},
        {"path_retried", r.path_retried},
-       {"application", r.application ? nlohmann::json(*r.application) : nlohmann::json()},
+       {"applications", applications_json(r)},
        {"strict", r.strict},
        {"exit_code", exit_code(r)}};
   // The library's cells under its transport's name (empty where its probes are off); none where
@@ -244,10 +250,10 @@ void print_gpus(std::FILE* out, const doctor_report& r) {
   }
 }
 
-void print_findings(std::FILE* out, const doctor_report& r) {
-  if (r.application) {
-    const auto& a = *r.application;
-    fmt::print(out, "\n{}'s own connection (each side's environment): {}\n", a.test.transport,
+void print_outcome(std::FILE* out, const doctor_report& r) {
+  for (const auto& [variable, a] : r.applications) {
+    fmt::print(out, "\n{}'s own connection (each side's environment, judging {}): {}\n",
+               a.test.transport, variable,
                a.status == case_status::ok ? std::string("works")
                                            : fmt::format("{}: {}", to_string(a.status), a.message));
   }
@@ -263,15 +269,7 @@ void print_findings(std::FILE* out, const doctor_report& r) {
     }
     return;
   }
-  std::array<std::size_t, 3> count{};
-  for (const auto& f : r.findings) ++count[static_cast<std::size_t>(f.severity)];
-  fmt::print(out, "\nFindings ({}: {} fails, {} fragile, {} advice):\n", r.findings.size(),
-             count[0], count[1], count[2]);
-  std::size_t n = 0;
-  for (const auto& f : r.findings) {
-    fmt::print(out, "  {}. {:<7} [{}] {}: {}\n     fix: {}\n", ++n, to_string(f.severity), f.side,
-               f.subject, f.problem, f.fix);
-  }
+  print_findings(out, r.findings);
 }
 
 }  // namespace
@@ -285,7 +283,7 @@ void print_report(std::FILE* out, const doctor_report& r, rate_unit unit) {
     fmt::print(out, "  {:<24} {:<24} {}\n", v, env_value(r.client, v), env_value(r.server, v));
   print_pair_and_path(out, r, unit);
   print_gpus(out, r);
-  print_findings(out, r);
+  print_outcome(out, r);
 }
 
 }  // namespace pairperf

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 
 namespace pairperf {
@@ -38,15 +39,16 @@ std::vector<std::string> unreaching(const side_view& s, const std::vector<std::s
 
 class checker {
  public:
-  checker(const side_view& client, const side_view& server, const application_outcome& gloo)
-      : m_c(client), m_s(server), m_gloo(gloo) {}
+  checker(const side_view& client, const side_view& server, const measured_connections& measured)
+      : m_c(client), m_s(server), m_gloo(outcome(measured, "GLOO_SOCKET_IFNAME")),
+        m_ucx(outcome(measured, "UCX_NET_DEVICES")) {}
 
   std::vector<finding> run() {
     // gloo's own devices known on both sides: gloo's checks read them (and its measured
     // connection); else its variables are judged by gloo's rules alone.
     const bool gloo_known = m_c.gloo.known && m_s.gloo.known;
     for (const side_view* side : {&m_c, &m_s}) {
-      socket_ifname(*side, "NCCL_SOCKET_IFNAME");
+      nccl_socket_ifname(*side);
       if (!gloo_known) socket_ifname(*side, "GLOO_SOCKET_IFNAME");
       ucx_net_devices(*side);
       nccl_ib_hca(*side);
@@ -54,6 +56,7 @@ class checker {
       if (!gloo_known) gloo_default(*side);
       gpus(*side);
     }
+    ucx_failed_unexplained();
     one_sided("NCCL_SOCKET_IFNAME");
     if (gloo_known) {
       for (auto& f : check_gloo(m_c, m_s, m_gloo)) m_out.push_back(std::move(f));
@@ -77,12 +80,64 @@ class checker {
     return nccl_select(parse_nccl_filter(value), s.ifaces);
   }
 
-  void socket_ifname(const side_view& s, const char* var) {
-    const auto value = get(s, var);
-    if (!value) {
-      if (std::string(var) == "NCCL_SOCKET_IFNAME") nccl_default(s);
+  // NCCL's interfaces, by its rule (NCCL cannot run here: it needs a GPU). Followed from NCCL
+  // 2.18 src/misc/socket.cc, ncclFindInterfaces(): NCCL_SOCKET_IFNAME is read only when longer
+  // than one character, "find or fail" (prefixes; "^" excludes, "=" matches exactly); unset, the
+  // first of: ib* interfaces, (NCCL_COMM_ID's subnet), all but docker* and lo, docker*, lo.
+  // The bootstrap takes the first interface found (ncclFindInterfaces(..., 1) in bootstrap.cc);
+  // NET/Socket spreads over every one found.
+  void nccl_socket_ifname(const side_view& s) {
+    static constexpr const char* rule =
+        " (NCCL's rule, src/misc/socket.cc ncclFindInterfaces, NCCL 2.18; NCCL is not run here)";
+    const auto value = get(s, "NCCL_SOCKET_IFNAME");
+    if (value && value->size() <= 1) {
+      add(s, "NCCL_SOCKET_IFNAME",
+          fmt::format("NCCL_SOCKET_IFNAME={} is one character on the {}: NCCL reads it only when "
+                      "it is longer, and picks interfaces by itself{}",
+                      *value, s.name, rule),
+          fix_line(s, "NCCL_SOCKET_IFNAME"), severity::advice);
+    }
+    if (!value || value->size() <= 1) {
+      const auto picks = nccl_default_interfaces(s.ifaces);
+      const auto bad = unreaching(s, picks);
+      if (bad.empty()) return;
+      const bool first_bad = !picks.empty() && bad.front() == picks.front();
+      add(s, "NCCL_SOCKET_IFNAME",
+          fmt::format("NCCL_SOCKET_IFNAME is unset on the {}: NCCL may pick any of {}, and {} "
+                      "does not reach the peer{}{}",
+                      s.name, joined(picks), joined(bad),
+                      first_bad ? fmt::format("; its bootstrap takes the first, {}", picks.front())
+                                : std::string(),
+                      rule),
+          fix_line(s, "NCCL_SOCKET_IFNAME"), first_bad ? severity::fails : severity::fragile);
       return;
     }
+    const auto chosen = nccl_select(parse_nccl_filter(*value), s.ifaces);
+    if (chosen.empty()) {
+      add(s, "NCCL_SOCKET_IFNAME",
+          fmt::format("NCCL_SOCKET_IFNAME={} names no interface of the {} (it has {}): NCCL "
+                      "finds none (\"NET/Socket : no interface found\"){}",
+                      *value, s.name, joined(s.ifaces), rule),
+          fix_line(s, "NCCL_SOCKET_IFNAME"));
+      return;
+    }
+    const auto bad = unreaching(s, chosen);
+    if (bad.empty()) return;
+    const bool first_bad = bad.front() == chosen.front();
+    add(s, "NCCL_SOCKET_IFNAME",
+        fmt::format("NCCL_SOCKET_IFNAME={} selects {} on the {}; {} {} not reach the peer{}{}",
+                    *value, joined(chosen), s.name, joined(bad),
+                    bad.size() == 1 ? "does" : "do",
+                    first_bad ? fmt::format(" and its bootstrap takes the first, {}", chosen.front())
+                              : std::string(),
+                    rule),
+        fix_line(s, "NCCL_SOCKET_IFNAME"), first_bad ? severity::fails : severity::fragile);
+  }
+
+  // gloo's variable by gloo's rules, where gloo's devices are not known (no libgloo here).
+  void socket_ifname(const side_view& s, const char* var) {
+    const auto value = get(s, var);
+    if (!value) return;
     const auto chosen = selected(s, var, *value);
     if (chosen.empty()) {
       add(s, var,
@@ -105,17 +160,6 @@ class checker {
           // gloo connects every listed device; NCCL's sockets spread over those it found.
           std::string(var) == "GLOO_SOCKET_IFNAME" ? severity::fails : severity::fragile);
     }
-  }
-
-  void nccl_default(const side_view& s) {
-    const auto picks = nccl_default_interfaces(s.ifaces);
-    const auto bad = unreaching(s, picks);
-    if (bad.empty()) return;
-    add(s, "NCCL_SOCKET_IFNAME",
-        fmt::format("NCCL_SOCKET_IFNAME is unset on the {}: NCCL may pick any of {}, and {} "
-                    "does not reach the peer",
-                    s.name, joined(picks), joined(bad)),
-        fix_line(s, "NCCL_SOCKET_IFNAME"), severity::fragile);
   }
 
   // gloo (torch.distributed, vLLM, SGLang) without GLOO_SOCKET_IFNAME binds the address its
@@ -156,26 +200,43 @@ class checker {
       add(s, "GLOO_SOCKET_IFNAME", problem, fix_line(s, "GLOO_SOCKET_IFNAME"), how);
   }
 
+  // What UCX's own connection with each side's UCX_* environment said, for the problem's text.
+  [[nodiscard]] std::string ucx_measured() const {
+    if (!m_ucx.ran) return " (by UCX's rule: it uses every listed device; not run)";
+    return m_ucx.ok ? " (measured: UCX's own connection with each side's UCX_* worked)"
+                    : fmt::format(" (measured: UCX's own connection with each side's UCX_* "
+                                  "failed: {})",
+                                  m_ucx.message);
+  }
+  // A selected device that does not reach: the connection fails unless UCX was measured to work
+  // (then it chose another device, by its own ranking: fragile).
+  [[nodiscard]] severity ucx_unreaching() const {
+    return m_ucx.ran && m_ucx.ok ? severity::fragile : severity::fails;
+  }
+
   void ucx_net_devices(const side_view& s) {
     const auto value = get(s, "UCX_NET_DEVICES");
-    // "all" is UCX's default (ucp_context.c: UCX_NET_DEVICES=all): every device, as if unset.
+    // "all" is UCX's default (ucp_context.c, UCX_NET_DEVICES "all"): every device, as if unset.
     if (!value || trim(*value) == "all") {
       std::vector<std::string> bad;
       for (const auto& n : s.ifaces) {
-        if (n != "lo" && s.tested.count(n) > 0 && s.reaching.count(n) == 0) bad.push_back(n);
+        if (n != "lo" && s.loopback.count(n) == 0 && s.tested.count(n) > 0 && s.reaching.count(n) == 0)
+          bad.push_back(n);
       }
       if (!bad.empty()) {
         add(s, "UCX_NET_DEVICES",
             fmt::format("UCX_NET_DEVICES is {} on the {}: UCX may use {}, which does not "
-                        "reach the peer (\"Network is unreachable\")",
-                        value ? "all (UCX's default)" : "unset", s.name, joined(bad)),
-            fix_line(s, "UCX_NET_DEVICES"));
+                        "reach the peer (\"Network is unreachable\"){}",
+                        value ? "all (UCX's default)" : "unset", s.name, joined(bad),
+                        ucx_measured()),
+            fix_line(s, "UCX_NET_DEVICES"), ucx_unreaching());
       }
       return;
     }
     std::vector<std::string> nets;
     std::vector<std::string> missing;
-    for (const auto& d : split_list(*value)) {
+    const auto listed = split_list(*value);
+    for (const auto& d : listed) {
       const std::string dev = d.substr(0, d.find(':'));
       if (contains(s.ifaces, d)) {
         nets.push_back(d);
@@ -184,19 +245,40 @@ class checker {
       }
     }
     if (!missing.empty()) {
+      // UCX skips a device it lacks; with none left it has no usable transport.
+      const bool none_left = missing.size() == listed.size();
       add(s, "UCX_NET_DEVICES",
           fmt::format("UCX_NET_DEVICES={} names {}, which the {} does not have (interfaces {}, "
-                      "RDMA devices {})",
-                      *value, joined(missing), s.name, joined(s.ifaces), joined(s.rdma)),
-          fix_line(s, "UCX_NET_DEVICES"));
+                      "RDMA devices {}){}{}",
+                      *value, joined(missing), s.name, joined(s.ifaces), joined(s.rdma),
+                      none_left ? ": UCX has no usable device (\"no usable transports/devices\")"
+                                : "",
+                      ucx_measured()),
+          fix_line(s, "UCX_NET_DEVICES"),
+          none_left && !(m_ucx.ran && m_ucx.ok) ? severity::fails : severity::advice);
     }
     const auto bad = unreaching(s, nets);
     if (!bad.empty()) {
       add(s, "UCX_NET_DEVICES",
-          fmt::format("UCX_NET_DEVICES={} on the {}: {} does not reach the peer", *value, s.name,
-                      joined(bad)),
-          fix_line(s, "UCX_NET_DEVICES"));
+          fmt::format("UCX_NET_DEVICES={} on the {}: {} does not reach the peer{}", *value,
+                      s.name, joined(bad), ucx_measured()),
+          fix_line(s, "UCX_NET_DEVICES"), ucx_unreaching());
     }
+  }
+
+  // UCX measured to fail while no rule named a side: the pair's finding, with UCX's own error.
+  void ucx_failed_unexplained() {
+    if (!m_ucx.ran || m_ucx.ok) return;
+    for (const auto& f : m_out) {
+      if (f.subject == "UCX_NET_DEVICES" && f.severity == severity::fails) return;
+    }
+    m_out.push_back(finding{
+        "pair", "UCX_NET_DEVICES",
+        fmt::format("UCX's own connection with each side's UCX_* environment fails: {}",
+                    m_ucx.message),
+        fmt::format("pin UCX to interfaces that reach each other ({}; {})",
+                    fix_line(m_c, "UCX_NET_DEVICES"), fix_line(m_s, "UCX_NET_DEVICES")),
+        severity::fails});
   }
 
   void nccl_ib_hca(const side_view& s) {
@@ -303,9 +385,14 @@ class checker {
     }
   }
 
+  static application_outcome outcome(const measured_connections& m, const char* variable) {
+    const auto it = m.find(variable);
+    return it == m.end() ? application_outcome{} : it->second;
+  }
+
   const side_view& m_c;
   const side_view& m_s;
-  const application_outcome& m_gloo;
+  application_outcome m_gloo, m_ucx;
   std::vector<finding> m_out;
 };
 
@@ -340,13 +427,13 @@ std::vector<std::string> nccl_select(const nccl_filter& f, const std::vector<std
 }
 
 std::vector<std::string> nccl_default_interfaces(const std::vector<std::string>& names) {
-  std::vector<std::string> ib;
-  std::vector<std::string> rest;
-  for (const auto& n : names) {
-    if (n.rfind("ib", 0) == 0) ib.push_back(n);
-    if (n != "lo" && n.rfind("docker", 0) != 0) rest.push_back(n);
+  // ncclFindInterfaces' order (NCCL 2.18 src/misc/socket.cc): "ib", then "^docker,lo", then
+  // "docker", then "lo" (NCCL_COMM_ID's subnet, tried after ib, is not known here).
+  for (const char* filter : {"ib", "^docker,lo", "docker", "lo"}) {
+    auto picks = nccl_select(parse_nccl_filter(filter), names);
+    if (!picks.empty()) return picks;
   }
-  return ib.empty() ? rest : ib;
+  return {};
 }
 
 void to_json(nlohmann::json& j, const gpu_info& g) {
@@ -386,8 +473,21 @@ void to_json(nlohmann::json& j, const finding& f) {
 }
 
 std::vector<finding> check_variables(const side_view& client, const side_view& server,
-                                     const application_outcome& gloo) {
-  return checker(client, server, gloo).run();
+                                     const measured_connections& measured) {
+  return checker(client, server, measured).run();
+}
+
+void print_findings(std::FILE* out, const std::vector<finding>& findings) {
+  if (findings.empty()) return;
+  std::array<std::size_t, 3> count{};
+  for (const auto& f : findings) ++count[static_cast<std::size_t>(f.severity)];
+  fmt::print(out, "\nFindings ({}: {} fails, {} fragile, {} advice):\n", findings.size(), count[0],
+             count[1], count[2]);
+  std::size_t n = 0;
+  for (const auto& f : findings) {
+    fmt::print(out, "  {}. {:<7} [{}] {}: {}\n     fix: {}\n", ++n, to_string(f.severity), f.side,
+               f.subject, f.problem, f.fix);
+  }
 }
 
 gloo_side gloo_side_from(const nlohmann::json& description) {

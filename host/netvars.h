@@ -10,6 +10,7 @@
 //   NVIDIA_VISIBLE_DEVICES            all, none, void, or indices / UUIDs (the container runtime)
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <string>
@@ -28,8 +29,8 @@ struct nccl_filter {
 nccl_filter parse_nccl_filter(const std::string& value);
 // Which of `names` the filter selects (the ":port" of an entry is ignored).
 std::vector<std::string> nccl_select(const nccl_filter& f, const std::vector<std::string>& names);
-// What NCCL picks with NCCL_SOCKET_IFNAME unset: ib* interfaces if any, else every interface but
-// lo and docker*.
+// What NCCL picks with NCCL_SOCKET_IFNAME unset (NCCL 2.18 src/misc/socket.cc, ncclFindInterfaces):
+// ib* interfaces if any, else every interface but docker* and lo, else docker*, else lo.
 std::vector<std::string> nccl_default_interfaces(const std::vector<std::string>& names);
 
 // One side of the pair as the checks see it.
@@ -114,9 +115,19 @@ struct application_outcome {
   std::string message;  // the library's error where it failed
 };
 
-// Every variable check on both sides, and between them. `gloo`: gloo's own connection between
-// the sides (torch.distributed's devices on each); where it did not run, gloo's rule decides.
+// "Findings (N: F fails, R fragile, A advice):" and one numbered entry each with its severity,
+// side, subject, problem and fix; nothing when there are none.
+void print_findings(std::FILE* out, const std::vector<finding>& findings);
+
+// The libraries' own connections that doctor ran, by the variable whose findings each decides:
+// "GLOO_SOCKET_IFNAME" (gloo, torch.distributed's devices on each side), "UCX_NET_DEVICES" (UCX with
+// each side's UCX_* environment).
+using measured_connections = std::map<std::string, application_outcome>;
+
+// Every variable check on both sides, and between them. Where a library's own connection was
+// measured, its outcome decides whether the findings of its variable are `fails`; else its rules
+// decide.
 std::vector<finding> check_variables(const side_view& client, const side_view& server,
-                                     const application_outcome& gloo = {});
+                                     const measured_connections& measured = {});
 
 }  // namespace pairperf

@@ -327,7 +327,10 @@ std::vector<finding> compare_nodes(const std::vector<std::string>& names,
                           fmt::format("interface {} exists on {} but not on {}", iface,
                                       fmt::join(have, ","), fmt::join(lack, ",")),
                           "configure the same interface names on every node, or set each node's "
-                          "NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME / UCX_NET_DEVICES to its own"});
+                          "NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME / UCX_NET_DEVICES to its own",
+                          // Nodes may name their NICs differently and work: what breaks is a
+                          // variable naming one a node lacks (below).
+                          severity::advice});
   }
   // MTU mismatches within one IPv4 subnet.
   std::map<std::string, std::map<unsigned, std::vector<std::string>>>
@@ -371,7 +374,10 @@ std::vector<finding> compare_nodes(const std::vector<std::string>& names,
       out.push_back(finding{
           "pair", var, fmt::format("{} differs between nodes: {}", var, fmt::join(parts, "; ")),
           "set it to each node's reaching interface on every node (pairperf doctor "
-          "between two nodes names it)"});
+          "between two nodes names it)",
+          // Different values can each be right for their node; which pairs fail is said by the
+          // findings on what each value selects (and gloo's, by its rule).
+          severity::advice});
     }
     const bool socket_var =
         std::string(var) == "NCCL_SOCKET_IFNAME" || std::string(var) == "GLOO_SOCKET_IFNAME";

@@ -77,6 +77,19 @@ std::vector<finding> compare_nodes(const std::vector<std::string>& names,
                                    const std::vector<nlohmann::json>& hosts,
                                    const std::vector<nlohmann::json>& envs);
 
+// gloo between every pair of nodes, from each node's gloo devices (`sides`, as torch.distributed
+// makes them there) and gloo's rule (the lower address listens): a `fails` finding naming each
+// node whose gloo address its peers cannot reach, which peers fail because their addresses sort
+// above it and which pairs work only because they sort below; a `fragile` one for a loopback
+// address no peer had to reach yet. `measured`: the pairs ran gloo's own connection (mesh
+// --transport gloo), whose outcomes decide; else only what the rule makes certain (a loopback
+// address across hosts). `reached_at`: the address each node's peers reached it at.
+std::vector<finding> judge_gloo(const std::vector<std::string>& names,
+                                const std::vector<nlohmann::json>& hosts,
+                                const std::vector<std::string>& reached_at,
+                                const std::vector<gloo_side>& sides,
+                                const std::vector<pair_result>& pairs, bool measured);
+
 void print_matrix(std::FILE* out, const std::vector<std::string>& names,
                   const std::vector<pair_result>& pairs, bool latency);
 

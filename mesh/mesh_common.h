@@ -35,7 +35,13 @@ struct mesh_node {
   std::string name, address, note;
   std::uint16_t port = 0;
   nlohmann::json host, env;
+  // The application libraries' descriptions on this node, by transport (registry role
+  // application: gloo's devices as torch.distributed would make them there).
+  nlohmann::json libraries = nlohmann::json::object();
 };
+
+// This process's application libraries' descriptions (mesh_node::libraries).
+nlohmann::json application_libraries();
 
 struct mesh_plan {
   std::string transport;  // the transport every pair runs (resolved from mesh_args)

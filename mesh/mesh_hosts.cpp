@@ -52,6 +52,8 @@ std::vector<mesh_node> hello_nodes(const mesh_args& a, const mesh_plan& plan,
       node.host = ctx.context.value("server", nlohmann::json::object());
       node.env = ctx.context.value("env", nlohmann::json::object())
                      .value("server", nlohmann::json::object());
+      node.libraries = ctx.context.value("server_tool", nlohmann::json::object())
+                           .value("libraries", nlohmann::json::object());
       node.name = node.host.value("hostname", node.name);
       node.address = ctx.context.value("server_ip", o.server.host);
       node.port = o.server.port;

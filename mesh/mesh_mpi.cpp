@@ -182,7 +182,8 @@ std::vector<mesh_node> exchange_nodes(const mesh_node& me) {
                             {"port", me.port},
                             {"note", me.note},
                             {"host", host_context()},
-                            {"env", relevant_environment()}};
+                            {"env", relevant_environment()},
+                            {"libraries", application_libraries()}};
   std::vector<mesh_node> nodes;
   for (const auto& f : allgather(mine.dump())) {
     const auto j = nlohmann::json::parse(f);
@@ -193,6 +194,7 @@ std::vector<mesh_node> exchange_nodes(const mesh_node& me) {
     n.note = j.value("note", "");
     n.host = j.at("host");
     n.env = j.at("env");
+    n.libraries = j.value("libraries", nlohmann::json::object());
     nodes.push_back(std::move(n));
   }
   name_nodes(nodes);

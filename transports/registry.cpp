@@ -73,7 +73,8 @@ std::vector<std::string> transport_registry::names() const {
 std::vector<std::string> transport_registry::device_variables() const {
   std::vector<std::string> out;
   for (const auto& e : m_entries) {
-    if (e.doctor && !e.doctor->device_variable.empty() &&
+    if (e.doctor && e.doctor->what == doctor_probe::role::library &&
+        !e.doctor->device_variable.empty() &&
         std::find(out.begin(), out.end(), e.doctor->device_variable) == out.end())
       out.push_back(e.doctor->device_variable);
   }

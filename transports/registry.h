@@ -49,7 +49,8 @@ struct doctor_probe {
   std::string latency_test;    // library: the path's small-message test; application: its test
   // library: the axis value that keeps the library on the one interface's network (UCX: tcp).
   std::string per_interface_axis;
-  // library: the variable that pins it to a device (UCX_NET_DEVICES).
+  // library: the variable that pins it to a device (UCX_NET_DEVICES); application: the variable
+  // whose findings its outcome decides (GLOO_SOCKET_IFNAME).
   std::string device_variable;
 };
 
@@ -102,7 +103,7 @@ class transport_registry {
   // The libraries' own variables that doctor and mesh show and compare between sides: each
   // transport's axis variable (UCX_TLS), then each doctor device variable (UCX_NET_DEVICES).
   [[nodiscard]] std::vector<std::string> library_variables() const;
-  // The doctor device variables alone: those an interface recommendation names.
+  // The library role's device variables alone: those an interface recommendation names.
   [[nodiscard]] std::vector<std::string> device_variables() const;
 
  private:

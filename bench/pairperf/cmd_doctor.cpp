@@ -83,7 +83,8 @@ doctor_probes probes(bool no_library) {
   }
   if (!p) throw std::logic_error("no transport offers doctor's reachability probe");
   if (application != nullptr)
-    p->application = probe(application->name, application->doctor->latency_test, 8);
+    p->applications.push_back({application->doctor->device_variable,
+                               probe(application->name, application->doctor->latency_test, 8)});
   if (library != nullptr) {
     p->library_transport = library->name;
     p->library_device_variable = library->doctor->device_variable;
@@ -94,6 +95,10 @@ doctor_probes probes(bool no_library) {
   p->library->tls = d.per_interface_axis;
   p->path_bw = probe(library->name, d.bandwidth_test);
   p->path_lat = probe(library->name, d.latency_test, 8);
+  // As the application: the side's own environment decides transports and devices (no axis
+  // value, no interface), so UCX_TLS / UCX_NET_DEVICES (all, a list, a missing name) act as UCX
+  // makes them act.
+  p->applications.push_back({d.device_variable, probe(library->name, d.bandwidth_test, 8)});
   return *p;
 }
 

@@ -139,7 +139,7 @@ class AsymmetricPair(unittest.TestCase):
         self.assertIn(f"Unable to find address for: {A1}", gloo[0]["problem"])
         self.assertEqual(gloo[0]["severity"], "fails")
         self.assertEqual(gloo[0]["fix"], f"on the server: GLOO_SOCKET_IFNAME={B1}")
-        self.assertEqual(doc["application"]["status"], "error", doc["application"])
+        self.assertEqual(doc["applications"]["gloo"]["result"]["status"], "error", doc["applications"])
 
     def test_black_hole_address_ends_within_the_probe_timeout(self):
         sh("ip", "-n", NS_B, "addr", "add", f"{BLACK_HOLE}/24", "dev", B1)

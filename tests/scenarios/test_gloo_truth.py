@@ -175,7 +175,7 @@ class GlooAgreesWithTorch(unittest.TestCase):
             self.assertIsNotNone(doc, f"{name}: doctor wrote no report\n{proc.stdout}\n{proc.stderr}")
             gloo = [f for f in doc["findings"] if f["subject"] == "GLOO_SOCKET_IFNAME"]
             worst = max((f["severity"] for f in gloo), key=lambda s: ORDER[s], default=None)
-            app = doc.get("application") or {}
+            app = doc["applications"]["gloo"]["result"]
             fixed = None
             fix_from = [f for f in gloo if f["severity"] in ("fails", "fragile")]
             if not works or nodes > 2:
@@ -204,6 +204,42 @@ class GlooAgreesWithTorch(unittest.TestCase):
         print("|---|---|---|---|---|---|")
         for row in table:
             print("| " + " | ".join(str(c) for c in row) + " |")
+
+    def test_mesh_names_the_node_others_cannot_reach_and_the_pairs_the_order_breaks(self):
+        # Row 11's nodes: A's hostname resolves to 127.0.1.1; D (192.168.88.3) sorts above it and
+        # must connect to it, B (10.88.0.2) sorts below and A connects to B.
+        write_hosts("A", {"nodea": "127.0.1.1", "nodeb": B_ADDR})
+        write_hosts("B", {"nodeb": B_ADDR})
+        write_hosts("D", {"noded": "192.168.88.3"})
+        envs = {"A": env_of(**A_BASE), "B": env_of(**B_ENV), "D": env_of(**D_ENV)}
+        drive = ("--token", "g1oo", "--allow-drive", "10.88.0.0/24", "--timeout-idle", "120s")
+        with pp.Server(*drive, listen="::", prefix=on("A"), env=envs["A"]) as sa, \
+                pp.Server(*drive, listen="::", prefix=on("B"), env=envs["B"]) as sb, \
+                pp.Server(*drive, listen="::", prefix=on("D"), env=envs["D"]) as sd:
+            hosts = f"10.88.0.1:{sa.port},{B_ADDR}:{sb.port},10.88.0.3:{sd.port}"
+            for transport, code in (("gloo", 1), ("", 3)):  # gloo's own connection; the rule over TCP
+                with pp.tmpdir() as d:
+                    out = os.path.join(d, "mesh.json")
+                    args = ["mesh", "--hosts", hosts, "--token", "g1oo", "--duration", "0.05s", "--no-retest",
+                            "--timeout-connect", "3s", "--json", out] + (["--transport", transport] if transport else [])
+                    proc, _ = pp.run(args, prefix=on("B"), timeout=240, env=envs["B"])
+                    doc = pp.load(out) if os.path.exists(out) else None
+                shown = f"mesh --transport {transport or '(tcp)'}:\n{proc.stdout}\n{proc.stderr}"
+                print(shown, flush=True)
+                self.assertIsNotNone(doc, shown)
+                self.assertEqual(proc.returncode, code, shown)
+                m = doc["mesh"]
+                self.assertEqual(m["nodes"], ["nodea", "nodeb", "noded"], shown)
+                if transport:
+                    for p in m["pairs"]:
+                        ends = {m["nodes"][p["client"]], m["nodes"][p["server"]]}
+                        self.assertEqual(p["verdict"] == "ok", ends != {"nodea", "noded"}, shown)
+                gloo = [f for f in doc["findings"] if f["subject"] == "GLOO_SOCKET_IFNAME" and f["severity"] == "fails"]
+                self.assertEqual([f["side"] for f in gloo], ["nodea"], shown)
+                self.assertIn("127.0.1.1", gloo[0]["problem"])
+                self.assertIn("not reached by noded", gloo[0]["problem"])
+                self.assertIn("with nodeb it works only because", gloo[0]["problem"])
+                self.assertEqual(gloo[0]["fix"], "on nodea: GLOO_SOCKET_IFNAME=eth0")
 
 
 if __name__ == "__main__":

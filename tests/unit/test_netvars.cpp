@@ -249,3 +249,136 @@ TEST(CheckVariables, AFixNeverNamesLoopback) {
 
 }  // namespace
 }  // namespace pairperf
+
+namespace pairperf {
+namespace {
+
+severity worst(const std::vector<finding>& f, const std::string& subject) {
+  severity w = severity::advice;
+  bool any = false;
+  for (const auto& x : f) {
+    if (x.subject != subject) continue;
+    if (!any || static_cast<int>(x.severity) < static_cast<int>(w)) w = x.severity;
+    any = true;
+  }
+  EXPECT_TRUE(any) << "no " << subject << " finding:\n" << dump(f);
+  return w;
+}
+
+TEST(Severity, UcxsOwnConnectionDecidesWhetherAnUnreachingDeviceFails) {
+  pair_fixture p;
+  p.healthy();
+  p.client.env["UCX_NET_DEVICES"] = "all";  // UCX's default: as unset
+  // By rule (not measured): a device UCX may use does not reach: fails.
+  EXPECT_EQ(worst(check_variables(p.client, p.server), "UCX_NET_DEVICES"), severity::fails);
+  // Measured to work: UCX chose the reaching one by its own ranking: fragile.
+  const measured_connections ok{{"UCX_NET_DEVICES", {true, true, ""}}};
+  auto f = check_variables(p.client, p.server, ok);
+  EXPECT_EQ(worst(f, "UCX_NET_DEVICES"), severity::fragile);
+  EXPECT_TRUE(has(f, "client", "UCX_NET_DEVICES", "all (UCX's default)")) << dump(f);
+  // Measured to fail: fails, with UCX's own error in the problem.
+  const measured_connections failed{{"UCX_NET_DEVICES", {true, false, "Connection refused"}}};
+  f = check_variables(p.client, p.server, failed);
+  EXPECT_EQ(worst(f, "UCX_NET_DEVICES"), severity::fails);
+  EXPECT_TRUE(has(f, "client", "UCX_NET_DEVICES", "Connection refused")) << dump(f);
+}
+
+TEST(Severity, UcxFailingWithoutARuleIsThePairsFinding) {
+  pair_fixture p;
+  p.healthy();
+  const measured_connections failed{{"UCX_NET_DEVICES", {true, false, "Endpoint timeout"}}};
+  const auto f = check_variables(p.client, p.server, failed);
+  ASSERT_TRUE(has(f, "pair", "UCX_NET_DEVICES", "Endpoint timeout")) << dump(f);
+  EXPECT_EQ(worst(f, "UCX_NET_DEVICES"), severity::fails);
+}
+
+TEST(Severity, AMissingDeviceFailsOnlyWhenNoneIsLeft) {
+  pair_fixture p;
+  p.healthy();
+  p.client.env["UCX_NET_DEVICES"] = "eth7";
+  EXPECT_EQ(worst(check_variables(p.client, p.server), "UCX_NET_DEVICES"), severity::fails);
+  p.client.env["UCX_NET_DEVICES"] = "eth7,bond0.118";
+  EXPECT_EQ(worst(check_variables(p.client, p.server), "UCX_NET_DEVICES"), severity::advice);
+}
+
+TEST(Severity, OneSidedVariablesAreAdvice) {
+  pair_fixture p;
+  p.healthy();
+  p.server.env.erase("NCCL_SOCKET_IFNAME");
+  EXPECT_EQ(worst(check_variables(p.client, p.server), "NCCL_SOCKET_IFNAME"), severity::advice);
+}
+
+// gloo's devices known on both sides: the address order decides who must reach whom.
+pair_fixture gloo_pair(const std::string& client_address) {
+  pair_fixture p;
+  p.healthy();
+  p.client.env.erase("GLOO_SOCKET_IFNAME");
+  p.client.addresses = {{"10.118.0.1", "bond0.118"}, {"10.200.0.1", "enp141s0"}};
+  p.server.addresses = {{"10.118.0.2", "eth0"}};
+  p.client.gloo = gloo_side{true, "the hostname nodea", false, "", {{"", "nodea", client_address, ""}}};
+  p.server.gloo = gloo_side{true, "GLOO_SOCKET_IFNAME=eth0", false, "", {{"eth0", "", "10.118.0.2", ""}}};
+  return p;
+}
+
+TEST(Severity, GloosUnreachableAddressFailsOnlyWhenItListens) {
+  // 10.200.0.1 sorts above the server's 10.118.0.2: the client connects, the pair works.
+  auto p = gloo_pair("10.200.0.1");
+  auto f = check_variables(p.client, p.server);
+  EXPECT_EQ(worst(f, "GLOO_SOCKET_IFNAME"), severity::fragile) << dump(f);
+  EXPECT_TRUE(has(f, "client", "GLOO_SOCKET_IFNAME", "sorts above 10.200.0.1")) << dump(f);
+  // The same address sorting below the server's: the server must connect to it: fails, and the
+  // fix names the client.
+  p.server.addresses = {{"10.250.0.2", "eth0"}};
+  p.server.gloo.devices[0].address = "10.250.0.2";
+  f = check_variables(p.client, p.server);
+  EXPECT_EQ(worst(f, "GLOO_SOCKET_IFNAME"), severity::fails) << dump(f);
+  EXPECT_TRUE(has(f, "client", "GLOO_SOCKET_IFNAME", "on the client: GLOO_SOCKET_IFNAME=bond0.118"))
+      << dump(f);
+  // Measured: gloo's own outcome is the verdict.
+  const measured_connections ok{{"GLOO_SOCKET_IFNAME", {true, true, ""}}};
+  EXPECT_EQ(worst(check_variables(p.client, p.server, ok), "GLOO_SOCKET_IFNAME"),
+            severity::fragile);
+}
+
+TEST(Severity, GloosLoopbackFallbackIsFragileAcrossHosts) {
+  auto p = gloo_pair("127.0.0.1");
+  p.client.gloo.loopback_fallback = true;
+  const auto f = check_variables(p.client, p.server);
+  EXPECT_EQ(worst(f, "GLOO_SOCKET_IFNAME"), severity::fragile) << dump(f);
+  p.client.loopback_reaches_peer = p.server.loopback_reaches_peer = true;  // one namespace
+  EXPECT_FALSE(has(check_variables(p.client, p.server), "client", "GLOO_SOCKET_IFNAME"));
+}
+
+}  // namespace
+}  // namespace pairperf
+
+namespace pairperf {
+namespace {
+
+TEST(Severity, NcclsRuleFailsWhenItsBootstrapInterfaceDoesNotReach) {
+  pair_fixture p;
+  p.healthy();
+  // The client lists the reaching interface first: the bootstrap works, another does not reach.
+  p.client.env["NCCL_SOCKET_IFNAME"] = "bond0.118,enp141s0";
+  auto f = check_variables(p.client, p.server);
+  EXPECT_EQ(worst(f, "NCCL_SOCKET_IFNAME"), severity::fragile);
+  EXPECT_TRUE(has(f, "client", "NCCL_SOCKET_IFNAME", "NCCL's rule, src/misc/socket.cc")) << dump(f);
+  // Only the non-reaching one: the bootstrap takes it.
+  p.client.env["NCCL_SOCKET_IFNAME"] = "enp";
+  f = check_variables(p.client, p.server);
+  EXPECT_EQ(worst(f, "NCCL_SOCKET_IFNAME"), severity::fails);
+  EXPECT_TRUE(has(f, "client", "NCCL_SOCKET_IFNAME", "bootstrap takes the first, enp141s0"))
+      << dump(f);
+  // One character: NCCL ignores it (and picks by itself).
+  p.client.env["NCCL_SOCKET_IFNAME"] = "e";
+  f = check_variables(p.client, p.server);
+  EXPECT_TRUE(has(f, "client", "NCCL_SOCKET_IFNAME", "is one character")) << dump(f);
+}
+
+TEST(NcclFilter, DefaultFallsBackToDockerThenLo) {
+  EXPECT_EQ(nccl_default_interfaces({"lo", "docker0"}), names{"docker0"});
+  EXPECT_EQ(nccl_default_interfaces({"lo"}), names{"lo"});
+}
+
+}  // namespace
+}  // namespace pairperf

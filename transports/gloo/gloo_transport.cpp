@@ -125,7 +125,8 @@ transport_entry gloo_transport::entry() {
   };
   e.env_prefixes = {"GLOO_"};
   // Doctor: does gloo's own connection work between the two sides, each with its environment.
-  e.doctor = doctor_probe{doctor_probe::role::application, "", "gloo_lat", "", ""};
+  e.doctor =
+      doctor_probe{doctor_probe::role::application, "", "gloo_lat", "", "GLOO_SOCKET_IFNAME"};
   return e;
 }
 
@@ -141,8 +142,12 @@ gloo_transport::gloo_transport(const transport_params& params) : m_params(params
     try {
       auto device = gloo_env::make_device(spec);
       auto context = device->createContext(m_rank, 2);
-      context->setTimeout(std::chrono::duration_cast<std::chrono::milliseconds>(
-          std::max(params.connect_timeout, std::chrono::nanoseconds(std::chrono::seconds(1)))));
+      // gloo waits five times its timeout for a pair's first connection (tcp/pair.h waitUntil):
+      // a fifth of ours, so the listening side ends within the case's connect bound with gloo's
+      // own "Connect timeout" rather than being ended by the harness (and keeping its server busy).
+      context->setTimeout(std::max(
+          std::chrono::duration_cast<std::chrono::milliseconds>(params.connect_timeout / 5),
+          std::chrono::milliseconds(100)));
       m_self.push_back(context->createPair(1 - m_rank)->address().str());
       m_devices.push_back(std::move(device));
       m_contexts.push_back(std::move(context));

@@ -1,0 +1,150 @@
+// gloo between every pair of a mesh's nodes. gloo's rule (libgloo 0.5.0, gloo/transport/tcp/
+// pair.cc, Pair::connect): of each pair, the node whose gloo address sorts lower listens and the
+// other connects to it. A node whose gloo address its peers cannot reach fails with exactly the
+// peers that sort above it; with the others it connects out and works.
+#include <arpa/inet.h>
+#include <fmt/format.h>
+
+#include <array>
+#include <map>
+#include <optional>
+
+#include "host/pair.h"
+#include "mesh/mesh.h"
+
+namespace pairperf {
+namespace {
+
+std::optional<std::vector<unsigned char>> sort_key(const std::string& address) {
+  std::array<unsigned char, 16> b{};
+  if (::inet_pton(AF_INET, address.c_str(), b.data()) == 1)
+    return std::vector<unsigned char>{4, b[0], b[1], b[2], b[3]};
+  if (::inet_pton(AF_INET6, address.c_str(), b.data()) == 1) {
+    std::vector<unsigned char> out{6};
+    out.insert(out.end(), b.begin(), b.end());
+    return out;
+  }
+  return std::nullopt;
+}
+
+bool loopback_address(const std::string& a) { return a.rfind("127.", 0) == 0 || a == "::1"; }
+
+// The first device's address (the one torch's first context, and its store-based barrier, use).
+std::string address_of(const gloo_side& g) {
+  return g.known && !g.devices.empty() ? g.devices.front().address : std::string();
+}
+
+// The mesh's figures between two nodes, either direction: true when some case between them
+// worked, false when every one failed, nullopt when none ran.
+std::optional<bool> pair_worked(const std::vector<pair_result>& pairs, int a, int b) {
+  std::optional<bool> out;
+  for (const auto& p : pairs) {
+    if (!((p.pair.client == a && p.pair.server == b) || (p.pair.client == b && p.pair.server == a)))
+      continue;
+    for (const auto& r : p.retest.empty() ? p.results : p.retest) {
+      if (r.status == case_status::skipped) continue;
+      const bool ok = r.status == case_status::ok || r.status == case_status::fail;
+      out = out.value_or(false) || ok;
+    }
+  }
+  return out;
+}
+
+// The interface of a node that holds `address` ("" if none), from its host facts: for the address
+// its peers reached its mesh server at, the interface to name in GLOO_SOCKET_IFNAME.
+std::string iface_holding(const nlohmann::json& host, const std::string& address) {
+  if (!host.is_object()) return {};
+  for (const auto& i : host.value("interfaces", nlohmann::json::array())) {
+    for (const auto& a : i.value("addresses", nlohmann::json::array())) {
+      if (a.value("address", std::string()) == address) return i.value("name", std::string());
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+std::vector<finding> judge_gloo(const std::vector<std::string>& names,
+                                const std::vector<nlohmann::json>& hosts,
+                                const std::vector<std::string>& reached_at,
+                                const std::vector<gloo_side>& sides,
+                                const std::vector<pair_result>& pairs, bool measured) {
+  const auto n = static_cast<int>(sides.size());
+  // Per listening node: the peers that fail to connect to it, and those it connects to.
+  std::map<int, std::vector<std::string>> failing, connects_out;
+  std::map<int, bool> by_rule;
+  for (int i = 0; i < n; ++i) {
+    for (int j = i + 1; j < n; ++j) {
+      const std::string ai = address_of(sides[static_cast<std::size_t>(i)]);
+      const std::string aj = address_of(sides[static_cast<std::size_t>(j)]);
+      const auto ki = sort_key(ai);
+      const auto kj = sort_key(aj);
+      if (!ki || !kj || ki == kj || ki->front() != kj->front()) continue;
+      const int listener = *ki < *kj ? i : j;
+      const int connector = listener == i ? j : i;
+      const auto& la = listener == i ? ai : aj;
+      std::optional<bool> works;
+      if (measured) works = pair_worked(pairs, i, j);
+      if (!works && !measured && loopback_address(la)) {
+        // Certain by the rule: the connector reaches its own loopback, not the listener's.
+        const bool one_net = compare_hosts(hosts[static_cast<std::size_t>(listener)],
+                                           hosts[static_cast<std::size_t>(connector)])
+                                 .same_net;
+        if (!one_net) {
+          works = false;
+          by_rule[listener] = true;
+        }
+      }
+      const bool loopback_connector =
+          loopback_address(address_of(sides[static_cast<std::size_t>(connector)]));
+      if (works == false) {
+        failing[listener].push_back(names[static_cast<std::size_t>(connector)]);
+      } else if (works == true || (!measured && loopback_connector)) {
+        connects_out[connector].push_back(names[static_cast<std::size_t>(listener)]);
+      }
+    }
+  }
+  std::vector<finding> out;
+  for (const auto& [node, peers] : failing) {
+    const auto k = static_cast<std::size_t>(node);
+    const std::string address = address_of(sides[k]);
+    const std::string iface = iface_holding(hosts[k], address);
+    const auto& out_to = connects_out[node];
+    const std::string fix_iface = iface_holding(hosts[k], reached_at[k]);
+    out.push_back(finding{
+        names[k], "GLOO_SOCKET_IFNAME",
+        fmt::format("{}'s gloo address {} ({}; from {}) is not reached by {}: their gloo addresses "
+                    "sort above it, so they must connect to it (gloo's rule: the lower address "
+                    "listens, gloo/transport/tcp/pair.cc Pair::connect){}{}",
+                    names[k], address, iface.empty() ? "loopback" : iface, sides[k].source,
+                    fmt::join(peers, ", "),
+                    out_to.empty() ? std::string()
+                                   : fmt::format("; with {} it works only because their addresses "
+                                                 "sort below it and {} connects to them",
+                                                 fmt::join(out_to, ", "), names[k]),
+                    by_rule.count(node) > 0 ? " (by gloo's rule; gloo's own connection was not run: "
+                                              "pairperf mesh --transport gloo runs it)"
+                                            : " (measured: gloo's own connection between the pairs)"),
+        fix_iface.empty()
+            ? fmt::format("on {}: set GLOO_SOCKET_IFNAME to the interface its peers reach", names[k])
+            : fmt::format("on {}: GLOO_SOCKET_IFNAME={}", names[k], fix_iface),
+        severity::fails});
+  }
+  // A loopback address that no peer had to connect to yet: the next node that sorts above it will.
+  for (int i = 0; i < n; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    const std::string address = address_of(sides[k]);
+    if (!loopback_address(address) || failing.count(i) > 0 || n < 2) continue;
+    out.push_back(finding{
+        names[k], "GLOO_SOCKET_IFNAME",
+        fmt::format("{}'s gloo address is {} (from {}): every peer here sorts below it, so {} "
+                    "connects to them; a node whose address sorts above it must connect to {} "
+                    "and fails",
+                    names[k], address, sides[k].source, names[k], address),
+        fmt::format("on {}: set GLOO_SOCKET_IFNAME to the interface its peers reach", names[k]),
+        severity::fragile});
+  }
+  return out;
+}
+
+}  // namespace pairperf
