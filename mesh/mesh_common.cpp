@@ -56,6 +56,29 @@ static std::vector<gloo_side> gloo_sides(const std::vector<mesh_node>& nodes) {
   return out;
 }
 
+// The node comparison, asymmetric links, and gloo between every pair (measured where the mesh ran
+// gloo's own connection).
+static std::vector<finding> mesh_findings(const mesh_plan& plan, const std::vector<mesh_node>& nodes,
+                                          const std::vector<std::string>& names,
+                                          const std::vector<pair_result>& pairs,
+                                          const outlier_rule& rule) {
+  std::vector<nlohmann::json> hosts, envs;
+  std::vector<std::string> reached_at;
+  for (const auto& n : nodes) {
+    hosts.push_back(n.host);
+    envs.push_back(n.env);
+    reached_at.push_back(n.address);
+  }
+  std::vector<finding> findings = compare_nodes(names, hosts, envs);
+  for (auto& f : find_asymmetric(names, pairs, rule)) findings.push_back(std::move(f));
+  const transport_entry* carried = transport_registry::instance().find(plan.transport);
+  const bool gloo_measured = carried != nullptr && carried->doctor &&
+                             carried->doctor->what == doctor_probe::role::application;
+  for (auto& f : judge_gloo(names, hosts, reached_at, gloo_sides(nodes), pairs, gloo_measured))
+    findings.push_back(std::move(f));
+  return findings;
+}
+
 mesh_plan make_plan(const mesh_args& a, int nodes) {
   mesh_plan p;
   p.config.duration = parse_duration(a.duration);
@@ -178,22 +201,8 @@ int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const 
     }
   }
   std::vector<std::string> names;
-  std::vector<nlohmann::json> hosts, envs;
-  for (const auto& n : nodes) {
-    names.push_back(n.name);
-    hosts.push_back(n.host);
-    envs.push_back(n.env);
-  }
-  std::vector<finding> findings = compare_nodes(names, hosts, envs);
-  for (auto& f : find_asymmetric(names, pairs, rule)) findings.push_back(std::move(f));
-  // gloo between every pair: measured where the mesh ran gloo's own connection.
-  const transport_entry* carried = transport_registry::instance().find(plan.transport);
-  const bool gloo_measured = carried != nullptr && carried->doctor &&
-                             carried->doctor->what == doctor_probe::role::application;
-  std::vector<std::string> reached_at;
-  for (const auto& n : nodes) reached_at.push_back(n.address);
-  for (auto& f : judge_gloo(names, hosts, reached_at, gloo_sides(nodes), pairs, gloo_measured))
-    findings.push_back(std::move(f));
+  for (const auto& n : nodes) names.push_back(n.name);
+  const std::vector<finding> findings = mesh_findings(plan, nodes, names, pairs, rule);
   const double total =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const auto nodes_n = static_cast<int>(nodes.size());
