@@ -301,12 +301,16 @@ class checker {
     for (const auto& a : s.axis_variables) {
       const auto value = get(s, a.variable.c_str());
       if (!value || a.missing.empty()) continue;
+      // None of the names left: the library has nothing to use (UCX "no usable transports",
+      // libfabric's fi_getinfo finds no provider). Some left: it uses those.
+      const bool none_left = a.missing.size() >= split_list(*value).size();
       add(s, a.variable,
-          fmt::format("{}={} names {}, which the {}'s {} does not have (it has {})", a.variable,
-                      *value, joined(a.missing), s.name, a.transport, joined(a.available)),
+          fmt::format("{}={} names {}, which the {}'s {} does not have (it has {}){}", a.variable,
+                      *value, joined(a.missing), s.name, a.transport, joined(a.available),
+                      none_left ? ": it has nothing left to use" : ""),
           fmt::format("on the {}: drop {} from {}, or install a {} built with it", s.name,
                       joined(a.missing), a.variable, a.transport),
-          severity::fragile);
+          none_left ? severity::fails : severity::advice);
     }
   }
 

@@ -382,3 +382,20 @@ TEST(NcclFilter, DefaultFallsBackToDockerThenLo) {
 
 }  // namespace
 }  // namespace pairperf
+
+namespace pairperf {
+namespace {
+
+TEST(Severity, ASelectionVariableFailsOnlyWhenNothingItNamesExists) {
+  pair_fixture p;
+  p.healthy();
+  const side_view::axis_variable judged{"ofi", "FI_PROVIDER", {"efa"}, {"tcp;ofi_rxm", "shm"}};
+  p.client.axis_variables = p.server.axis_variables = {judged};
+  p.client.env["FI_PROVIDER"] = p.server.env["FI_PROVIDER"] = "efa";
+  EXPECT_EQ(worst(check_variables(p.client, p.server), "FI_PROVIDER"), severity::fails);
+  p.client.env["FI_PROVIDER"] = p.server.env["FI_PROVIDER"] = "efa,shm";
+  EXPECT_EQ(worst(check_variables(p.client, p.server), "FI_PROVIDER"), severity::advice);
+}
+
+}  // namespace
+}  // namespace pairperf
