@@ -60,6 +60,11 @@ struct gloo_side {
   std::vector<gloo_device_fact> devices;
 };
 gloo_side gloo_side_from(const nlohmann::json& description);
+// How gloo orders the two addresses of a pair (libgloo 0.5.0 gloo/transport/tcp/pair.cc,
+// Pair::connect: memcmp of the IP addresses; the side whose address sorts lower listens, the
+// other connects): the family, then the address in network byte order. nullopt for text that
+// is not a numeric address; keys of different families are not comparable (gloo refuses them).
+std::optional<std::vector<unsigned char>> gloo_order_key(const std::string& address);
 
 struct side_view {
   std::string name;                               // "client" or "server"

@@ -11,30 +11,16 @@
 #include <array>
 #include <cstring>
 
+#include "core/interfaces.h"
 #include "host/netvars_common.h"
 
 namespace pairperf::netvars_detail {
 namespace {
 
-// The address as gloo compares it (network byte order), with its family first; nullopt when
-// it is not a numeric address.
-std::optional<std::vector<unsigned char>> sort_key(const std::string& address) {
-  std::array<unsigned char, 16> bytes{};
-  if (::inet_pton(AF_INET, address.c_str(), bytes.data()) == 1)
-    return std::vector<unsigned char>{4, bytes[0], bytes[1], bytes[2], bytes[3]};
-  if (::inet_pton(AF_INET6, address.c_str(), bytes.data()) == 1) {
-    std::vector<unsigned char> out{6};
-    out.insert(out.end(), bytes.begin(), bytes.end());
-    return out;
-  }
-  return std::nullopt;
-}
-
-bool loopback_address(const std::string& a) { return a.rfind("127.", 0) == 0 || a == "::1"; }
 
 // Whether the peer can connect to this side's address: nullopt when the matrix did not say.
 std::optional<bool> reachable(const side_view& s, const std::string& address) {
-  if (loopback_address(address)) return s.loopback_reaches_peer;
+  if (is_loopback(address)) return s.loopback_reaches_peer;
   const auto it = s.addresses.find(address);
   if (it == s.addresses.end() || s.tested.count(it->second) == 0) return std::nullopt;
   return s.reaching.count(it->second) > 0;
@@ -43,7 +29,7 @@ std::optional<bool> reachable(const side_view& s, const std::string& address) {
 std::string where_from(const side_view& s, const std::string& address) {
   const auto it = s.addresses.find(address);
   const std::string iface = it != s.addresses.end() ? it->second
-                            : loopback_address(address) ? std::string("loopback")
+                            : is_loopback(address) ? std::string("loopback")
                                                         : std::string("no interface of it");
   return fmt::format("{} ({}; from {})", address, iface, s.gloo.source);
 }
@@ -129,8 +115,8 @@ class gloo_checker {
   void order(std::size_t i) {
     const std::string& a = m_c.gloo.devices[i].address;
     const std::string& b = m_s.gloo.devices[i].address;
-    const auto ka = sort_key(a);
-    const auto kb = sort_key(b);
+    const auto ka = gloo_order_key(a);
+    const auto kb = gloo_order_key(b);
     if (!ka || !kb || ka == kb) return;
     if (ka->front() != kb->front()) {
       add("pair",
@@ -218,3 +204,19 @@ std::vector<finding> check_gloo(const side_view& client, const side_view& server
 }
 
 }  // namespace pairperf::netvars_detail
+
+namespace pairperf {
+
+std::optional<std::vector<unsigned char>> gloo_order_key(const std::string& address) {
+  std::array<unsigned char, 16> bytes{};
+  if (::inet_pton(AF_INET, address.c_str(), bytes.data()) == 1)
+    return std::vector<unsigned char>{4, bytes[0], bytes[1], bytes[2], bytes[3]};
+  if (::inet_pton(AF_INET6, address.c_str(), bytes.data()) == 1) {
+    std::vector<unsigned char> out{6};
+    out.insert(out.end(), bytes.begin(), bytes.end());
+    return out;
+  }
+  return std::nullopt;
+}
+
+}  // namespace pairperf

@@ -2,32 +2,18 @@
 // pair.cc, Pair::connect): of each pair, the node whose gloo address sorts lower listens and the
 // other connects to it. A node whose gloo address its peers cannot reach fails with exactly the
 // peers that sort above it; with the others it connects out and works.
-#include <arpa/inet.h>
 #include <fmt/format.h>
 
 #include <array>
 #include <map>
 #include <optional>
 
+#include "core/interfaces.h"
 #include "host/pair.h"
 #include "mesh/mesh.h"
 
 namespace pairperf {
 namespace {
-
-std::optional<std::vector<unsigned char>> sort_key(const std::string& address) {
-  std::array<unsigned char, 16> b{};
-  if (::inet_pton(AF_INET, address.c_str(), b.data()) == 1)
-    return std::vector<unsigned char>{4, b[0], b[1], b[2], b[3]};
-  if (::inet_pton(AF_INET6, address.c_str(), b.data()) == 1) {
-    std::vector<unsigned char> out{6};
-    out.insert(out.end(), b.begin(), b.end());
-    return out;
-  }
-  return std::nullopt;
-}
-
-bool loopback_address(const std::string& a) { return a.rfind("127.", 0) == 0 || a == "::1"; }
 
 // The first device's address (the one torch's first context, and its store-based barrier, use).
 std::string address_of(const gloo_side& g) {
@@ -77,15 +63,15 @@ std::vector<finding> judge_gloo(const std::vector<std::string>& names,
     for (int j = i + 1; j < n; ++j) {
       const std::string ai = address_of(sides[static_cast<std::size_t>(i)]);
       const std::string aj = address_of(sides[static_cast<std::size_t>(j)]);
-      const auto ki = sort_key(ai);
-      const auto kj = sort_key(aj);
+      const auto ki = gloo_order_key(ai);
+      const auto kj = gloo_order_key(aj);
       if (!ki || !kj || ki == kj || ki->front() != kj->front()) continue;
       const int listener = *ki < *kj ? i : j;
       const int connector = listener == i ? j : i;
       const auto& la = listener == i ? ai : aj;
       std::optional<bool> works;
       if (measured) works = pair_worked(pairs, i, j);
-      if (!works && !measured && loopback_address(la)) {
+      if (!works && !measured && is_loopback(la)) {
         // Certain by the rule: the connector reaches its own loopback, not the listener's.
         const bool one_net = compare_hosts(hosts[static_cast<std::size_t>(listener)],
                                            hosts[static_cast<std::size_t>(connector)])
@@ -96,7 +82,7 @@ std::vector<finding> judge_gloo(const std::vector<std::string>& names,
         }
       }
       const bool loopback_connector =
-          loopback_address(address_of(sides[static_cast<std::size_t>(connector)]));
+          is_loopback(address_of(sides[static_cast<std::size_t>(connector)]));
       if (works == false) {
         failing[listener].push_back(names[static_cast<std::size_t>(connector)]);
       } else if (works == true || (!measured && loopback_connector)) {
@@ -134,7 +120,7 @@ std::vector<finding> judge_gloo(const std::vector<std::string>& names,
   for (int i = 0; i < n; ++i) {
     const auto k = static_cast<std::size_t>(i);
     const std::string address = address_of(sides[k]);
-    if (!loopback_address(address) || failing.count(i) > 0 || n < 2) continue;
+    if (!is_loopback(address) || failing.count(i) > 0 || n < 2) continue;
     out.push_back(finding{
         names[k], "GLOO_SOCKET_IFNAME",
         fmt::format("{}'s gloo address is {} (from {}): every peer here sorts below it, so {} "

@@ -93,6 +93,16 @@ class Server:
         return self.proc.poll() is None
 
 
+def doctor_json(server, *args, prefix=(), env=None, timeout=180):
+    """`pairperf doctor SERVER --json FILE` with a 0.1 s probe and noise ignored (the tests using it are
+    about interfaces and variables, not noise); returns (CompletedProcess, the report or None)."""
+    with tmpdir() as d:
+        out = os.path.join(d, "doctor.json")
+        proc, _ = run(["doctor", server, "--json", out, "--duration", "0.1s", "--noise-threshold", "100"] + list(args),
+                      prefix=prefix, timeout=timeout, env=env)
+        return proc, (load(out) if os.path.exists(out) else None)
+
+
 def clean_env(**extra):
     """This environment without the variables pairperf judges (UCX_*, FI_*, NCCL_*, GLOO_*, the CUDA and
     NVIDIA device lists), plus `extra`: tests then see only what they set."""

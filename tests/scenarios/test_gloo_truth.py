@@ -122,12 +122,7 @@ def run_job(nodes, envs, port):
 
 def doctor(a_env, b_env):
     with pp.Server("--timeout-idle", "60s", listen="::", prefix=on("B"), env=b_env) as s:
-        with pp.tmpdir() as d:
-            out = os.path.join(d, "doctor.json")
-            proc, _ = pp.run(["doctor", f"{B_ADDR}:{s.port}", "--json", out, "--duration", "0.1s",
-                              "--noise-threshold", "100", "--no-ucx"], prefix=on("A"), timeout=120, env=a_env)
-            doc = pp.load(out) if os.path.exists(out) else None
-    return proc, doc
+        return pp.doctor_json(f"{B_ADDR}:{s.port}", "--no-ucx", prefix=on("A"), env=a_env)
 
 
 @unittest.skipIf(REASON is not None, REASON or "")

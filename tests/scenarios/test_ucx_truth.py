@@ -87,12 +87,7 @@ def perftest(a_env, port):
 
 def doctor(a_env):
     with pp.Server("--timeout-idle", "60s", listen="::", prefix=netns.inside(NS["B"]), env=env_of(None)) as s:
-        with pp.tmpdir() as d:
-            out = os.path.join(d, "doctor.json")
-            proc, _ = pp.run(["doctor", f"{B_ADDR}:{s.port}", "--json", out, "--duration", "0.1s",
-                              "--noise-threshold", "100"], prefix=netns.inside(NS["A"]), timeout=180, env=a_env)
-            doc = pp.load(out) if os.path.exists(out) else None
-    return proc, doc
+        return pp.doctor_json(f"{B_ADDR}:{s.port}", prefix=netns.inside(NS["A"]), env=a_env)
 
 
 @unittest.skipIf(REASON is not None, REASON or "")
