@@ -323,7 +323,8 @@ class checker {
         const bool index = !e.empty() && std::all_of(e.begin(), e.end(), [](unsigned char ch) {
           return std::isdigit(ch) != 0;
         });
-        const bool found = index ? std::stoul(e) < list.size()
+        // An index past any count (even one too long for an integer) names no GPU.
+        const bool found = index ? e.size() < 10 && std::stoul(e) < list.size()
                                  : std::any_of(list.begin(), list.end(), [&](const gpu_info& g) {
                                      return g.uuid.rfind(e, 0) == 0;
                                    });

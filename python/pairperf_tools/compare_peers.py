@@ -34,6 +34,8 @@ dashed curves beside pairperf's own.
                           device on the same GPU (pairperf_micro BM_cudaMemcpy_D2D), 1/16/64 MiB
                                                                                  target ratio >= 0.90
                           and vs ucx_perftest -t tag_bw -m cuda,cuda, same TLS   target ratio >= 0.97
+  latency at 8 B          pairperf tag_lat p50, same TLS   vs ucx_perftest -t tag_lat -m cuda,cuda p50
+                                                          (both pinned alike)    target ratio <= 1.03
   fallback, for contrast  pairperf tag_bw 16 MiB, UCX_TLS=cuda_copy,tcp: its bandwidth and verdict
   Each pairperf row's path verdict (fast path / fallback) and lanes are printed. Without a GPU or
   without a CUDA UCX the suite says why and exits 3.
@@ -446,6 +448,8 @@ def compare_gpu(a):
     fast = {s: [] for s in GPU_SIZES}
     memcpy = {s: [] for s in GPU_SIZES}
     perftest, fallback, verdicts = [], [], {}
+    lat_pp, lat_up = [], []
+    pin = latency_pinning()
     iters = {1 << 20: 2000, 16 << 20: 500, 64 << 20: 200}
     for i in range(a.rounds):
         print(f"gpu: round {i + 1}/{a.rounds} ...", file=sys.stderr, flush=True)
@@ -467,7 +471,15 @@ def compare_gpu(a):
             fallback.append(r["bandwidth_Bps"]["receiver"])
             verdicts[f"{GPU_FALLBACK_TLS} 16 MiB"] = gpu_row_text(r)
 
-        for step in ([pp_fast, peers, pp_fallback] if i % 2 == 0 else [peers, pp_fast, pp_fallback]):
+        def pp_lat():
+            extra = ["--mem", "cuda,cuda"] + (["--cpu", f"{pin[0]},{pin[1]}"] if pin else [])
+            lat_pp.append(pairperf_ucx(a.pairperf, "tag_lat", "8", 20000, 2000, [GPU_FAST_TLS], extra=extra)[0]["latency_s"]["p50"])
+
+        def up_lat():
+            lat_up.append(ucx_perftest("tag_lat", 8, 20000, 2000, GPU_FAST_TLS, mem="cuda,cuda", pin=pin)["p50_s"])
+
+        # Alternate which tool goes first, so drift of the machine hits both alike.
+        for step in ([pp_fast, peers, pp_lat, up_lat, pp_fallback] if i % 2 == 0 else [peers, pp_fast, up_lat, pp_lat, pp_fallback]):
             step()
     rows = []
     for s in GPU_SIZES:
@@ -475,6 +487,8 @@ def compare_gpu(a):
         rows.append((f"cuda_ipc tag_bw {s >> 20} MiB (GB/s)", mine / 1e9, "memcpyD2D", theirs / 1e9, mine / theirs, ">= 0.90", mine / theirs >= 0.90))
     mine, theirs = statistics.median(fast[16 << 20]), statistics.median(perftest)
     rows.append(("cuda_ipc tag_bw 16 MiB (GB/s)", mine / 1e9, "perftest", theirs / 1e9, mine / theirs, ">= 0.97", mine / theirs >= 0.97))
+    lp, lu = statistics.median(lat_pp), statistics.median(lat_up)
+    rows.append((f"cuda,cuda tag_lat 8 B p50 (us)", lp * 1e6, "perftest", lu * 1e6, lp / lu, "<= 1.03", lp / lu <= 1.03))
     slow = statistics.median(fallback)
     rows.append((f"{GPU_FALLBACK_TLS} vs cuda_ipc 16 MiB (GB/s)", slow / 1e9, "cuda_ipc", mine / 1e9, slow / mine, "< 1", slow < mine))
     print("\npath verdicts (pairperf's gpu_path for each TLS set):")
@@ -483,6 +497,7 @@ def compare_gpu(a):
     report = {"suite": "gpu", "rounds": a.rounds, "gpu": {"tag_bw_Bps": {str(s): fast[s] for s in GPU_SIZES},
                                          "memcpy_d2d_Bps": {str(s): memcpy[s] for s in GPU_SIZES},
                                          "ucx_perftest_16M_Bps": perftest, "fallback_16M_Bps": fallback,
+                                         "tag_lat_8_p50_s": {"pairperf": lat_pp, "ucx_perftest": lat_up},
                                          "verdicts": verdicts}}
     print_rows(a, rows, report, where="on one GPU, two processes")
     return 0

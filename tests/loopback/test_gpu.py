@@ -198,6 +198,20 @@ class OnAGpu(unittest.TestCase):
                 self.assertEqual(r["status"], "ok", r.get("message"))
                 self.assertEqual(r["validation"]["corrupt_bytes"], 0)
 
+    def test_doctor_between_two_processes_that_share_a_gpu(self):
+        """Both sides see this host's GPUs (one environment): doctor expects cuda_ipc and its GPU
+        probe, with UCX's default transports, is the fast path."""
+        env = pp.clean_env()
+        with pp.Server(env=env) as server:
+            proc, doc = pp.doctor_json(server.address, "--iface", "lo", env=env, timeout=300)
+        self.assertIsNotNone(doc, proc.stdout + proc.stderr)
+        self.assertIn(doc["gpus"]["expected"], ("cuda_ipc within one GPU", "cuda_ipc over NVLink", "cuda_ipc over PCIe"), doc["gpus"])
+        rows = [c for c in doc["path"] if c["case"]["memory"] == ["cuda", "cuda"]]
+        self.assertEqual(len(rows), 1, doc["path"])
+        self.assertEqual(rows[0]["status"], "ok", rows[0].get("message"))
+        self.assertEqual(rows[0]["gpu_path"]["verdict"], "fast path", rows[0]["gpu_path"])
+        self.assertNotIn("GPU path", [f["subject"] for f in doc["findings"]], doc["findings"])
+
     def test_tls_without_cuda_copy_is_refused(self):
         proc, _ = pp.run(["run", "-t", "ucx", "--test", "tag_bw", "--mem", "cuda,cuda", "--tls", "tcp", "--sizes", "64K",
                           "--no-json"], timeout=120)

@@ -226,6 +226,9 @@ TEST(CheckVariables, CudaVisibleDevicesAgainstTheGpusSeen) {
   p.client.env["CUDA_VISIBLE_DEVICES"] = "GPU-ffff";
   EXPECT_TRUE(
       has(check_variables(p.client, p.server), "client", "CUDA_VISIBLE_DEVICES", "GPU-ffff"));
+  // An index too long for any integer is a GPU it does not see, not a crash.
+  p.client.env["CUDA_VISIBLE_DEVICES"] = "99999999999999999999999";
+  EXPECT_TRUE(has(check_variables(p.client, p.server), "client", "CUDA_VISIBLE_DEVICES", "sees 2 GPU"));
   // Unknown GPUs (no NVML on that side): nothing is claimed.
   p.server.env["CUDA_VISIBLE_DEVICES"] = "7";
   EXPECT_FALSE(has(check_variables(p.client, p.server), "server", "CUDA_VISIBLE_DEVICES"));
