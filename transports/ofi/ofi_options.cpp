@@ -1,11 +1,6 @@
 #include "transports/ofi/ofi_options.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -20,10 +15,9 @@
 #include <set>
 
 #include "core/errors.h"
+#include "core/self_probe.h"
 #include "core/socket.h"
 #include "transports/ofi/ofi_handles.h"
-
-extern char** environ;  // NOLINT: POSIX
 
 namespace pairperf::ofi {
 namespace {
@@ -136,8 +130,7 @@ constexpr auto discovery_limit = std::chrono::seconds(30);
 
 // In the spawned child, before main: print the offers as JSON on stdout and exit.
 [[gnu::constructor]] void discovery_child() {
-  const char* v = std::getenv(discovery_variable);
-  if (v == nullptr || std::strcmp(v, "1") != 0) return;
+  if (!is_self_probe_child(discovery_variable)) return;
   std::string why;
   nlohmann::json out{{"offers", offers_json(query_offers())}};
   if (const library* l = load(&why); l != nullptr) {
@@ -146,14 +139,7 @@ constexpr auto discovery_limit = std::chrono::seconds(30);
   } else {
     out["error"] = why;
   }
-  const std::string text = out.dump();
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(STDOUT_FILENO, text.data() + done, text.size() - done);
-    if (n <= 0) ::_exit(1);
-    done += static_cast<std::size_t>(n);
-  }
-  ::_exit(0);
+  answer_self_probe(out.dump());
 }
 
 struct discovery {
@@ -163,62 +149,12 @@ struct discovery {
 };
 
 discovery discover() {
-  std::array<int, 2> fds{};
-  if (::pipe2(fds.data(), O_CLOEXEC) != 0)
-    return {{}, "", fmt::format("pipe: {}", std::strerror(errno))};
-  const unique_fd read_end(fds[0]);
-  unique_fd write_end(fds[1]);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, write_end.get(), STDOUT_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-  std::vector<std::string> env_text{std::string(discovery_variable) + "=1"};
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    // Every provider the library has, whatever FI_PROVIDER filters: doctor judges FI_PROVIDER
-    // against this list, and the axis follows FI_PROVIDER itself.
-    const std::string_view entry(*e);
-    if (entry.rfind(discovery_variable, 0) != 0 && entry.rfind("FI_PROVIDER=", 0) != 0)
-      env_text.emplace_back(entry);
-  }
-  std::vector<char*> env;
-  for (auto& t : env_text) env.push_back(t.data());
-  env.push_back(nullptr);
-  std::string arg0 = "pairperf-ofi-discovery";
-  std::array<char*, 2> argv{arg0.data(), nullptr};
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), env.data());
-  posix_spawn_file_actions_destroy(&actions);
-  write_end.reset();
-  if (rc != 0) return {{}, "", fmt::format("spawning the discovery: {}", std::strerror(rc))};
-  std::string text;
-  const auto deadline = std::chrono::steady_clock::now() + discovery_limit;
-  bool timed_out = false;
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    pollfd p{read_end.get(), POLLIN, 0};
-    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) == 0) {
-      timed_out = true;
-      break;
-    }
-    std::array<char, 4096> buf{};
-    const ssize_t n = ::read(read_end.get(), buf.data(), buf.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    text.append(buf.data(), static_cast<std::size_t>(n));
-  }
-  if (timed_out) ::kill(pid, SIGKILL);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (timed_out)
-    return {
-        {},
-        "",
-        fmt::format("libfabric's discovery did not finish within {} s", discovery_limit.count())};
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    return {{}, "", "libfabric's discovery failed (its process ended abnormally)"};
-  const auto j = nlohmann::json::parse(text, nullptr, false);
+  // Every provider the library has, whatever FI_PROVIDER filters: doctor judges FI_PROVIDER
+  // against this list, and the axis follows FI_PROVIDER itself.
+  const self_probe_answer a =
+      ask_self_probe(discovery_variable, "libfabric's discovery", discovery_limit, {"FI_PROVIDER="});
+  if (!a.error.empty()) return {{}, "", a.error};
+  const auto j = nlohmann::json::parse(a.text, nullptr, false);
   try {
     if (j.is_object() && j.contains("error")) return {{}, "", j.at("error").get<std::string>()};
     if (j.is_object()) return {offers_of(j.at("offers")), j.at("version").get<std::string>(), ""};

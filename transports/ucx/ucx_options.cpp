@@ -7,13 +7,16 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
 
 #include "core/errors.h"
+#include "core/self_probe.h"
 #include "core/units.h"
 #include "transports/ucx/ucx_handles.h"
 #include "transports/ucx/ucx_provenance.h"
@@ -137,12 +140,18 @@ std::vector<std::string> missing_transports(std::string_view tls,
 
 namespace {
 
-// A context over every transport and device, made once, for the questions above.
-struct probe {
-  option_catalog options;
-  std::set<std::string> transports;
+// A context over every transport and device, for the questions above: its resources (as
+// ucp_context_print_info lists them) and every option table (as `ucx_info -c` lists them, the
+// components being loaded then). Made in a child process (core/self_probe.h): on a GPU host
+// ucp_init initializes CUDA (cuda_copy's memory domain), and a process forked after that (a
+// case's worker, a server's session) cannot use the GPU: "initialization error".
+constexpr const char* probe_variable = "PAIRPERF_UCX_PROBE_CHILD";
+constexpr auto probe_limit = std::chrono::seconds(60);
 
-  probe() {
+[[gnu::constructor]] void probe_child() {
+  if (!is_self_probe_child(probe_variable)) return;
+  nlohmann::json out;
+  try {
     config_ptr config = read_config();
     check(ucp_config_modify(config.get(), "TLS", "all"), "ucp_config_modify TLS");
     check(ucp_config_modify(config.get(), "NET_DEVICES", "all"), "ucp_config_modify NET_DEVICES");
@@ -152,15 +161,34 @@ struct probe {
     ucp_context_h raw = nullptr;
     check(ucp_init(&params, config.get(), &raw), "ucp_init (probe)");
     const context_ptr context(raw);
-    transports = parse_context_resources(
-        capture([&](FILE* f) { ucp_context_print_info(context.get(), f); }));
-    // The components are loaded now, so every table is registered: the same listing as `ucx_info
-    // -c`.
+    out["resources"] = capture([&](FILE* f) { ucp_context_print_info(context.get(), f); });
     const auto flags = static_cast<ucs_config_print_flags_t>(
         UCS_CONFIG_PRINT_CONFIG | UCS_CONFIG_PRINT_HEADER | UCS_CONFIG_PRINT_HIDDEN);
-    options = parse_option_catalog(capture([&](FILE* f) {
+    out["options"] = capture([&](FILE* f) {
       ucs_config_parser_print_all_opts(f, "UCX_", flags, &ucs_config_global_list);
-    }));
+    });
+  } catch (const std::exception& e) {
+    out["error"] = e.what();
+  }
+  answer_self_probe(out.dump());
+}
+
+struct probe {
+  option_catalog options;
+  std::set<std::string> transports;
+
+  probe() {
+    const self_probe_answer a = ask_self_probe(probe_variable, "UCX's probe", probe_limit);
+    if (!a.error.empty()) throw std::runtime_error(a.error);
+    const auto j = nlohmann::json::parse(a.text, nullptr, false);
+    if (!j.is_object()) throw std::runtime_error("UCX's probe printed no answer");
+    if (j.contains("error") && j.at("error").is_string())
+      throw std::runtime_error(j.at("error").get<std::string>());
+    if (!j.contains("resources") || !j.at("resources").is_string() || !j.contains("options") ||
+        !j.at("options").is_string())
+      throw std::runtime_error("UCX's probe printed no resources or options");
+    transports = parse_context_resources(j.at("resources").get<std::string>());
+    options = parse_option_catalog(j.at("options").get<std::string>());
   }
 };
 

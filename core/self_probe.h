@@ -1,0 +1,34 @@
+#pragma once
+// A question asked of a fresh copy of this binary. Some libraries change the rest of the process
+// that loads or initializes them: CUDA (a child forked after cuInit cannot use the GPU, and the
+// harness forks a worker per case and a session per client), libfabric's providers (signal
+// handlers, verbs state). What such a library offers on this host is therefore asked in a child:
+// this binary again, spawned (safe in a threaded process) with VARIABLE=1 in its environment.
+// The child's answer comes from a [[gnu::constructor]] that checks is_self_probe_child(VARIABLE)
+// before main and ends with answer_self_probe(TEXT).
+#include <chrono>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pairperf {
+
+struct self_probe_answer {
+  std::string text;   // what the child wrote on stdout
+  std::string error;  // why there is no answer ("" = the child answered and exited 0)
+};
+
+// Spawns /proc/self/exe as `name` with `variable`=1 and this process's environment, less the
+// entries whose "NAME=" starts with one of `drop` (for example "FI_PROVIDER=": the child must see
+// every provider); waits at most `limit`, then kills it. stderr goes to /dev/null.
+self_probe_answer ask_self_probe(std::string_view variable, std::string_view name,
+                                 std::chrono::milliseconds limit,
+                                 const std::vector<std::string>& drop = {});
+
+// In a constructor: whether this process is the child asked for `variable`.
+bool is_self_probe_child(std::string_view variable);
+
+// In the child: writes `text` on stdout and exits (0, or 1 when stdout is gone).
+[[noreturn]] void answer_self_probe(const std::string& text);
+
+}  // namespace pairperf
