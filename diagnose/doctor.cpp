@@ -139,13 +139,29 @@ void add_gpu_path_findings(doctor_report& r) {
     if (c.test.client_memory != memory_type::cuda) continue;
     if (c.gpu_path != "fallback" && c.status == case_status::ok) continue;
     if (c.status != case_status::ok) {
-      // Not measured: UCX or CUDA cannot move GPU buffers here at all; the case says why.
+      // Not measured: UCX or CUDA cannot move GPU buffers here at all; the case says why. Where
+      // CUDA found no device it may use (cudaErrorNoDevice's words, or none left by --gpu) and a
+      // side chose its GPUs with CUDA_VISIBLE_DEVICES, that choice is the cause (seen on an H100:
+      // NVML lists the GPU, CUDA under CUDA_VISIBLE_DEVICES=<a GPU it does not have> sees none).
+      std::vector<std::string> chosen;
+      for (const side_view* s : {&r.client, &r.server}) {
+        const auto v = s->env.find("CUDA_VISIBLE_DEVICES");
+        if (v != s->env.end() && v->is_string())
+          chosen.push_back(fmt::format("{} on the {}", v->get<std::string>(), s->name));
+      }
+      const bool no_device = c.message.find("no CUDA-capable device") != std::string::npos ||
+                             c.message.find("no CUDA device visible") != std::string::npos;
       r.findings.push_back(finding{
           "pair", "GPU path",
           fmt::format("GPU buffers could not go through UCX: {} ({})", to_string(c.status),
                       c.message),
-          "GPU data needs the NVIDIA driver on both sides and a UCX built with CUDA "
-          "(`pairperf info` says which is missing; scripts/build-ucx-cuda builds such a UCX)"});
+          no_device && !chosen.empty()
+              ? fmt::format("CUDA finds no GPU to use under CUDA_VISIBLE_DEVICES={}: name a GPU "
+                            "that side has (`nvidia-smi -L` there lists them), or unset it",
+                            fmt::join(chosen, ", "))
+              : "GPU data needs the NVIDIA driver on both sides and a UCX built with CUDA "
+                "(`pairperf info` says which is missing; scripts/build-ucx-cuda builds such a "
+                "UCX)"});
       continue;
     }
     const std::string cause = r.gpus && !r.gpus->problem.empty() ? r.gpus->problem : c.gpu_path_why;

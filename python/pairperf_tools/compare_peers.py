@@ -33,7 +33,8 @@ dashed curves beside pairperf's own.
   cuda_ipc bandwidth      pairperf tag_bw, UCX_TLS=cuda_ipc,cuda_copy,tcp  vs cudaMemcpy device to
                           device on the same GPU (pairperf_micro BM_cudaMemcpy_D2D), 1/16/64 MiB
                                                                                  target ratio >= 0.90
-                          and vs ucx_perftest -t tag_bw -m cuda,cuda, same TLS   target ratio >= 0.97
+                          and vs ucx_perftest -t tag_bw -m cuda,cuda, same TLS and sizes
+                                                                                 target ratio >= 0.97
   latency at 8 B          pairperf tag_lat p50, same TLS   vs ucx_perftest -t tag_lat -m cuda,cuda p50
                                                           (both pinned alike)    target ratio <= 1.03
   fallback, for contrast  pairperf tag_bw 16 MiB, UCX_TLS=cuda_copy,tcp: its bandwidth and verdict
@@ -384,7 +385,7 @@ def print_rows(a, rows, report, where="on loopback"):
     print(f"{'metric':<{width}} {'pairperf':>10} {'peer':>9} {'peer value':>11} {'ratio':>7} {'target':>8}  verdict")
     for name, mine, peer, theirs, ratio, target, ok in rows:
         print(f"{name:<{width}} {mine:>10.3f} {peer:>9} {theirs:>11.3f} {ratio:>7.3f} {target:>8}  {'meets' if ok else 'misses'}")
-    report["ratios"] = {r[0]: r[4] for r in rows}
+    report["ratios"] = {f"{r[0]} vs {r[2]}": r[4] for r in rows}  # one metric can have two peers
     if a.json:
         doc = {"schema": "pairperf.peer_ratios", "schema_version": "1.0.0", "suite": a.suite, "rounds": a.rounds,
                "where": where, "rows": [{"metric": name, "pairperf": mine, "peer": peer, "peer_value": theirs,
@@ -447,7 +448,8 @@ def compare_gpu(a):
         return 3
     fast = {s: [] for s in GPU_SIZES}
     memcpy = {s: [] for s in GPU_SIZES}
-    perftest, fallback, verdicts = [], [], {}
+    perftest = {s: [] for s in GPU_SIZES}
+    fallback, verdicts = [], {}
     lat_pp, lat_up = [], []
     pin = latency_pinning()
     iters = {1 << 20: 2000, 16 << 20: 500, 64 << 20: 200}
@@ -464,7 +466,8 @@ def compare_gpu(a):
             for s, bps in memcpy_d2d(micro, 0.5).items():
                 if s in memcpy:
                     memcpy[s].append(bps)
-            perftest.append(ucx_perftest("tag_bw", 16 << 20, iters[16 << 20], iters[16 << 20] // 10, GPU_FAST_TLS, mem="cuda,cuda")["bandwidth_Bps"])
+            for s in GPU_SIZES:
+                perftest[s].append(ucx_perftest("tag_bw", s, iters[s], iters[s] // 10, GPU_FAST_TLS, mem="cuda,cuda")["bandwidth_Bps"])
 
         def pp_fallback():
             r = pairperf_ucx(a.pairperf, "tag_bw", str(16 << 20), 100, 10, [GPU_FALLBACK_TLS], extra=["--mem", "cuda,cuda"])[0]
@@ -485,8 +488,12 @@ def compare_gpu(a):
     for s in GPU_SIZES:
         mine, theirs = statistics.median(fast[s]), statistics.median(memcpy[s])
         rows.append((f"cuda_ipc tag_bw {s >> 20} MiB (GB/s)", mine / 1e9, "memcpyD2D", theirs / 1e9, mine / theirs, ">= 0.90", mine / theirs >= 0.90))
-    mine, theirs = statistics.median(fast[16 << 20]), statistics.median(perftest)
-    rows.append(("cuda_ipc tag_bw 16 MiB (GB/s)", mine / 1e9, "perftest", theirs / 1e9, mine / theirs, ">= 0.97", mine / theirs >= 0.97))
+    # The same UCX protocol through ucx_perftest: where both sit below cudaMemcpy, the gap is UCX's
+    # (its rendezvous per message), not pairperf's.
+    for s in GPU_SIZES:
+        mine, theirs = statistics.median(fast[s]), statistics.median(perftest[s])
+        rows.append((f"cuda_ipc tag_bw {s >> 20} MiB (GB/s)", mine / 1e9, "perftest", theirs / 1e9, mine / theirs, ">= 0.97", mine / theirs >= 0.97))
+    mine = statistics.median(fast[16 << 20])
     lp, lu = statistics.median(lat_pp), statistics.median(lat_up)
     rows.append((f"cuda,cuda tag_lat 8 B p50 (us)", lp * 1e6, "perftest", lu * 1e6, lp / lu, "<= 1.03", lp / lu <= 1.03))
     slow = statistics.median(fallback)
@@ -496,7 +503,7 @@ def compare_gpu(a):
         print(f"  UCX_TLS={k}: {v}")
     report = {"suite": "gpu", "rounds": a.rounds, "gpu": {"tag_bw_Bps": {str(s): fast[s] for s in GPU_SIZES},
                                          "memcpy_d2d_Bps": {str(s): memcpy[s] for s in GPU_SIZES},
-                                         "ucx_perftest_16M_Bps": perftest, "fallback_16M_Bps": fallback,
+                                         "ucx_perftest_Bps": {str(s): perftest[s] for s in GPU_SIZES}, "fallback_16M_Bps": fallback,
                                          "tag_lat_8_p50_s": {"pairperf": lat_pp, "ucx_perftest": lat_up},
                                          "verdicts": verdicts}}
     print_rows(a, rows, report, where="on one GPU, two processes")

@@ -197,6 +197,46 @@ TEST(DoctorAnalyze, GpuFallbackBetweenContainersIsAFinding) {
   EXPECT_TRUE(found) << nlohmann::json(r.findings).dump(1);
 }
 
+// As the H100 run saw it: both sides' NVML list the one GPU, the client's CUDA_VISIBLE_DEVICES
+// names another, so CUDA there sees none and the GPU row is skipped: the fix names the variable.
+TEST(DoctorAnalyze, GpuRowWithoutADeviceNamesCudaVisibleDevices) {
+  doctor_report r;
+  nlohmann::json ctx =
+      context_for(nlohmann::json{{"CUDA_VISIBLE_DEVICES", "GPU-ffffffff"}}, nlohmann::json::object());
+  for (const char* side : {"client", "server"}) {
+    ctx[side]["process"]["boot_id"] = "same-boot";
+    nlohmann::json g{{"index", 0}, {"uuid", "GPU-0aa2e1eb"}, {"bus_id", "0000:00:06.0"}};
+    ctx[side]["gpus"] = {{"available", true}, {"gpus", nlohmann::json::array({g})}};
+  }
+  r.context = ctx;
+  const auto plan = plan_matrix(client_ifaces, server_ifaces, "10.118.0.2", "", {});
+  r.reach = {{plan[0], tcp_ok(9e9)}};
+  case_result gpu;
+  gpu.test.transport = "ucx";
+  gpu.test.client_memory = gpu.test.server_memory = memory_type::cuda;
+  gpu.status = case_status::skipped;
+  gpu.message = "cuda memory: no usable CUDA device: no CUDA-capable device is detected";
+  r.path = {tcp_ok(9e9), gpu};
+  analyze(r);
+  std::vector<std::string> fixes;
+  for (const auto& f : r.findings) {
+    if (f.subject == "GPU path") fixes.push_back(f.fix);
+  }
+  ASSERT_EQ(fixes.size(), 1U) << nlohmann::json(r.findings).dump(1);
+  EXPECT_NE(fixes[0].find("CUDA_VISIBLE_DEVICES=GPU-ffffffff on the client"), std::string::npos)
+      << fixes[0];
+  // Without the variable the cause is the driver or the UCX build, as before.
+  r.context["env"]["client"] = nlohmann::json::object();
+  r.findings.clear();
+  analyze(r);
+  fixes.clear();
+  for (const auto& f : r.findings) {
+    if (f.subject == "GPU path") fixes.push_back(f.fix);
+  }
+  ASSERT_EQ(fixes.size(), 1U) << nlohmann::json(r.findings).dump(1);
+  EXPECT_NE(fixes[0].find("scripts/build-ucx-cuda"), std::string::npos) << fixes[0];
+}
+
 #if PAIRPERF_HAVE_UCX
 TEST(DoctorAnalyze, TransportSelectionVariablesAreJudgedByTheirTransport) {
   // The server's UCX has no CUDA; both sides set UCX_TLS with cuda_ipc: the UCX transport, through
