@@ -39,6 +39,30 @@ TEST(ConsoleReporter, RowShowsSizeLatencyRateAndPath) {
   EXPECT_NE(console_reporter::header().find("lat p99"), std::string::npos);
 }
 
+// A validated stream of GPU buffers is measured with the checker's copies in it (3.1 GB/s for a
+// 1076 GB/s cuda_ipc path on an H200): the row says so; host rows and unvalidated rows do not.
+TEST(ConsoleReporter, ValidatedGpuBandwidthIsMarkedAsTheCheckers) {
+  const auto printed = [](const case_result& r) {
+    char* text = nullptr;
+    std::size_t size = 0;
+    std::FILE* f = open_memstream(&text, &size);
+    console_reporter(f, rate_unit::gb).report_result(r);
+    std::fclose(f);
+    std::string out(text, size);
+    std::free(text);  // NOLINT: open_memstream's buffer
+    return out;
+  };
+  case_result r = sample_result();
+  r.status = case_status::ok;
+  r.bandwidth_Bps = bandwidth{3.1e9, 3.1e9};
+  r.validated = validation{43, 0};
+  EXPECT_EQ(printed(r).find("the checker's"), std::string::npos) << printed(r);
+  r.test.client_memory = r.test.server_memory = memory_type::cuda;
+  EXPECT_NE(printed(r).find("copied to host memory"), std::string::npos) << printed(r);
+  r.validated.reset();
+  EXPECT_EQ(printed(r).find("the checker's"), std::string::npos) << printed(r);
+}
+
 TEST(JsonReporter, WritesSchemaVersionContextAndResults) {
   const auto path = std::filesystem::temp_directory_path() / "pairperf_test_results.json";
   json_reporter j(path);
