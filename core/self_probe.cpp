@@ -35,8 +35,7 @@ void answer_self_probe(const std::string& text) {
   ::_exit(0);
 }
 
-self_probe_answer ask_self_probe(std::string_view variable, std::string_view name,
-                                 std::chrono::milliseconds limit,
+self_probe_answer ask_self_probe(const self_probe_question& q, std::chrono::milliseconds limit,
                                  const std::vector<std::string>& drop) {
   std::array<int, 2> fds{};
   if (::pipe2(fds.data(), O_CLOEXEC) != 0)
@@ -47,7 +46,7 @@ self_probe_answer ask_self_probe(std::string_view variable, std::string_view nam
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, write_end.get(), STDOUT_FILENO);
   posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-  const std::string own = fmt::format("{}=", variable);
+  const std::string own = fmt::format("{}=", q.variable);
   std::vector<std::string> env_text{own + "1"};
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string_view entry(*e);
@@ -58,13 +57,13 @@ self_probe_answer ask_self_probe(std::string_view variable, std::string_view nam
   std::vector<char*> env;
   for (auto& t : env_text) env.push_back(t.data());
   env.push_back(nullptr);
-  std::string arg0(name);
+  std::string arg0(q.program);
   std::array<char*, 2> argv{arg0.data(), nullptr};
   pid_t pid = 0;
   const int rc = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), env.data());
   posix_spawn_file_actions_destroy(&actions);
   write_end.reset();
-  if (rc != 0) return {"", fmt::format("spawning {}: {}", name, std::strerror(rc))};
+  if (rc != 0) return {"", fmt::format("spawning {}: {}", q.what, std::strerror(rc))};
   std::string text;
   const auto deadline = std::chrono::steady_clock::now() + limit;
   bool timed_out = false;
@@ -93,10 +92,10 @@ self_probe_answer ask_self_probe(std::string_view variable, std::string_view nam
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (timed_out)
-    return {"", fmt::format("{} did not finish within {:.0f} s", name,
+    return {"", fmt::format("{} did not finish within {:.0f} s", q.what,
                             std::chrono::duration<double>(limit).count())};
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    return {"", fmt::format("{} failed (its process ended abnormally)", name)};
+    return {"", fmt::format("{} failed (its process ended abnormally)", q.what)};
   return {std::move(text), ""};
 }
 

@@ -18,11 +18,19 @@ struct self_probe_answer {
   std::string error;  // why there is no answer ("" = the child answered and exited 0)
 };
 
-// Spawns /proc/self/exe as `name` with `variable`=1 and this process's environment, less the
-// entries whose "NAME=" starts with one of `drop` (for example "FI_PROVIDER=": the child must see
-// every provider); waits at most `limit`, then kills it. stderr goes to /dev/null.
-self_probe_answer ask_self_probe(std::string_view variable, std::string_view name,
-                                 std::chrono::milliseconds limit,
+// What to ask: the child is /proc/self/exe with `variable`=1 in its environment and `program` as
+// its argv[0] (what ps and strace show: "pairperf-ofi-discovery"); `what` names it in errors
+// ("libfabric's discovery did not finish within 30 s").
+struct self_probe_question {
+  std::string_view variable;
+  std::string_view program;
+  std::string_view what;
+};
+
+// Spawns the child with this process's environment, less the entries that start with one of
+// `drop` (for example "FI_PROVIDER=": the child must see every provider); waits at most `limit`,
+// then kills it. stderr goes to /dev/null.
+self_probe_answer ask_self_probe(const self_probe_question& q, std::chrono::milliseconds limit,
                                  const std::vector<std::string>& drop = {});
 
 // In a constructor: whether this process is the child asked for `variable`.

@@ -29,6 +29,22 @@ def run(args, timeout=120, cwd=None, env=None, prefix=()):
     return proc, time.monotonic() - start
 
 
+def traced(args, calls="execve", timeout=120):
+    """Runs pairperf with args under `strace -f` for these system calls; returns (CompletedProcess,
+    the trace: one line per call, each starting with its pid). None when strace is not installed.
+    LeakSanitizer cannot run under ptrace: an ASan build's leak check is left to the other tests."""
+    import shutil
+    if shutil.which("strace") is None:
+        return None
+    env = dict(os.environ, ASAN_OPTIONS=":".join(filter(None, [os.environ.get("ASAN_OPTIONS"), "detect_leaks=0"])))
+    with tmpdir() as d:
+        log = os.path.join(d, "trace")
+        proc = subprocess.run(["strace", "-f", "-qq", "-e", f"trace={calls}", "-o", log, BIN] + list(args),
+                              capture_output=True, text=True, timeout=timeout, env=env)
+        with open(log) as f:
+            return proc, f.read()
+
+
 def start(args, prefix=(), **kw):
     return subprocess.Popen(list(prefix) + [BIN] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 

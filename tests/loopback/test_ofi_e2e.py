@@ -7,7 +7,6 @@ side's libfabric."""
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
@@ -205,17 +204,8 @@ class Ofi(unittest.TestCase):
         if shutil.which("strace") is None:
             self.skipTest("strace is not installed (scripts/setup installs it)")
 
-        # LeakSanitizer cannot run under ptrace: an ASan build's leak check is left to the other tests.
-        env = dict(os.environ, ASAN_OPTIONS=":".join(filter(None, [os.environ.get("ASAN_OPTIONS"), "detect_leaks=0"])))
-
         def executed(args):
-            with pp.tmpdir() as d:
-                log = os.path.join(d, "trace")
-                proc = subprocess.run(["strace", "-f", "-qq", "-e", "trace=execve", "-o", log, pp.BIN, "run", "--no-json",
-                                       "--sizes", "8", "-n", "100"] + args, capture_output=True, text=True, timeout=120,
-                                      env=env)
-                with open(log) as f:
-                    trace = f.read()
+            proc, trace = pp.traced(["run", "--no-json", "--sizes", "8", "-n", "100"] + args)
             self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
             self.assertIn('"server"', trace, "the local server's start is traced too")
             return trace

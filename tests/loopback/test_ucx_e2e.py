@@ -32,6 +32,27 @@ class Ucx(unittest.TestCase):
             proc, took = pp.run(["run", server.address, "--json", out, "--transport", "ucx", "--iface", "lo"] + list(args), timeout=timeout)
             return proc, (pp.load(out) if os.path.exists(out) else None), took
 
+    def test_the_ucx_probe_runs_in_a_child_never_in_a_process_that_forks(self):
+        """UCX's probe (ucp_init over every transport) initializes CUDA on a GPU host, and a worker
+        forked after that cannot use the GPU ("initialization error", the first GPU run). So the
+        client and the local server ask it of a spawned child and load no UCX transport module
+        themselves: their case workers and sessions (forked, the same pids' children) do."""
+        got = pp.traced(["run", "--no-json", "-t", "ucx", "--tls", "tcp", "--test", "tag_lat", "--sizes", "8", "-n", "100",
+                         "--ucx", "TCP_SNDBUF=1m"], calls="execve,openat")
+        if got is None:
+            self.skipTest("strace is not installed (scripts/setup installs it)")
+        proc, trace = got
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        lines = trace.splitlines()
+        client = lines[0].split()[0]
+        server = [l.split()[0] for l in lines if "execve(" in l and '"server"' in l]
+        self.assertEqual(len(server), 1, trace[:3000])
+        self.assertGreaterEqual(trace.count('["pairperf-ucx-probe"]'), 2, "one probe per side: " + trace[:3000])
+        modules = [l for l in lines if "openat(" in l and "/ucx/libuct_" in l and "ENOENT" not in l]
+        self.assertTrue(modules, "UCX's modules are loaded somewhere: " + trace[:3000])
+        in_forking = [l for l in modules if l.split()[0] in (client, server[0])]
+        self.assertEqual(in_forking, [], "UCX initialized in a process that forks workers")
+
     def test_every_test_and_transport_set_validates_across_thresholds(self):
         # 8 B and 1K are eager; 8K+1 crosses the 8K zero-copy threshold; 256K and 1M are rendezvous.
         with pp.Server() as s:

@@ -152,7 +152,8 @@ discovery discover() {
   // Every provider the library has, whatever FI_PROVIDER filters: doctor judges FI_PROVIDER
   // against this list, and the axis follows FI_PROVIDER itself.
   const self_probe_answer a =
-      ask_self_probe(discovery_variable, "libfabric's discovery", discovery_limit, {"FI_PROVIDER="});
+      ask_self_probe({discovery_variable, "pairperf-ofi-discovery", "libfabric's discovery"},
+                     discovery_limit, {"FI_PROVIDER="});
   if (!a.error.empty()) return {{}, "", a.error};
   const auto j = nlohmann::json::parse(a.text, nullptr, false);
   try {

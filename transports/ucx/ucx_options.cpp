@@ -178,7 +178,7 @@ struct probe {
   std::set<std::string> transports;
 
   probe() {
-    const self_probe_answer a = ask_self_probe(probe_variable, "UCX's probe", probe_limit);
+    const self_probe_answer a = ask_self_probe({probe_variable, "pairperf-ucx-probe", "UCX's probe"}, probe_limit);
     if (!a.error.empty()) throw std::runtime_error(a.error);
     const auto j = nlohmann::json::parse(a.text, nullptr, false);
     if (!j.is_object()) throw std::runtime_error("UCX's probe printed no answer");
