@@ -115,7 +115,11 @@ class Ofi(unittest.TestCase):
             args += ["--ofi-provider", p]
         with pp.Server(env=pp.clean_env()) as s:
             proc, doc, _ = self.run_ofi(s, *args, timeout=500)
-        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:] + proc.stderr[-2000:])
+        # What did not pass, whole (the table's tail may not reach it), and the server's log.
+        not_ok = [r for r in (doc or {}).get("results", []) if r["status"] != "ok"]
+        self.assertEqual(proc.returncode, 0, json.dumps([{"case": r["case"], "status": r["status"], "message": r.get("message")}
+                                                         for r in not_ok], indent=1)
+                         + proc.stdout[-3000:] + proc.stderr[-2000:] + "\nserver:\n" + s.log[-3000:])
         self.assertEqual({r["case"]["tls"] for r in doc["results"]}, set(others))
         for r in doc["results"]:
             c = r["case"]
