@@ -3,10 +3,14 @@
 // connection, in named states (iperf3's PARAM_EXCHANGE ... EXCHANGE_RESULTS):
 //
 //   client                         server
-//   hello {protocol, token, host}  ->
+//   hello {protocol, token, host,  ->
+//          budget_s?, ticket?}        (budget_s: what its cases should take; ticket: from a busy)
 //                                  <- queued {position} (zero or more: others are being served)
 //                                  <- hello {protocol, host} | refused {reason, protocol}
-//                                     | busy {reason, retry_after_s} (the queue is full)
+//                                     | busy {reason, retry_after_s, position, ticket?} (the
+//                                       queue is full: come back after retry_after_s, the queue's
+//                                       expected wait, with the ticket, which keeps the place
+//                                       `position` in line ahead of later clients)
 //   case {case, config, address,   ->
 //         regions}
 //                                  <- ready {address, regions} | error {status, message}

@@ -22,6 +22,7 @@ client_options base_options(const doctor_options& o) {
   client_options c;
   c.server = o.server;
   c.token = o.token;
+  c.wait_busy = o.wait_busy;
   c.argv = redact_argv(o.argv);
   c.config.duration = o.duration;
   c.config.noise_threshold = o.noise_threshold;

@@ -47,6 +47,8 @@ struct doctor_options {
   doctor_probes probes;
   endpoint server;
   std::string token;
+  // How long each session waits out a busy server (client.h's wait_busy).
+  std::chrono::nanoseconds wait_busy = std::chrono::minutes(2);
   std::vector<std::string> ifaces;  // local interfaces to probe; empty = every usable one
   std::uint64_t size_bytes = std::uint64_t{1} << 20;
   // Each connection attempt. Above the kernel's 3 s of unanswered ARP, so an address that is not

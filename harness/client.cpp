@@ -116,16 +116,14 @@ nlohmann::json client_run::own_context() const {
           {"env", {{"client", relevant_environment()}}}};
 }
 
-// Connects the control channel and says hello; returns the server's hello.
+// Connects the control channel and says hello (waiting out a busy server); returns the server's
+// hello.
 nlohmann::json client_run::open_channel() {
-  connect_options o;
-  o.timeout = t().connect;
-  unique_fd fd =
-      connect_tcp(m_options.server, o, where{"control connect", m_options.server.to_string(), ""});
-  m_iface = interface_of_address(local_ip(fd.get()));
-  m_peer_ip = peer_ip(fd.get());
-  m_channel.emplace(std::move(fd), where{"", m_options.server.to_string(), m_iface});
-  return say_hello(*m_channel, m_options.token, t());
+  auto opened = open_hello(m_options.server, "control connect", hello_of(m_options), t());
+  m_iface = opened.first.place().iface;
+  m_peer_ip = peer_ip(opened.first.fd());
+  m_channel.emplace(std::move(opened.first));
+  return std::move(opened.second);
 }
 
 void client_run::hello() {
@@ -484,6 +482,24 @@ server_view client_run::phase(case_session& s, const char* name, std::uint64_t n
 run_summary run_client(const client_options& options, reporter& out) {
   client_run run(options, out);
   return run.run();
+}
+
+double planned_seconds(const client_options& options) {
+  const run_config& c = options.config;
+  // A warm-up and a pilot take about half a measured phase's budget; setup about 0.3 s.
+  const double phase = std::chrono::duration<double>(c.duration).count();
+  const double per_case = (c.repeat + 0.5) * phase + 0.3;
+  return per_case * static_cast<double>(std::max<std::size_t>(options.cases.size(), 1));
+}
+
+hello_request hello_of(const client_options& options) {
+  hello_request h;
+  h.token = options.token;
+  h.budget_s = planned_seconds(options);
+  h.wait_busy = options.wait_busy;
+  h.progress = options.busy_progress;
+  h.interrupted = options.interrupted;
+  return h;
 }
 
 }  // namespace pairperf

@@ -2,12 +2,15 @@
 // The client side of a run: connects the control channel, says hello, then drives the server
 // through each case of the matrix and hands every result to the reporter as it finishes.
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <string>
 #include <vector>
 
 #include "core/config.h"
 #include "core/exit_codes.h"
 #include "core/socket.h"
+#include "harness/client_hello.h"
 #include "harness/expect.h"
 #include "harness/reporter.h"
 
@@ -26,7 +29,18 @@ struct client_options {
   // Set (to the signal number) by a SIGINT/SIGTERM handler: the current case is abandoned within
   // a second and no further case starts.
   const std::atomic<int>* interrupted = nullptr;
+  // How long to wait out a busy server (its queue full): it says when to come back, and its
+  // ticket keeps this client's place in line. 0 = give up at the first `busy`.
+  std::chrono::nanoseconds wait_busy = std::chrono::minutes(2);
+  std::FILE* busy_progress = stderr;  // the one "waiting" line; nullptr = silent
 };
+
+// What the cases should take, in seconds, as the server's queue estimate counts them: per case,
+// the warm-up and the measured phases' budgets and its setup. An estimate, never a bound.
+double planned_seconds(const client_options& options);
+
+// The hello this client says: its token, its planned time, and how long it waits its turn.
+hello_request hello_of(const client_options& options);
 
 struct run_summary {
   std::size_t ok = 0, skipped = 0, error = 0, unreachable = 0, fail = 0, noisy = 0;
@@ -34,6 +48,7 @@ struct run_summary {
   int interrupted = 0;      // the signal that stopped the run; later cases were not run
   std::size_t planned = 0;  // cases in the matrix
   std::string fatal;        // why the run could not start (control connect or hello failed)
+  std::string busy;         // why it did not start: the server stayed busy past --wait-busy
   std::vector<std::string> unjudged;  // expectations that judged no case, with the reasons
 
   // The exit-code contract (exit_codes.h): failed when a case errored, was unreachable or the

@@ -13,12 +13,9 @@ std::vector<case_result> drive_remote(const endpoint& driver, const std::string&
                                       const client_options& options,
                                       std::chrono::nanoseconds wait) {
   const timeouts& t = options.config.timeouts;
-  connect_options co;
-  co.timeout = t.connect;
-  unique_fd fd = connect_tcp(driver, co, where{"drive connect", driver.to_string(), ""});
-  const std::string iface = interface_of_address(local_ip(fd.get()));
-  control_channel ch(std::move(fd), where{"", driver.to_string(), iface});
-  (void)say_hello(ch, options.token, t);
+  auto opened = open_hello(driver, "drive connect", hello_of(options), t);
+  control_channel& ch = opened.first;
+  const std::string iface = ch.place().iface;
   ch.send(msg_type::drive,
           {{"target", target},
            {"config", options.config},

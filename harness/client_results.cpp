@@ -203,6 +203,8 @@ void compose_result(case_result& r, case_session& s, const pattern_outcome& mine
 verdict_outcome run_summary::outcome() const {
   verdict_outcome o;
   if (!fatal.empty()) o.add(exit_status::failed, fatal);
+  // Nothing measured because the server was busy the whole time: no verdict on the network.
+  if (!busy.empty()) o.add(exit_status::inconclusive, busy);
   if (interrupted != 0) {
     const char* name = sigabbrev_np(interrupted);
     o.add(exit_status::failed,
@@ -215,7 +217,7 @@ verdict_outcome run_summary::outcome() const {
           fmt::format("{} case(s) errored, {} unreachable", error, unreachable));
   if (fail > 0) o.add(exit_status::missed, fmt::format("{} case(s) failed a check", fail));
   for (const auto& u : unjudged) o.add(exit_status::inconclusive, u);
-  if (fatal.empty() && !aborted && error + unreachable + ok + fail == 0)
+  if (fatal.empty() && busy.empty() && !aborted && error + unreachable + ok + fail == 0)
     o.add(exit_status::inconclusive,
           skipped > 0 ? fmt::format("nothing was measured: all {} case(s) were skipped", skipped)
                       : std::string("nothing was measured: no case ran"));

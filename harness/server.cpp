@@ -13,6 +13,8 @@
 #include <array>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
+#include <optional>
 #include <cstring>
 #include <deque>
 #include <list>
@@ -42,11 +44,27 @@ struct pending_conn {
 struct client_conn {
   unique_fd fd;
   std::string peer;
+  double budget_s = 0;                  // what its cases should take, from its hello (0: unknown)
+  std::optional<std::uint64_t> ticket;  // the one it came back with, if it was turned away before
+  std::uint64_t order = 0;  // its place in the line: its ticket, else a number drawn on arrival
 };
+
+// A client turned away while the queue was full, expected back with this ticket: it keeps its
+// place ahead of later ones (first come, first served across retries) until it expires.
+struct ticket_entry {
+  std::uint64_t id = 0;
+  deadline_t due{};      // when it should be back (its longest jittered pause, and a margin)
+  deadline_t expires{};  // when it is forgotten
+  double budget_s = 0;
+};
+
+// A client that names no budget (an older pairperf) counts as this many seconds in estimates.
+constexpr double unknown_budget_s = 5;
 
 struct session_process {
   pid_t pid = -1;
   client_conn client;
+  steady::time_point started{};
   unique_fd others_waiting;           // a byte here tells the session that clients are queued
   std::optional<deadline_t> kill_at;  // set once the client hung up or the server stops
 };
@@ -79,7 +97,12 @@ class supervisor {
   void send_quietly(int fd, msg_type type, nlohmann::json body) const;
   void accept_all();
   bool read_hello(pending_conn& p);  // false: the connection is finished with
-  void authenticated(pending_conn& p);
+  void authenticated(pending_conn& p, std::optional<std::uint64_t> ticket, double budget_s);
+  void admit(client_conn c);
+  void admit_waiting(client_conn c, std::size_t index);
+  // Whether a client turned away before `order` arrived is still due back.
+  [[nodiscard]] bool earlier_ticket_due(std::uint64_t order) const;
+  [[nodiscard]] double expected_wait_s(std::size_t sessions_to_end) const;
   void start_session();
   void reap();
   void watch_session(short revents);
@@ -93,6 +116,8 @@ class supervisor {
   unique_fd m_listener;
   std::list<pending_conn> m_pending;
   std::deque<client_conn> m_queue;
+  std::deque<ticket_entry> m_tickets;  // oldest first; at most max_tickets()
+  std::uint64_t m_next_ticket = 1;
   std::optional<session_process> m_session;
   std::size_t m_served = 0;
   std::size_t m_turned_away = 0;
@@ -178,32 +203,116 @@ bool supervisor::read_hello(pending_conn& p) {
     log(fmt::format("{}: refused: {}", p.peer, why));
     return false;
   }
-  authenticated(p);
+  // Optional, from clients that know them: a ticket from an earlier `busy`, the planned time.
+  std::optional<std::uint64_t> ticket;
+  if (const auto t = h.find("ticket"); t != h.end() && t->is_number_unsigned())
+    ticket = t->get<std::uint64_t>();
+  double budget_s = 0;
+  if (const auto b = h.find("budget_s"); b != h.end() && b->is_number())
+    budget_s = std::clamp(b->get<double>(), 0.0, 86400.0);
+  authenticated(p, ticket, budget_s);
   return false;
 }
 
-void supervisor::authenticated(pending_conn& p) {
+// The seconds until `sessions_to_end` sessions have ended: what is left of the running one, then
+// the queued clients' planned times in order.
+double supervisor::expected_wait_s(std::size_t sessions_to_end) const {
+  double wait = 0;
+  if (m_session && sessions_to_end > 0) {
+    const double budget = m_session->client.budget_s > 0 ? m_session->client.budget_s : unknown_budget_s;
+    const double ran = std::chrono::duration<double>(steady::now() - m_session->started).count();
+    wait += std::max(0.0, budget - ran);
+    --sessions_to_end;
+  }
+  for (std::size_t k = 0; k < sessions_to_end && k < m_queue.size(); ++k)
+    wait += m_queue[k].budget_s > 0 ? m_queue[k].budget_s : unknown_budget_s;
+  return wait;
+}
+
+void supervisor::authenticated(pending_conn& p, std::optional<std::uint64_t> ticket,
+                               double budget_s) {
   set_nonblocking(p.fd.get(), false);
-  if (!m_session && m_queue.empty()) {
-    m_queue.push_back(client_conn{std::move(p.fd), p.peer});
+  const auto now = steady::now();
+  std::erase_if(m_tickets, [&](const ticket_entry& t) { return t.expires <= now; });
+  // Clients turned away earlier and still expected back come first: a newcomer, or a client
+  // whose ticket expired, is behind all of them.
+  auto mine = ticket ? std::find_if(m_tickets.begin(), m_tickets.end(),
+                                    [&](const ticket_entry& t) { return t.id == *ticket; })
+                     : m_tickets.end();
+  const auto ahead = static_cast<std::size_t>(std::distance(m_tickets.begin(), mine));
+  const std::size_t max_queue = m_options.limits.max_queue;
+  const std::size_t room = max_queue > m_queue.size() ? max_queue - m_queue.size() : 0;
+  const bool idle = !m_session && m_queue.empty();
+  if ((idle && ahead == 0) || room > ahead) {
+    if (mine != m_tickets.end()) m_tickets.erase(mine);
+    admit(client_conn{std::move(p.fd), p.peer, budget_s, ticket, ticket ? *ticket : m_next_ticket++});
+    return;
+  }
+  // Busy: come back when enough sessions should have ended to leave room for this client.
+  const double retry =
+      std::clamp(std::ceil(expected_wait_s(ahead + 1 - room)), 1.0, 60.0);
+  const auto after = [&](double seconds) {
+    return now + std::chrono::duration_cast<std::chrono::nanoseconds>(
+                     std::chrono::duration<double>(seconds));
+  };
+  // The client pauses retry_after_s +-20% (client_hello.cpp); 2 s more for its reconnect.
+  const auto due = after(1.2 * retry + 2);
+  const auto expires = after(2 * retry + 5);
+  std::optional<std::uint64_t> id;
+  if (mine != m_tickets.end()) {
+    mine->due = due;
+    mine->expires = expires;
+    id = mine->id;
+  } else if (m_tickets.size() < std::max<std::size_t>(64, 8 * max_queue)) {
+    m_tickets.push_back(ticket_entry{m_next_ticket++, due, expires, budget_s});
+    id = m_tickets.back().id;
+  }  // else: too many turned away to remember; this one comes back as a newcomer
+  const std::size_t position = m_queue.size() + ahead + 1;
+  nlohmann::json body{
+      {"reason", fmt::format("{} client(s) are waiting (--max-queue), {} ahead of this one",
+                             m_queue.size(), position - 1)},
+      {"retry_after_s", retry},
+      {"position", position}};
+  if (id) body["ticket"] = *id;
+  send_quietly(p.fd.get(), msg_type::busy, std::move(body));
+  log(fmt::format("{}: busy: {} client(s) waiting; ticket {}, place {} in line, retry after {} s",
+                  p.peer, m_queue.size(), id ? std::to_string(*id) : std::string("none"), position,
+                  retry));
+}
+
+// Into the line by its order: a client that comes back with its ticket goes ahead of the ones
+// that arrived after it was first turned away.
+void supervisor::admit(client_conn c) {
+  const auto at = std::upper_bound(m_queue.begin(), m_queue.end(), c.order,
+                                   [](std::uint64_t o, const client_conn& q) { return o < q.order; });
+  const auto index = static_cast<std::size_t>(std::distance(m_queue.begin(), at));
+  if (!m_session && index == 0 && !earlier_ticket_due(c.order)) {
+    m_queue.push_front(std::move(c));
     start_session();
     return;
   }
-  if (m_queue.size() >= m_options.limits.max_queue) {
-    send_quietly(
-        p.fd.get(), msg_type::busy,
-        {{"reason", fmt::format("busy: {} client(s) are waiting (--max-queue)", m_queue.size())},
-         {"retry_after_s", 5}});
-    log(fmt::format("{}: busy: {} client(s) waiting", p.peer, m_queue.size()));
-    return;
-  }
-  send_quietly(p.fd.get(), msg_type::queued, {{"position", m_queue.size() + 1}});
-  log(fmt::format("{}: queued at position {}", p.peer, m_queue.size() + 1));
-  m_queue.push_back(client_conn{std::move(p.fd), p.peer});
+  admit_waiting(std::move(c), index);  // behind the session, or an earlier client due back
+}
+
+void supervisor::admit_waiting(client_conn c, std::size_t index) {
+  const auto at = m_queue.begin() + static_cast<std::ptrdiff_t>(index);
+  log(fmt::format("{}: queued at position {}{}", c.peer, index + 1,
+                  c.ticket ? fmt::format(" (ticket {})", *c.ticket) : std::string()));
+  m_queue.insert(at, std::move(c));
+  for (std::size_t i = index; i < m_queue.size(); ++i)
+    send_quietly(m_queue[i].fd.get(), msg_type::queued, {{"position", i + 1}});
   if (m_session) {
     const char byte = 1;
     [[maybe_unused]] const auto n = ::write(m_session->others_waiting.get(), &byte, 1);
   }
+}
+
+// The queue's first waits for a client turned away before it arrived that is still due back
+// (first come, first served), but not for one that missed its time.
+bool supervisor::earlier_ticket_due(std::uint64_t order) const {
+  const auto now = steady::now();
+  return std::any_of(m_tickets.begin(), m_tickets.end(),
+                     [&](const ticket_entry& t) { return t.id < order && now < t.due; });
 }
 
 // Serves the queue's first client in a child process. The supervisor is single-threaded and
@@ -258,7 +367,10 @@ void supervisor::start_session() {
     std::fflush(nullptr);
     ::_exit(code);
   }
-  m_session = session_process{pid, std::move(next), std::move(waiting_write), std::nullopt};
+  log(fmt::format("{}: session started{}", next.peer,
+                  next.ticket ? fmt::format(" (ticket {})", *next.ticket) : std::string()));
+  m_session = session_process{pid, std::move(next), steady::now(), std::move(waiting_write),
+                              std::nullopt};
   for (std::size_t i = 0; i < m_queue.size(); ++i)
     send_quietly(m_queue[i].fd.get(), msg_type::queued, {{"position", i + 1}});
 }
@@ -374,7 +486,8 @@ int supervisor::run() {
   m_idle_deadline = deadline_in(m_options.timeouts.idle);
   while (!done()) {
     reap();
-    if (!m_session && !m_queue.empty()) start_session();
+    if (!m_session && !m_queue.empty() && !earlier_ticket_due(m_queue.front().order))
+      start_session();
     // Order: the listener, the session's client, the queue, then the pending hellos (which may
     // start a session or grow the queue, so they come last).
     std::vector<pollfd> fds{{m_listener.get(), POLLIN, 0}};

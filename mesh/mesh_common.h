@@ -29,6 +29,9 @@ struct mesh_args {
   std::vector<std::string> hosts;
   std::string hosts_from;  // NAME[:PORT] whose addresses are the servers (a headless Service)
   std::string token;       // resolved: --token, --token-file or $PAIRPERF_TOKEN ("" for none)
+  // --hosts: how long each hello waits out a busy server; one busy past it ends the mesh
+  // (server_stayed_busy, exit 4).
+  std::chrono::nanoseconds wait_busy = std::chrono::minutes(2);
 };
 
 struct mesh_node {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <memory>
 #include <stdexcept>
 #include <thread>
@@ -46,6 +47,7 @@ std::vector<mesh_node> hello_nodes(const mesh_args& a, const mesh_plan& plan,
     o.server = servers[i];
     o.config = plan.config;
     o.token = a.token;
+    o.wait_busy = a.wait_busy;
     collecting_reporter ctx;
     try {
       run_client(o, ctx);
@@ -57,6 +59,8 @@ std::vector<mesh_node> hello_nodes(const mesh_args& a, const mesh_plan& plan,
       node.name = node.host.value("hostname", node.name);
       node.address = ctx.context.value("server_ip", o.server.host);
       node.port = o.server.port;
+    } catch (const server_stayed_busy&) {
+      throw;  // the mesh cannot be judged: it ends, inconclusive
     } catch (const step_error& e) {
       node.note = e.what();
     }
@@ -90,6 +94,7 @@ int mesh_hosts(const mesh_args& a, const std::vector<std::string>& argv) {
     o.config = plan.config;
     o.cases = plan.cases;
     o.token = token;
+    o.wait_busy = a.wait_busy;
     try {
       pair_result out{
           p,
@@ -99,6 +104,8 @@ int mesh_hosts(const mesh_args& a, const std::vector<std::string>& argv) {
           "ok"};
       judge(out);
       return out;
+    } catch (const server_stayed_busy&) {
+      throw;
     } catch (const step_error& e) {
       return unreachable_pair(p, plan.cases, e.what(),
                               e.sys_errno() != 0 ? errno_name(e.sys_errno()) : "");
@@ -110,9 +117,20 @@ int mesh_hosts(const mesh_args& a, const std::vector<std::string>& argv) {
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<pair_result> got(round.size());
     std::vector<std::thread> threads;
-    for (std::size_t i = 0; i < round.size(); ++i)
-      threads.emplace_back([&, i] { got[i] = run_pair(round[i]); });
+    std::vector<std::exception_ptr> busy(round.size());
+    for (std::size_t i = 0; i < round.size(); ++i) {
+      threads.emplace_back([&, i] {
+        try {
+          got[i] = run_pair(round[i]);
+        } catch (const server_stayed_busy&) {
+          busy[i] = std::current_exception();
+        }
+      });
+    }
     for (auto& t : threads) t.join();
+    for (const auto& e : busy) {
+      if (e) std::rethrow_exception(e);
+    }
     pairs.insert(pairs.end(), got.begin(), got.end());
     round_seconds.push_back(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

@@ -9,9 +9,11 @@
 #include "bench/pairperf/local_server.h"
 #include "core/control.h"
 #include "core/errors.h"
+#include "core/exit_codes.h"
 #include "core/output.h"
 #include "core/units.h"
 #include "diagnose/doctor.h"
+#include "harness/client_hello.h"
 #include "transports/registry.h"
 
 namespace pairperf::cli {
@@ -48,6 +50,7 @@ struct doctor_args {
   std::string json;
   std::string units = "GB";
   token_options token;
+  wait_busy_option wait_busy;
   bool quiet = false;
   double noise_threshold = 5;  // percent
 };
@@ -117,6 +120,7 @@ int doctor_command(const doctor_args& a, const std::vector<std::string>& argv) {
     throw usage_error("--noise-threshold must be above 0 and at most 100 (%)");
   o.noise_threshold = a.noise_threshold / 100;
   o.token = a.token.resolve();
+  o.wait_busy = a.wait_busy.resolve();
   o.argv = argv;
   const rate_unit unit = parse_rate_unit(a.units);
   const bool json_stdout = a.json == "-";
@@ -137,6 +141,10 @@ int doctor_command(const doctor_args& a, const std::vector<std::string>& argv) {
   doctor_report r;
   try {
     r = run_doctor(o, a.quiet || json_stdout ? nullptr : stderr);
+  } catch (const server_stayed_busy& e) {
+    // Nothing could be judged: the server was serving others the whole time (not a failure).
+    fmt::print(stderr, "pairperf doctor: inconclusive: {}\n", e.what());
+    return code(exit_status::inconclusive);
   } catch (const step_error& e) {
     fmt::print(stderr, "pairperf doctor: cannot reach the pairperf server: {}\n", e.what());
     return 1;
@@ -183,6 +191,7 @@ command add_doctor(CLI::App& root, const std::vector<std::string>& argv) {
   app->add_option("--units", a->units, "Bandwidth display: GB (1e9 B/s) or GiB")
       ->capture_default_str();
   a->token.add(app, "Token the server requires");
+  a->wait_busy.add(app);
   app->add_option("--noise-threshold", a->noise_threshold,
                   "A probe is noisy when a side waited for a CPU longer than this share of its "
                   "measured time, in percent; a noisy path probe is measured again")

@@ -16,6 +16,7 @@
 #include "bench/pairperf/private_files.h"
 #include "core/control.h"
 #include "core/errors.h"
+#include "core/exit_codes.h"
 #include "core/interfaces.h"
 #include "core/output.h"
 #include "harness/client.h"
@@ -69,10 +70,20 @@ command add_mesh(CLI::App& root, const std::vector<std::string>& argv) {
   app->add_option("--deadline", a->deadline,
                   "MPI: abort the whole job after this long (default: from the timeouts)");
   token->add(app, "--hosts: the token the servers require");
-  return command{app, [a, token, argv] {
+  auto wait_busy = std::make_shared<wait_busy_option>();
+  wait_busy->add(app);
+  return command{app, [a, token, wait_busy, argv] {
                    a->token = token->resolve();
+                   a->wait_busy = wait_busy->resolve();
                    if (!a->hosts_from.empty()) a->hosts = mesh::hosts_from_name(a->hosts_from);
-                   if (!a->hosts.empty()) return mesh::mesh_hosts(*a, argv);
+                   if (!a->hosts.empty()) {
+                     try {
+                       return mesh::mesh_hosts(*a, argv);
+                     } catch (const server_stayed_busy& e) {
+                       fmt::print(stderr, "pairperf mesh: inconclusive: {}\n", e.what());
+                       return code(exit_status::inconclusive);
+                     }
+                   }
 #if PAIRPERF_HAVE_MPI
                    return mesh::mesh_mpi(*a, argv);
 #else

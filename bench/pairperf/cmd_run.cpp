@@ -66,6 +66,7 @@ struct run_args {
   std::string units = "GB";
   std::string t_connect = "3s", t_handshake = "5s", t_case = "20s";
   token_options token;
+  wait_busy_option wait_busy;
   bool quiet = false;
   std::string gpu;
   std::string cpu;
@@ -143,6 +144,7 @@ void register_options(CLI::App* app, run_args& a) {
   app->add_option("--timeout-case", a.t_case, "Bound on each phase of a case")
       ->capture_default_str();
   a.token.add(app, "Token the server requires");
+  a.wait_busy.add(app);
   app->add_flag("-q,--quiet", a.quiet, "No table and no progress line");
 }
 
@@ -314,6 +316,7 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   o.token = a.token.resolve();
   o.argv = argv;
   o.interrupted = &g_interrupted;
+  o.wait_busy = a.wait_busy.resolve();
 
   // "-" puts the results on stdout; the table then goes to stderr so stdout stays JSON.
   const bool json_stdout = a.json == "-" || a.jsonl == "-";
@@ -344,6 +347,8 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   catch_interrupts();
   try {
     sum = run_client(o, out);
+  } catch (const server_stayed_busy& e) {
+    sum.busy = e.what();  // measured nothing, and failed nothing: inconclusive
   } catch (const step_error& e) {
     sum.fatal = e.what();  // the results file still gets the context this side knows
   }

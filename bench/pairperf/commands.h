@@ -3,6 +3,7 @@
 // returns the function that runs it once parsing succeeded; that function returns the exit code
 // and throws usage_error for bad values (exit 2) or other exceptions (exit 1).
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
@@ -21,6 +22,14 @@ struct token_options {
   std::string file;
   void add(CLI::App* app, const std::string& what);
   [[nodiscard]] std::string resolve() const;
+};
+
+// --wait-busy on a command that talks to servers: how long to wait out a busy one (its queue
+// full) before giving up with exit 4. resolve() parses it (usage_error on a bad duration).
+struct wait_busy_option {
+  std::string text = "2m";
+  void add(CLI::App* app);
+  [[nodiscard]] std::chrono::nanoseconds resolve() const;
 };
 
 command add_run(CLI::App& root, const std::vector<std::string>& argv);

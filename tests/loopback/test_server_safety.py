@@ -228,23 +228,47 @@ class Concurrency(unittest.TestCase):
         self.assertLess(took, 10, s.log)
         self.assertIn("idle between requests while other clients wait", s.log)
 
-    def test_clients_queue_and_beyond_the_queue_are_told_to_retry(self):
+    def test_clients_queue_and_beyond_the_queue_are_told_to_retry_keeping_their_place(self):
+        def hello_again(ticket):
+            c = pp.connect(s.port)
+            c.sendall(pp.frame(dict(pp.hello(), ticket=ticket)))
+            return c, pp.read_frame(c)
+
         with pp.Server("--max-queue", "1") as s:
             first = session(s.port)
             try:
-                with pp.connect(s.port) as second, pp.connect(s.port) as third:
+                with pp.connect(s.port) as second, pp.connect(s.port) as third, pp.connect(s.port) as fourth:
                     second.sendall(pp.frame(pp.hello()))
                     self.assertEqual(pp.read_frame(second), {"type": "queued", "position": 1})
                     third.sendall(pp.frame(pp.hello()))
                     busy = pp.read_frame(third)
                     self.assertEqual(busy["type"], "busy", busy)
-                    self.assertEqual(busy["retry_after_s"], 5)
+                    # The expected wait: what is left of the session (a client without a budget
+                    # counts as 5 s), not a constant; one client ahead in line.
+                    self.assertTrue(1 <= busy["retry_after_s"] <= 5, busy)
+                    self.assertEqual(busy["position"], 2, busy)
+                    fourth.sendall(pp.frame(pp.hello()))
+                    later = pp.read_frame(fourth)
+                    self.assertEqual((later["type"], later["position"]), ("busy", 3), later)
+                    self.assertGreater(later["ticket"], busy["ticket"])
                     first.sendall(pp.frame({"type": "bye"}))
                     self.assertEqual(pp.read_frame(second, timeout=10)["type"], "hello")
+                    # Room for one again: the fourth comes back first, but the third's ticket is
+                    # older, so the room is the third's; then the third is queued ahead of it.
+                    c4, again = hello_again(later["ticket"])
+                    c4.close()
+                    self.assertEqual((again["type"], again["position"], again["ticket"]), ("busy", 2, later["ticket"]), again)
+                    c3, admitted = hello_again(busy["ticket"])
+                    self.assertEqual(admitted, {"type": "queued", "position": 1})
+                    c4, again = hello_again(later["ticket"])
+                    c4.close()
+                    self.assertEqual((again["type"], again["position"]), ("busy", 2), again)
+                    c3.close()
             finally:
                 first.close()
         self.assertIn("queued at position 1", s.log)
-        self.assertIn("busy: 1 client(s) waiting", s.log)
+        self.assertIn(f"ticket {busy['ticket']}, place 2 in line", s.log)
+        self.assertIn(f"queued at position 1 (ticket {busy['ticket']})", s.log)
 
 
 class Signals(unittest.TestCase):

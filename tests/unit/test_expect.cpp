@@ -185,5 +185,32 @@ TEST(Expect, RunOutcomeFollowsTheContract) {
   EXPECT_EQ(worse(exit_status::held, exit_status::inconclusive), exit_status::inconclusive);
 }
 
+// A server busy past --wait-busy: nothing measured and nothing failed (4), said once.
+TEST(Expect, ABusyServerIsInconclusiveNotAFailure) {
+  run_summary busy;
+  busy.planned = 3;
+  busy.busy = "the server stayed busy for 2.00 min";
+  const auto o = busy.outcome();
+  EXPECT_EQ(o.status, exit_status::inconclusive);
+  ASSERT_EQ(o.reasons.size(), 1U) << nlohmann::json(o.reasons).dump();
+  EXPECT_EQ(o.reasons[0], busy.busy);
+  EXPECT_EQ(busy.exit_code(), 4);
+}
+
+// The planned time a hello carries (the server's queue estimate): per case, the measured phases,
+// half a phase of warm-up and pilot, 0.3 s of setup.
+TEST(Expect, PlannedSecondsCountEveryCase) {
+  client_options o;
+  o.config.duration = std::chrono::milliseconds(200);
+  o.cases.resize(3);
+  EXPECT_NEAR(planned_seconds(o), 3 * (1.5 * 0.2 + 0.3), 1e-9);
+  o.config.repeat = 5;
+  EXPECT_NEAR(planned_seconds(o), 3 * (5.5 * 0.2 + 0.3), 1e-9);
+  o.wait_busy = std::chrono::seconds(7);
+  const hello_request h = hello_of(o);
+  EXPECT_EQ(h.wait_busy, std::chrono::seconds(7));
+  EXPECT_NEAR(h.budget_s, planned_seconds(o), 1e-9);
+}
+
 }  // namespace
 }  // namespace pairperf
