@@ -29,7 +29,7 @@ struct self_probe_question {
 
 // Spawns the child with this process's environment, less the entries that start with one of
 // `drop` (for example "FI_PROVIDER=": the child must see every provider); waits at most `limit`,
-// then kills it. stderr goes to /dev/null.
+// then kills it. Its stderr is kept (the last 2 KiB) for the error when it fails.
 self_probe_answer ask_self_probe(const self_probe_question& q, std::chrono::milliseconds limit,
                                  const std::vector<std::string>& drop = {});
 
