@@ -19,6 +19,15 @@ extern char** environ;  // NOLINT
 
 namespace pairperf {
 
+std::string describe_wait_status(int status) {
+  if (WIFEXITED(status)) return fmt::format("exit {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const char* name = sigabbrev_np(WTERMSIG(status));
+    return fmt::format("signal SIG{}", name != nullptr ? name : std::to_string(WTERMSIG(status)));
+  }
+  return fmt::format("status {}", status);
+}
+
 bool is_self_probe_child(std::string_view variable) {
   const char* v = std::getenv(std::string(variable).c_str());
   return v != nullptr && std::strcmp(v, "1") == 0;
@@ -34,6 +43,62 @@ void answer_self_probe(const std::string& text) {
   }
   ::_exit(0);
 }
+
+namespace {
+
+// The child's environment: this one's, with `variable`=1, less the entries `drop` names.
+std::vector<std::string> child_environment(std::string_view variable,
+                                           const std::vector<std::string>& drop) {
+  const std::string own = fmt::format("{}=", variable);
+  std::vector<std::string> env{own + "1"};
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    bool keep = entry.rfind(own, 0) != 0;
+    for (const auto& d : drop) keep = keep && entry.rfind(d, 0) != 0;
+    if (keep) env.emplace_back(entry);
+  }
+  return env;
+}
+
+// What the child wrote, read from both pipes until they close or the deadline passes: its answer
+// on stdout, the last 2 KiB of its stderr.
+struct child_output {
+  std::string text;
+  std::string said;
+  bool timed_out = false;
+};
+
+child_output read_child(int out_fd, int err_fd, std::chrono::milliseconds limit) {
+  constexpr std::size_t said_limit = 2048;
+  child_output c;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  std::array<int, 2> fds{out_fd, err_fd};
+  std::array<std::string*, 2> into{&c.text, &c.said};
+  while (fds[0] >= 0 || fds[1] >= 0) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    std::array<pollfd, 2> p{{{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}}};
+    const int ready = left.count() > 0 ? ::poll(p.data(), p.size(), static_cast<int>(left.count())) : 0;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      c.timed_out = true;
+      break;
+    }
+    for (std::size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i] < 0 || p[i].revents == 0) continue;
+      std::array<char, 4096> buf{};
+      const ssize_t n = ::read(fds[i], buf.data(), buf.size());
+      if (n > 0) into[i]->append(buf.data(), static_cast<std::size_t>(n));
+      if (n == 0 || (n < 0 && errno != EINTR)) fds[i] = -1;
+    }
+    if (c.said.size() > 2 * said_limit) c.said.erase(0, c.said.size() - said_limit);
+  }
+  if (c.said.size() > said_limit) c.said.erase(0, c.said.size() - said_limit);
+  while (!c.said.empty() && (c.said.back() == '\n' || c.said.back() == ' ')) c.said.pop_back();
+  return c;
+}
+
+}  // namespace
 
 self_probe_answer ask_self_probe(const self_probe_question& q, std::chrono::milliseconds limit,
                                  const std::vector<std::string>& drop) {
@@ -51,14 +116,7 @@ self_probe_answer ask_self_probe(const self_probe_question& q, std::chrono::mill
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out_write.get(), STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, err_write.get(), STDERR_FILENO);
-  const std::string own = fmt::format("{}=", q.variable);
-  std::vector<std::string> env_text{own + "1"};
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    const std::string_view entry(*e);
-    bool keep = entry.rfind(own, 0) != 0;
-    for (const auto& d : drop) keep = keep && entry.rfind(d, 0) != 0;
-    if (keep) env_text.emplace_back(entry);
-  }
+  std::vector<std::string> env_text = child_environment(q.variable, drop);
   std::vector<char*> env;
   for (auto& t : env_text) env.push_back(t.data());
   env.push_back(nullptr);
@@ -70,67 +128,19 @@ self_probe_answer ask_self_probe(const self_probe_question& q, std::chrono::mill
   out_write.reset();
   err_write.reset();
   if (rc != 0) return {"", fmt::format("spawning {}: {}", q.what, std::strerror(rc))};
-  // Its answer on stdout; its last words on stderr, kept for the error when it fails (a library
-  // that aborts, a sanitizer's report).
-  std::string text;
-  std::string said;
-  constexpr std::size_t said_limit = 2048;
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  bool timed_out = false;
-  bool out_open = true;
-  bool err_open = true;
-  while (out_open || err_open) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      break;
-    }
-    std::array<pollfd, 2> p{{{out_open ? out_read.get() : -1, POLLIN, 0},
-                             {err_open ? err_read.get() : -1, POLLIN, 0}}};
-    const int ready = ::poll(p.data(), p.size(), static_cast<int>(left.count()));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready == 0) {
-      timed_out = true;
-      break;
-    }
-    std::array<char, 4096> buf{};
-    if (out_open && p[0].revents != 0) {
-      const ssize_t n = ::read(out_read.get(), buf.data(), buf.size());
-      if (n > 0) text.append(buf.data(), static_cast<std::size_t>(n));
-      if (n == 0 || (n < 0 && errno != EINTR)) out_open = false;
-    }
-    if (err_open && p[1].revents != 0) {
-      const ssize_t n = ::read(err_read.get(), buf.data(), buf.size());
-      if (n > 0) {
-        said.append(buf.data(), static_cast<std::size_t>(n));
-        if (said.size() > 2 * said_limit) said.erase(0, said.size() - said_limit);
-      }
-      if (n == 0 || (n < 0 && errno != EINTR)) err_open = false;
-    }
-  }
-  if (timed_out) ::kill(pid, SIGKILL);
+  child_output c = read_child(out_read.get(), err_read.get(), limit);
+  if (c.timed_out) ::kill(pid, SIGKILL);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (said.size() > said_limit) said.erase(0, said.size() - said_limit);
-  while (!said.empty() && (said.back() == '\n' || said.back() == ' ')) said.pop_back();
-  const std::string last_words = said.empty() ? std::string() : fmt::format(": {}", said);
-  if (timed_out)
+  const std::string last_words = c.said.empty() ? std::string() : fmt::format(": {}", c.said);
+  if (c.timed_out)
     return {"", fmt::format("{} did not finish within {:.0f} s{}", q.what,
                             std::chrono::duration<double>(limit).count(), last_words)};
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    const std::string how =
-        WIFEXITED(status) ? fmt::format("exit {}", WEXITSTATUS(status))
-        : WIFSIGNALED(status)
-            ? fmt::format("signal {}", sigabbrev_np(WTERMSIG(status)) != nullptr
-                                           ? std::string("SIG") + sigabbrev_np(WTERMSIG(status))
-                                           : std::to_string(WTERMSIG(status)))
-            : fmt::format("status {}", status);
-    return {"", fmt::format("{} failed (its process ended abnormally: {}){}", q.what, how,
-                            last_words)};
-  }
-  return {std::move(text), ""};
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return {"", fmt::format("{} failed (its process ended abnormally: {}){}", q.what,
+                            describe_wait_status(status), last_words)};
+  return {std::move(c.text), ""};
 }
 
 }  // namespace pairperf

@@ -33,6 +33,9 @@ struct self_probe_question {
 self_probe_answer ask_self_probe(const self_probe_question& q, std::chrono::milliseconds limit,
                                  const std::vector<std::string>& drop = {});
 
+// How a child process ended, from waitpid's status: "exit 3", "signal SIGKILL".
+std::string describe_wait_status(int status);
+
 // In a constructor: whether this process is the child asked for `variable`.
 bool is_self_probe_child(std::string_view variable);
 

@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "core/errors.h"
+#include "core/self_probe.h"
 #include "core/socket.h"
 
 namespace pairperf {
@@ -32,14 +33,6 @@ void write_line(int fd, const std::string& line) {
     if (n <= 0) return;
     done += static_cast<std::size_t>(n);
   }
-}
-
-std::string describe_status(int status) {
-  if (WIFSIGNALED(status)) {
-    const char* name = sigabbrev_np(WTERMSIG(status));
-    return fmt::format("signal SIG{}", name != nullptr ? name : std::to_string(WTERMSIG(status)));
-  }
-  return fmt::format("exit {}", WEXITSTATUS(status));
 }
 
 // Reads what is there without blocking; false at end of stream.
@@ -184,7 +177,7 @@ worker_outcome run_in_worker(const std::function<std::string()>& work,
         out.output = reported.substr(1);
       } else {
         out.how = worker_outcome::end::died;
-        out.died_how = describe_status(status);
+        out.died_how = describe_wait_status(status);
       }
       break;
     }

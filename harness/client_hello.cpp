@@ -43,10 +43,10 @@ nlohmann::json say_hello(control_channel& channel, const hello_request& request,
     if (m.type == msg_type::busy) {
       const auto r = m.body.find("retry_after_s");
       const double after = r != m.body.end() && r->is_number() ? r->get<double>() : 5.0;
-      const std::string reason =
-          m.body.value("reason", nlohmann::json("no reason given")).is_string()
-              ? m.body.value("reason", std::string("no reason given"))
-              : std::string("no reason given");
+      const auto said = m.body.find("reason");
+      const std::string reason = said != m.body.end() && said->is_string()
+                                     ? said->get<std::string>()
+                                     : std::string("no reason given");
       throw busy_reply(where{"hello", channel.place().peer, channel.place().iface}, reason,
                        std::clamp(after, 0.1, 300.0), whole(m.body, "ticket"),
                        whole(m.body, "position"));

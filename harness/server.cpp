@@ -21,9 +21,11 @@
 
 #include "core/control.h"
 #include "core/interfaces.h"
+#include "core/self_probe.h"
 #include "core/units.h"
 #include "harness/context.h"
 #include "harness/server_session.h"
+#include "harness/server_tickets.h"
 #include "harness/token.h"
 
 namespace pairperf {
@@ -49,15 +51,6 @@ struct client_conn {
   std::uint64_t order = 0;  // its place in the line: its ticket, else a number drawn on arrival
 };
 
-// A client turned away while the queue was full, expected back with this ticket: it keeps its
-// place ahead of later ones (first come, first served across retries) until it expires.
-struct ticket_entry {
-  std::uint64_t id = 0;
-  deadline_t due{};      // when it should be back (its longest jittered pause, and a margin)
-  deadline_t expires{};  // when it is forgotten
-  double budget_s = 0;
-};
-
 // A client that names no budget (an older pairperf) counts as this many seconds in estimates.
 constexpr double unknown_budget_s = 5;
 
@@ -69,19 +62,13 @@ struct session_process {
   std::optional<deadline_t> kill_at;  // set once the client hung up or the server stops
 };
 
-std::string describe_status(int status) {
-  if (WIFEXITED(status)) return fmt::format("exit {}", WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) {
-    const char* name = sigabbrev_np(WTERMSIG(status));
-    return fmt::format("signal SIG{}", name != nullptr ? name : std::to_string(WTERMSIG(status)));
-  }
-  return fmt::format("status {}", status);
-}
-
 class supervisor {
  public:
   supervisor(const server_options& options, const std::atomic<bool>& stop)
-      : m_options(options), m_stop(stop), m_listen(listen_address(options)) {
+      : m_options(options),
+        m_stop(stop),
+        m_listen(listen_address(options)),
+        m_tickets(std::max<std::size_t>(64, 8 * options.limits.max_queue)) {
     if (m_options.limits.max_case_memory == 0)
       m_options.limits.max_case_memory = automatic_case_memory();
   }
@@ -100,8 +87,6 @@ class supervisor {
   void authenticated(pending_conn& p, std::optional<std::uint64_t> ticket, double budget_s);
   void admit(client_conn c);
   void admit_waiting(client_conn c, std::size_t index);
-  // Whether a client turned away before `order` arrived is still due back.
-  [[nodiscard]] bool earlier_ticket_due(std::uint64_t order) const;
   [[nodiscard]] double expected_wait_s(std::size_t sessions_to_end) const;
   void start_session();
   void reap();
@@ -116,8 +101,7 @@ class supervisor {
   unique_fd m_listener;
   std::list<pending_conn> m_pending;
   std::deque<client_conn> m_queue;
-  std::deque<ticket_entry> m_tickets;  // oldest first; at most max_tickets()
-  std::uint64_t m_next_ticket = 1;
+  ticket_book m_tickets;  // clients turned away, expected back
   std::optional<session_process> m_session;
   std::size_t m_served = 0;
   std::size_t m_turned_away = 0;
@@ -233,40 +217,21 @@ void supervisor::authenticated(pending_conn& p, std::optional<std::uint64_t> tic
                                double budget_s) {
   set_nonblocking(p.fd.get(), false);
   const auto now = steady::now();
-  std::erase_if(m_tickets, [&](const ticket_entry& t) { return t.expires <= now; });
   // Clients turned away earlier and still expected back come first: a newcomer, or a client
   // whose ticket expired, is behind all of them.
-  auto mine = ticket ? std::find_if(m_tickets.begin(), m_tickets.end(),
-                                    [&](const ticket_entry& t) { return t.id == *ticket; })
-                     : m_tickets.end();
-  const auto ahead = static_cast<std::size_t>(std::distance(m_tickets.begin(), mine));
+  const std::size_t ahead = m_tickets.ahead_of(ticket, now);
   const std::size_t max_queue = m_options.limits.max_queue;
   const std::size_t room = max_queue > m_queue.size() ? max_queue - m_queue.size() : 0;
   const bool idle = !m_session && m_queue.empty();
   if ((idle && ahead == 0) || room > ahead) {
-    if (mine != m_tickets.end()) m_tickets.erase(mine);
-    admit(client_conn{std::move(p.fd), p.peer, budget_s, ticket, ticket ? *ticket : m_next_ticket++});
+    if (ticket) m_tickets.redeem(*ticket);
+    admit(client_conn{std::move(p.fd), p.peer, budget_s, ticket,
+                      ticket ? *ticket : m_tickets.draw()});
     return;
   }
   // Busy: come back when enough sessions should have ended to leave room for this client.
-  const double retry =
-      std::clamp(std::ceil(expected_wait_s(ahead + 1 - room)), 1.0, 60.0);
-  const auto after = [&](double seconds) {
-    return now + std::chrono::duration_cast<std::chrono::nanoseconds>(
-                     std::chrono::duration<double>(seconds));
-  };
-  // The client pauses retry_after_s +-20% (client_hello.cpp); 2 s more for its reconnect.
-  const auto due = after(1.2 * retry + 2);
-  const auto expires = after(2 * retry + 5);
-  std::optional<std::uint64_t> id;
-  if (mine != m_tickets.end()) {
-    mine->due = due;
-    mine->expires = expires;
-    id = mine->id;
-  } else if (m_tickets.size() < std::max<std::size_t>(64, 8 * max_queue)) {
-    m_tickets.push_back(ticket_entry{m_next_ticket++, due, expires, budget_s});
-    id = m_tickets.back().id;
-  }  // else: too many turned away to remember; this one comes back as a newcomer
+  const double retry = std::clamp(std::ceil(expected_wait_s(ahead + 1 - room)), 1.0, 60.0);
+  const std::optional<std::uint64_t> id = m_tickets.turn_away(ticket, retry, now);
   const std::size_t position = m_queue.size() + ahead + 1;
   nlohmann::json body{
       {"reason", fmt::format("{} client(s) are waiting (--max-queue), {} ahead of this one",
@@ -286,7 +251,7 @@ void supervisor::admit(client_conn c) {
   const auto at = std::upper_bound(m_queue.begin(), m_queue.end(), c.order,
                                    [](std::uint64_t o, const client_conn& q) { return o < q.order; });
   const auto index = static_cast<std::size_t>(std::distance(m_queue.begin(), at));
-  if (!m_session && index == 0 && !earlier_ticket_due(c.order)) {
+  if (!m_session && index == 0 && !m_tickets.earlier_due(c.order, steady::now())) {
     m_queue.push_front(std::move(c));
     start_session();
     return;
@@ -305,14 +270,6 @@ void supervisor::admit_waiting(client_conn c, std::size_t index) {
     const char byte = 1;
     [[maybe_unused]] const auto n = ::write(m_session->others_waiting.get(), &byte, 1);
   }
-}
-
-// The queue's first waits for a client turned away before it arrived that is still due back
-// (first come, first served), but not for one that missed its time.
-bool supervisor::earlier_ticket_due(std::uint64_t order) const {
-  const auto now = steady::now();
-  return std::any_of(m_tickets.begin(), m_tickets.end(),
-                     [&](const ticket_entry& t) { return t.id < order && now < t.due; });
 }
 
 // Serves the queue's first client in a child process. The supervisor is single-threaded and
@@ -388,7 +345,7 @@ void supervisor::reap() {
   }
   const bool clean = r == m_session->pid && WIFEXITED(status) && WEXITSTATUS(status) <= 1;
   if (!clean && !m_stop.load()) {
-    const std::string how = r == m_session->pid ? describe_status(status) : "lost";
+    const std::string how = r == m_session->pid ? describe_wait_status(status) : "lost";
     log(fmt::format("{}: session ended by {}; the server goes on", m_session->client.peer, how));
     const bool overran = r == m_session->pid && WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM;
     send_quietly(
@@ -486,7 +443,9 @@ int supervisor::run() {
   m_idle_deadline = deadline_in(m_options.timeouts.idle);
   while (!done()) {
     reap();
-    if (!m_session && !m_queue.empty() && !earlier_ticket_due(m_queue.front().order))
+    // The queue's first waits for a client turned away before it that is still due back.
+    if (!m_session && !m_queue.empty() &&
+        !m_tickets.earlier_due(m_queue.front().order, steady::now()))
       start_session();
     // Order: the listener, the session's client, the queue, then the pending hellos (which may
     // start a session or grow the queue, so they come last).

@@ -29,6 +29,35 @@ def run(args, timeout=120, cwd=None, env=None, prefix=()):
     return proc, time.monotonic() - start
 
 
+class WithNamespaces(unittest.TestCase):
+    """A test class over network namespaces that its build(nets) classmethod makes once, before its
+    tests (nets: pairperf_tools.netns.Namespaces); deleted after them, or at once when build
+    fails. cleanup() removes anything else the class made (override it)."""
+
+    @classmethod
+    def build(cls, nets):
+        raise NotImplementedError
+
+    @classmethod
+    def cleanup(cls):
+        pass
+
+    @classmethod
+    def setUpClass(cls):
+        from pairperf_tools import netns
+        cls.nets = netns.Namespaces()
+        try:
+            cls.build(cls.nets)
+        except Exception:
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.nets.close()
+        cls.cleanup()
+
+
 def traced(args, calls="execve", timeout=120):
     """Runs pairperf with args under `strace -f` for these system calls; returns (CompletedProcess,
     the trace: one line per call, each starting with its pid). None when strace is not installed.

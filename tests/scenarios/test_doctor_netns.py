@@ -58,22 +58,13 @@ def doctor(prefix, server, *args, env=None, timeout=120):
 
 
 @unittest.skipIf(REASON is not None, REASON or "")
-class AsymmetricPair(unittest.TestCase):
+class AsymmetricPair(pp.WithNamespaces):
     @classmethod
-    def setUpClass(cls):
-        cls.nets = netns.Namespaces()
-        try:
-            for ns in (NS_A, NS_B, NS_C):
-                cls.nets.add(ns)
-            cls.nets.link((NS_A, A1, ADDR_A1), (NS_B, B1, ADDR_B1))
-            cls.nets.link((NS_A, A2, ADDR_A2), (NS_C, C2, ADDR_C2))
-        except Exception:
-            cls.nets.close()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.nets.close()
+    def build(cls, nets):
+        for ns in (NS_A, NS_B, NS_C):
+            nets.add(ns)
+        nets.link((NS_A, A1, ADDR_A1), (NS_B, B1, ADDR_B1))
+        nets.link((NS_A, A2, ADDR_A2), (NS_C, C2, ADDR_C2))
 
     def server(self, env=None):
         return pp.Server("--timeout-idle", "120s", listen="::", prefix=in_ns(NS_B), env=env or pp.clean_env())

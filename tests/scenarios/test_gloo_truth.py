@@ -126,33 +126,27 @@ def doctor(a_env, b_env):
 
 
 @unittest.skipIf(REASON is not None, REASON or "")
-class GlooAgreesWithTorch(unittest.TestCase):
+class GlooAgreesWithTorch(pp.WithNamespaces):
     @classmethod
-    def setUpClass(cls):
-        cls.nets = netns.Namespaces()
-        try:
-            for k in "SABCD":
-                cls.nets.add(NS[k])
-            netns.sh("ip", "-n", NS["S"], "link", "add", "br0", "type", "bridge")
-            netns.sh("ip", "-n", NS["S"], "link", "set", "br0", "up")
-            for i, (node, name, addrs) in enumerate([("A", "eth0", ["10.88.0.1", "192.168.88.1"]),
-                                                      ("B", "eth0", ["10.88.0.2"]),
-                                                      ("B", "eth1", ["192.168.88.2"]),
-                                                      ("D", "eth0", ["192.168.88.3", "10.88.0.3"])]):
-                port = f"pgp{i}x{TAG}"
-                cls.nets.link((NS["S"], port, None), (NS[node], name, addrs[0]))
-                for extra in addrs[1:]:
-                    netns.sh("ip", "-n", NS[node], "addr", "add", f"{extra}/24", "dev", name)
-                netns.sh("ip", "-n", NS["S"], "link", "set", port, "master", "br0")
-            cls.nets.link((NS["A"], "ib0", "10.87.0.1"), (NS["C"], "c0", "10.87.0.2"))
-            netns.sh("ip", "-n", NS["A"], "addr", "add", "10.89.0.1/24", "dev", "ib0")
-        except Exception:
-            cls.tearDownClass()
-            raise
+    def build(cls, nets):
+        for k in "SABCD":
+            nets.add(NS[k])
+        netns.sh("ip", "-n", NS["S"], "link", "add", "br0", "type", "bridge")
+        netns.sh("ip", "-n", NS["S"], "link", "set", "br0", "up")
+        for i, (node, name, addrs) in enumerate([("A", "eth0", ["10.88.0.1", "192.168.88.1"]),
+                                                  ("B", "eth0", ["10.88.0.2"]),
+                                                  ("B", "eth1", ["192.168.88.2"]),
+                                                  ("D", "eth0", ["192.168.88.3", "10.88.0.3"])]):
+            port = f"pgp{i}x{TAG}"
+            nets.link((NS["S"], port, None), (NS[node], name, addrs[0]))
+            for extra in addrs[1:]:
+                netns.sh("ip", "-n", NS[node], "addr", "add", f"{extra}/24", "dev", name)
+            netns.sh("ip", "-n", NS["S"], "link", "set", port, "master", "br0")
+        nets.link((NS["A"], "ib0", "10.87.0.1"), (NS["C"], "c0", "10.87.0.2"))
+        netns.sh("ip", "-n", NS["A"], "addr", "add", "10.89.0.1/24", "dev", "ib0")
 
     @classmethod
-    def tearDownClass(cls):
-        cls.nets.close()
+    def cleanup(cls):
         for k in NS:
             shutil.rmtree(os.path.join("/etc/netns", NS[k]), ignore_errors=True)
 

@@ -23,22 +23,13 @@ if REASON:
 
 
 @unittest.skipIf(REASON is not None, REASON or "")
-class TwoLinks(unittest.TestCase):
+class TwoLinks(pp.WithNamespaces):
     @classmethod
-    def setUpClass(cls):
-        cls.nets = netns.Namespaces()
-        try:
-            cls.nets.add(NS_A)
-            cls.nets.add(NS_B)
-            for a, b, addr_a, addr_b in LINKS:
-                cls.nets.link((NS_A, a, addr_a), (NS_B, b, addr_b))
-        except Exception:
-            cls.nets.close()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.nets.close()
+    def build(cls, nets):
+        nets.add(NS_A)
+        nets.add(NS_B)
+        for a, b, addr_a, addr_b in LINKS:
+            nets.link((NS_A, a, addr_a), (NS_B, b, addr_b))
 
     def client(self, server, *args):
         with pp.tmpdir() as d:

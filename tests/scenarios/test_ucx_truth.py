@@ -91,24 +91,15 @@ def doctor(a_env):
 
 
 @unittest.skipIf(REASON is not None, REASON or "")
-class UcxAgreesWithUcxPerftest(unittest.TestCase):
+class UcxAgreesWithUcxPerftest(pp.WithNamespaces):
     @classmethod
-    def setUpClass(cls):
-        cls.nets = netns.Namespaces()
-        try:
-            for k in "ABC":
-                cls.nets.add(NS[k])
-            cls.nets.link((NS["A"], "good0", "10.71.1.1"), (NS["B"], "good0", B_ADDR))
-            cls.nets.link((NS["A"], "jumbo0", "10.71.2.1"), (NS["C"], "dead0", "10.71.2.2"))
-            for ns, name in ((NS["A"], "jumbo0"), (NS["C"], "dead0")):
-                netns.sh("ip", "-n", ns, "link", "set", name, "mtu", "9000")
-        except Exception:
-            cls.nets.close()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.nets.close()
+    def build(cls, nets):
+        for k in "ABC":
+            nets.add(NS[k])
+        nets.link((NS["A"], "good0", "10.71.1.1"), (NS["B"], "good0", B_ADDR))
+        nets.link((NS["A"], "jumbo0", "10.71.2.1"), (NS["C"], "dead0", "10.71.2.2"))
+        for ns, name in ((NS["A"], "jumbo0"), (NS["C"], "dead0")):
+            netns.sh("ip", "-n", ns, "link", "set", name, "mtu", "9000")
 
     def test_doctor_fails_exactly_when_ucx_perftest_fails_and_its_fix_works(self):
         table = []
