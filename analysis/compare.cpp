@@ -18,63 +18,6 @@
 namespace pairperf {
 namespace {
 
-constexpr std::size_t exact_limit = 25;
-
-// Coefficients of the q-binomial [n1+n2 choose n1]: how many orderings give each U.
-std::vector<double> u_distribution(std::size_t n1, std::size_t n2) {
-  // poly[k] = [n choose k]_q, built up over n by [n,k] = [n-1,k-1] + q^k [n-1,k].
-  std::vector<std::vector<double>> poly(n1 + 1);
-  poly[0] = {1.0};
-  for (std::size_t n = 1; n <= n1 + n2; ++n) {
-    for (std::size_t k = std::min(n, n1); k >= 1; --k) {
-      std::vector<double> next(k * (n - k) + 1, 0.0);
-      const auto& left = poly[k - 1];  // [n-1, k-1]
-      for (std::size_t i = 0; i < left.size() && i < next.size(); ++i) next[i] += left[i];
-      const auto& right = poly[k];  // [n-1, k], shifted by k
-      for (std::size_t i = 0; i < right.size() && i + k < next.size(); ++i) next[i + k] += right[i];
-      poly[k] = std::move(next);
-    }
-  }
-  return poly[n1];
-}
-
-// The Hodges-Lehmann estimate of the relative change: the median over every pair (base, new)
-// of new / base, minus one. It uses every repetition, so it moves less with noise than the
-// ratio of the two medians.
-double ratio_change(const std::vector<double>& base, const std::vector<double>& next) {
-  std::vector<double> logs;
-  logs.reserve(base.size() * next.size());
-  for (const double b : base) {
-    for (const double n : next) {
-      if (b > 0 && n > 0) logs.push_back(std::log(n / b));
-    }
-  }
-  if (logs.empty()) return 0;
-  return std::exp(median_of(std::move(logs))) - 1;
-}
-
-std::vector<double> ranks_of(const std::vector<double>& all, bool& ties, double& tie_term) {
-  std::vector<std::size_t> order(all.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](auto x, auto y) { return all[x] < all[y]; });
-  std::vector<double> ranks(all.size());
-  ties = false;
-  tie_term = 0;
-  for (std::size_t i = 0; i < order.size();) {
-    std::size_t j = i;
-    while (j + 1 < order.size() && all[order[j + 1]] == all[order[i]]) ++j;
-    const double rank = (static_cast<double>(i + j) / 2) + 1;
-    for (std::size_t k = i; k <= j; ++k) ranks[order[k]] = rank;
-    const double t = static_cast<double>(j - i + 1);
-    if (t > 1) {
-      ties = true;
-      tie_term += t * t * t - t;
-    }
-    i = j + 1;
-  }
-  return ranks;
-}
-
 std::string file_error(const std::string& path, const std::string& what) {
   return fmt::format("{}: {}", path, what);
 }
@@ -119,6 +62,7 @@ void load_file(const std::filesystem::path& path, result_set& out) {
                     "written by the same major version",
                     version.empty() ? "(none)" : version)));
   }
+  const std::size_t run = out.files.size();
   out.files.push_back(path.string());
   const auto context = head.find("context");
   out.contexts.push_back(context != head.end() && context->is_object() ? *context
@@ -130,6 +74,7 @@ void load_file(const std::filesystem::path& path, result_set& out) {
     } else {
       for (const auto& r : head.at("results")) out.results.push_back(r.get<case_result>());
     }
+    out.run_of.resize(out.results.size(), run);
   } catch (const std::exception& e) {
     throw compare_error(file_error(path.string(), fmt::format("malformed result ({})", e.what())));
   }
@@ -140,13 +85,25 @@ headline headline_for(const std::string& metric) {
   return metric == "latency p50" ? headline::latency_p50 : headline::latency_p99;
 }
 
+// One case's results on one side, grouped by run (in the order of the side's files).
 struct side_cases {
   std::vector<const case_result*> results;
+  std::vector<std::vector<const case_result*>> runs;
+  std::vector<std::size_t> run_index;  // the file each entry of `runs` came from
 };
 
 std::map<std::string, side_cases> by_key(const result_set& s) {
   std::map<std::string, side_cases> out;
-  for (const auto& r : s.results) out[case_key(r.test)].results.push_back(&r);
+  for (std::size_t i = 0; i < s.results.size(); ++i) {
+    side_cases& c = out[case_key(s.results[i].test)];
+    c.results.push_back(&s.results[i]);
+    const std::size_t run = i < s.run_of.size() ? s.run_of[i] : 0;
+    if (c.run_index.empty() || c.run_index.back() != run) {
+      c.run_index.push_back(run);
+      c.runs.emplace_back();
+    }
+    c.runs.back().push_back(&s.results[i]);
+  }
   return out;
 }
 
@@ -165,10 +122,17 @@ std::string status_of(const side_cases& s) {
   return fmt::format("{}", fmt::join(seen, ","));
 }
 
-// The first noisy result of a side, as "SIDE: reason"; empty when all were quiet.
-std::string noisy_of(const side_cases& s, const char* side) {
-  for (const auto* r : s.results) {
-    if (is_noisy(r->host_noise)) return fmt::format("{}: {}", side, noise_reason(r->host_noise));
+bool run_is_noisy(const std::vector<const case_result*>& run) {
+  return std::any_of(run.begin(), run.end(),
+                     [](const case_result* r) { return is_noisy(r->host_noise); });
+}
+
+// The first noisy result of a side's runs, as "SIDE: reason"; empty when all were quiet.
+std::string noisy_of(const std::vector<std::vector<const case_result*>>& runs, const char* side) {
+  for (const auto& run : runs) {
+    for (const auto* r : run) {
+      if (is_noisy(r->host_noise)) return fmt::format("{}: {}", side, noise_reason(r->host_noise));
+    }
   }
   return {};
 }
@@ -178,18 +142,32 @@ bool all_ok(const side_cases& s) {
                      [](const case_result* r) { return r->status == case_status::ok; });
 }
 
+// A baseline run whose host took the CPU away measured the host, not the build: it is left out
+// of the baseline (and counted), so one busy night does not widen every later verdict.
+std::vector<std::vector<const case_result*>> quiet_runs(const side_cases& s, std::size_t& noisy) {
+  std::vector<std::vector<const case_result*>> out;
+  noisy = 0;
+  for (const auto& run : s.runs) {
+    if (run_is_noisy(run)) {
+      ++noisy;
+    } else {
+      out.push_back(run);
+    }
+  }
+  return out;
+}
+
 metric_change compare_metric(const std::string& metric, const side_cases& base,
                              const side_cases& next, const compare_options& o) {
   metric_change m;
   m.metric = metric;
   m.higher_is_better = metric == "bandwidth";
-  for (const auto* r : base.results) {
-    const auto v = repetition_values(*r, headline_for(metric));
-    m.base.insert(m.base.end(), v.begin(), v.end());
-  }
-  for (const auto* r : next.results) {
-    const auto v = repetition_values(*r, headline_for(metric));
-    m.next.insert(m.next.end(), v.begin(), v.end());
+  m.threshold = metric == "latency p99" ? o.tail_threshold : o.threshold;
+  m.base = run_values(quiet_runs(base, m.base_noisy_runs), metric);
+  m.next = run_values(next.runs, metric);
+  if (m.base.empty() && m.base_noisy_runs > 0) {
+    m.base_noisy_runs = 0;  // every baseline run was noisy: judge them, the case is marked noisy
+    m.base = run_values(base.runs, metric);
   }
   if (m.base.empty() || m.next.empty()) {
     m.note = "no value on one side";
@@ -197,92 +175,8 @@ metric_change compare_metric(const std::string& metric, const side_cases& base,
   }
   m.base_median = median_of(m.base);
   m.new_median = median_of(m.next);
-  m.change = ratio_change(m.base, m.next);
-  const double worse = m.higher_is_better ? -m.change : m.change;
-  if (m.base.size() < 2 || m.next.size() < 2) {
-    m.note = "one value on a side: not tested (run with --repeat)";
-    return m;
-  }
-  m.p_value = mann_whitney_p(m.base, m.next);
-  // significant/regression/improvement are decided in compare_results, once every p is known.
-  (void)worse;
-  if (mann_whitney_min_p(m.base.size(), m.next.size()) >= o.alpha) {
-    m.note = fmt::format("{} and {} values cannot reach p < {} (4 a side can)", m.base.size(),
-                         m.next.size(), o.alpha);
-  }
+  m.test = test_runs(m.base, m.next, o.alpha, m.threshold);
   return m;
-}
-
-// Judged once significance is known: what is not a finding is "no significant change" only when
-// the data could have shown a change of the threshold's size.
-void judge_detectability(metric_change& m, const compare_options& o) {
-  m.threshold = m.metric == "latency p99" ? o.tail_threshold : o.threshold;
-  m.detect = detectable_change(m.base, m.next, o.alpha, m.threshold);
-  if (m.regression || m.improvement || m.significant) return;
-  if (m.base.empty() || m.next.empty()) return;  // nothing to judge: listed, not counted
-  const auto needs = [&] {
-    return m.detect.needed > 0 ? fmt::format("needs about {} repetitions a side", m.detect.needed)
-                               : std::string("needs --repeat 4 or more on both sides");
-  };
-  if (m.base.size() < 2 || m.next.size() < 2) {
-    m.inconclusive = true;
-    m.note = fmt::format("one value on a side: {}", needs());
-  } else if (!m.detect.mde) {
-    m.inconclusive = true;
-    m.note = fmt::format("{} and {} values cannot reach p < {}: {}", m.base.size(), m.next.size(),
-                         o.alpha, needs());
-  } else if (*m.detect.mde > m.threshold) {
-    m.inconclusive = true;
-    m.note = fmt::format("noise ±{:.1f}%, detects only changes beyond {:.1f}%, {}",
-                         m.detect.noise.value_or(0) * 100, *m.detect.mde * 100, needs());
-  } else {
-    m.note = fmt::format("detects changes beyond {:.1f}%", *m.detect.mde * 100);
-  }
-}
-
-// A sweep compares hundreds of metrics at once: without a correction, noise alone would flag
-// some every night. Benjamini-Hochberg adjusts the p-values over every tested metric of the
-// comparison (false discovery rate at alpha; under no change at all, the chance of any
-// significant metric stays below alpha), then each metric is judged on its adjusted value.
-void decide(comparison& out, const compare_options& o) {
-  std::vector<metric_change*> tested;
-  for (auto& c : out.cases) {
-    for (auto& m : c.metrics) {
-      if (m.p_value) tested.push_back(&m);
-    }
-  }
-  std::sort(tested.begin(), tested.end(), [](const metric_change* a, const metric_change* b) {
-    return *a->p_value < *b->p_value;
-  });
-  const double total = static_cast<double>(tested.size());
-  double running = 1.0;
-  for (std::size_t i = tested.size(); i-- > 0;) {
-    running = std::min(running, *tested[i]->p_value * total / static_cast<double>(i + 1));
-    tested[i]->q_value = std::min(1.0, running);
-  }
-  for (auto& c : out.cases) {
-    for (auto& m : c.metrics) {
-      if (!m.q_value) continue;
-      const double worse = m.higher_is_better ? -m.change : m.change;
-      const double threshold = m.metric == "latency p99" ? o.tail_threshold : o.threshold;
-      m.significant = *m.q_value < o.alpha;
-      m.regression = m.significant && worse > threshold;
-      m.improvement = m.significant && -worse > threshold;
-      out.regressions += m.regression ? 1 : 0;
-      out.improvements += m.improvement ? 1 : 0;
-    }
-  }
-  for (auto& c : out.cases) {
-    for (auto& m : c.metrics) {
-      judge_detectability(m, o);
-      if (!c.noisy.empty() && !m.regression && !m.improvement && !m.base.empty() &&
-          !m.next.empty()) {
-        m.inconclusive = true;
-        m.note = "noisy: " + c.noisy + (m.note.empty() ? "" : "; " + m.note);
-      }
-      out.inconclusive += m.inconclusive ? 1 : 0;
-    }
-  }
 }
 
 }  // namespace
@@ -304,50 +198,73 @@ std::string comparison::inconclusive_reason() const {
   if (judged == 0) return "no matched case has a figure on both sides";
   if (inconclusive > 0)
     return fmt::format(
-        "{} metric(s) could not be judged (see the notes: too few repetitions or "
-        "too much noise for the threshold)",
+        "{} metric(s) could not be judged (see the notes: too few runs, runs that vary more "
+        "than the threshold allows, or a noisy run)",
         inconclusive);
   return {};
 }
 
-double mann_whitney_p(std::span<const double> a, std::span<const double> b) {
-  const std::size_t n1 = a.size();
-  const std::size_t n2 = b.size();
-  if (n1 == 0 || n2 == 0) return 1.0;
-  std::vector<double> all(a.begin(), a.end());
-  all.insert(all.end(), b.begin(), b.end());
-  bool ties = false;
-  double tie_term = 0;
-  const std::vector<double> ranks = ranks_of(all, ties, tie_term);
-  const double r1 = std::accumulate(ranks.begin(), ranks.begin() + static_cast<long>(n1), 0.0);
-  const double u1 = r1 - static_cast<double>(n1 * (n1 + 1)) / 2;
-  const double nn = static_cast<double>(n1 * n2);
-  if (!ties && n1 <= exact_limit && n2 <= exact_limit) {
-    const std::vector<double> dist = u_distribution(n1, n2);
-    const double total = std::accumulate(dist.begin(), dist.end(), 0.0);
-    const auto u = static_cast<std::size_t>(std::llround(u1));
-    double lower = 0;  // P(U <= u)
-    for (std::size_t i = 0; i <= u && i < dist.size(); ++i) lower += dist[i];
-    double upper = 0;  // P(U >= u)
-    for (std::size_t i = u; i < dist.size(); ++i) upper += dist[i];
-    return std::min(1.0, 2 * std::min(lower, upper) / total);
-  }
-  const double n = static_cast<double>(n1 + n2);
-  const double mu = nn / 2;
-  const double var = nn / 12 * ((n + 1) - tie_term / (n * (n - 1)));
-  if (var <= 0) return 1.0;  // every value equal
-  const double z = std::max(0.0, std::abs(u1 - mu) - 0.5) / std::sqrt(var);
-  return std::min(1.0, std::erfc(z / std::sqrt(2.0)));
+void result_set::add(const result_set& more) {
+  const std::size_t offset = files.size();
+  files.insert(files.end(), more.files.begin(), more.files.end());
+  contexts.insert(contexts.end(), more.contexts.begin(), more.contexts.end());
+  results.insert(results.end(), more.results.begin(), more.results.end());
+  for (const std::size_t r : more.run_of) run_of.push_back(offset + r);
 }
 
-double mann_whitney_min_p(std::size_t n1, std::size_t n2) {
-  if (n1 == 0 || n2 == 0) return 1.0;
-  if (n1 > exact_limit || n2 > exact_limit) return 0.0;
-  // The most extreme ordering is one of C(n1+n2, n1); two-sided doubles it.
-  double combos = 1;
-  for (std::size_t i = 1; i <= n1; ++i)
-    combos = combos * static_cast<double>(n2 + i) / static_cast<double>(i);
-  return std::min(1.0, 2 / combos);
+std::vector<double> run_values(const std::vector<std::vector<const case_result*>>& runs,
+                               const std::string& metric) {
+  std::vector<double> out;
+  for (const auto& run : runs) {
+    std::vector<double> reps;
+    for (const auto* r : run) {
+      const auto v = repetition_values(*r, headline_for(metric));
+      reps.insert(reps.end(), v.begin(), v.end());
+    }
+    if (!reps.empty()) out.push_back(median_of(std::move(reps)));
+  }
+  return out;
+}
+
+// Under no change at all, Benjamini-Hochberg keeps the chance of any significant metric below
+// alpha, so a sweep of hundreds of metrics does not raise false alarms from noise alone. What is
+// not a finding is "no significant change" only where the runs could have shown one.
+judged_counts judge_metrics(const std::vector<metric_change*>& metrics, const compare_options& o) {
+  std::vector<metric_change*> tested;
+  std::vector<double> p;
+  for (auto* m : metrics) {
+    if (m->test.p_value) {
+      tested.push_back(m);
+      p.push_back(*m->test.p_value);
+    }
+  }
+  const std::vector<double> q = benjamini_hochberg(p);
+  for (std::size_t i = 0; i < tested.size(); ++i) tested[i]->q_value = q[i];
+  judged_counts counts;
+  for (auto* m : metrics) {
+    if (m->base.empty() || m->next.empty()) continue;  // nothing to judge: listed, not counted
+    const double worse = m->higher_is_better ? -m->test.change : m->test.change;
+    m->significant = m->q_value && *m->q_value < o.alpha;
+    m->regression = m->significant && worse > m->threshold;
+    m->improvement = m->significant && -worse > m->threshold;
+    counts.regressions += m->regression ? 1 : 0;
+    counts.improvements += m->improvement ? 1 : 0;
+    std::vector<std::string> notes;
+    if (m->base_noisy_runs > 0)
+      notes.push_back(fmt::format("{} noisy baseline run(s) left out", m->base_noisy_runs));
+    if (!m->regression && !m->improvement && !m->significant) {
+      if (std::string need = runs_needed_note(m->test, m->threshold); !need.empty()) {
+        m->inconclusive = true;
+        notes.push_back(std::move(need));
+      } else if (m->test.mde) {
+        notes.push_back(fmt::format("detects changes beyond {:.1f}%", *m->test.mde * 100));
+      }
+    }
+    if (!m->note.empty()) notes.insert(notes.begin(), m->note);
+    m->note = fmt::format("{}", fmt::join(notes, "; "));
+    counts.inconclusive += m->inconclusive ? 1 : 0;
+  }
+  return counts;
 }
 
 result_set load_results(const std::string& path) {
@@ -407,10 +324,7 @@ comparison compare_results(const result_set& base, const result_set& next,
     c.provenance_changed =
         !c.base_lanes.empty() && !c.new_lanes.empty() && c.base_lanes != c.new_lanes;
     c.status_regressed = all_ok(bs) && !all_ok(ns);
-    const std::string noisy_base = noisy_of(bs, "base");
-    const std::string noisy_new = noisy_of(ns, "new");
-    c.noisy = noisy_base.empty() ? noisy_new
-                                 : (noisy_new.empty() ? noisy_base : noisy_base + "; " + noisy_new);
+    c.noisy = noisy_of(ns.runs, "new");
     std::vector<std::string> metrics;
     if (c.test.pattern == pattern_kind::pingpong) {
       metrics = {"latency p50", "latency p99"};
@@ -429,7 +343,26 @@ comparison compare_results(const result_set& base, const result_set& next,
   for (const auto& [key, ns] : n) {
     if (b.count(key) == 0) out.added.push_back(key);
   }
-  decide(out, options);
+  std::vector<metric_change*> all;
+  for (auto& c : out.cases) {
+    for (auto& m : c.metrics) all.push_back(&m);
+  }
+  const judged_counts counts = judge_metrics(all, options);
+  out.regressions = counts.regressions;
+  out.improvements = counts.improvements;
+  // A new run measured while its host took the CPU away: its "no change" says nothing.
+  for (auto& c : out.cases) {
+    for (auto& m : c.metrics) {
+      if (c.noisy.empty() || m.regression || m.improvement || m.base.empty() || m.next.empty() ||
+          m.inconclusive)
+        continue;
+      m.inconclusive = true;
+      m.note = "noisy: " + c.noisy + (m.note.empty() ? "" : "; " + m.note);
+    }
+  }
+  for (const auto& c : out.cases) {
+    for (const auto& m : c.metrics) out.inconclusive += m.inconclusive ? 1 : 0;
+  }
   return out;
 }
 

@@ -1,14 +1,10 @@
 #pragma once
-// `pairperf compare BASE NEW`: cases matched on their key, bandwidth and latency p50/p99 compared
-// across repetitions with a Mann-Whitney U test, a regression only when the change is both
-// significant and beyond a threshold; a change of provenance or status is always a finding.
-//
-// The test: two-sided Mann-Whitney U (Wilcoxon rank-sum) on the per-repetition values of each
-// side, exact (the distribution of U by the q-binomial recurrence) when both sides have at most
-// 25 values and no ties, else the normal approximation with tie and continuity corrections.
-// The p-values of every metric in one comparison are adjusted together (Benjamini-Hochberg), so
-// a sweep of hundreds of cases does not raise false alarms from noise alone; the change is the
-// Hodges-Lehmann estimate (the median of every new/base ratio).
+// `pairperf compare BASE NEW...`: cases matched on their key; each metric judged with runs as the
+// unit (run_test.h): one value per run (the median of its repetitions), the new run(s) against
+// the baseline runs' spread, p-values adjusted over every metric of the comparison
+// (Benjamini-Hochberg); a regression only when significant and beyond the threshold. A metric
+// whose runs could not show a change of the threshold is inconclusive and says how many runs it
+// needs. A change of provenance or status is always a finding.
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
@@ -16,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/run_test.h"
 #include "core/result.h"
 
 namespace pairperf {
@@ -26,34 +23,18 @@ class compare_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The smallest relative change the comparison of these values could detect: a two-sided test at
-// `alpha` with 80% power, from the pooled spread of the log values within each side, the sizes,
-// and the Mann-Whitney test's efficiency relative to the t-test (3/pi). `noise` is that spread
-// (a relative standard deviation). `needed` is the repetitions a side that would detect
-// `threshold`. No `mde` (infinite) when a side has fewer than 2 values or the exact test cannot
-// reach `alpha` at these sizes.
-struct detectability {
-  std::optional<double> mde;
-  std::optional<double> noise;
-  std::size_t needed = 0;
-};
-detectability detectable_change(std::span<const double> base, std::span<const double> next,
-                                double alpha, double threshold);
-
-// Two-sided p-value of the Mann-Whitney U test; 1 when either side is empty.
-double mann_whitney_p(std::span<const double> a, std::span<const double> b);
-// The smallest two-sided p the exact test can give for these sizes (0 for large ones): with 3
-// values a side it is 0.1, so no change can be significant at 0.05.
-double mann_whitney_min_p(std::size_t n1, std::size_t n2);
-
+// One results file is one run. `run_of[i]` is the index in `files` of `results[i]`'s run.
 struct result_set {
   std::vector<std::string> files;
-  std::vector<nlohmann::json> contexts;
-  std::vector<case_result> results;  // every file's, in order
+  std::vector<nlohmann::json> contexts;  // one per file
+  std::vector<case_result> results;      // every file's, in order
+  std::vector<std::size_t> run_of;
+  // Appends another set's runs after this one's.
+  void add(const result_set& more);
 };
 
-// Reads a results file (schema pairperf.result 1.x; .json or .jsonl), or every *.json in a
-// folder. Throws compare_error naming the file and what is wrong.
+// Reads a results file (schema pairperf.result 1.x; .json or .jsonl), or every *.json and
+// *.jsonl in a folder (sorted by name). Throws compare_error naming the file and what is wrong.
 result_set load_results(const std::string& path);
 
 // The identity of a case across runs: transport, test, pattern, TLS set, interface, target,
@@ -66,21 +47,26 @@ struct compare_options {
   double alpha = 0.05;           // significance level
 };
 
+// One value per run for `metric` of the results `runs` hold (the median of each run's
+// repetitions; a run without repetitions gives its headline figure); runs without one are left
+// out. `headline` names: "bandwidth", "latency p50", "latency p99".
+std::vector<double> run_values(const std::vector<std::vector<const case_result*>>& runs,
+                               const std::string& metric);
+
 struct metric_change {
   std::string metric;  // "bandwidth", "latency p50", "latency p99"
   bool higher_is_better = false;
-  std::vector<double> base, next;  // per repetition (a file without repetitions gives one)
-  double base_median = 0, new_median = 0;
-  double change = 0;              // Hodges-Lehmann: median of every new/base ratio, minus 1
-  std::optional<double> p_value;  // none: too few values to test
+  std::vector<double> base, next;  // one value per run: the median of its repetitions
+  double base_median = 0, new_median = 0;  // of the run values
+  std::size_t base_noisy_runs = 0;         // left out of `base`: their host took the CPU
+  run_test test;                           // change, p, spread, MDE, runs needed
   std::optional<double> q_value;  // p adjusted over the whole comparison (Benjamini-Hochberg)
   bool significant = false;
   bool regression = false;
   bool improvement = false;
-  // No finding, but the data could not have shown one: a side with one value, sizes the exact
-  // test cannot judge at alpha, or a minimum detectable change beyond the threshold.
+  // No finding, but the runs could not have shown one: fewer than 2 baseline runs, or a minimum
+  // detectable change beyond the threshold, or a noisy new run.
   bool inconclusive = false;
-  detectability detect;
   double threshold = 0;  // the one that applies to this metric
   std::string note;
 };
@@ -118,6 +104,14 @@ struct comparison {
 
 comparison compare_results(const result_set& base, const result_set& next,
                            const compare_options& options);
+
+// Benjamini-Hochberg over every metric with a p-value, then each metric's verdict: significant,
+// regression or improvement beyond its threshold, or inconclusive with what it needs. Shared by
+// compare and history. Returns the counts of regressions and improvements.
+struct judged_counts {
+  std::size_t regressions = 0, improvements = 0, inconclusive = 0;
+};
+judged_counts judge_metrics(const std::vector<metric_change*>& metrics, const compare_options& o);
 
 void to_json(nlohmann::json& j, const comparison& c);
 void print_comparison(std::FILE* out, const comparison& c, bool all_rows);

@@ -15,7 +15,7 @@ std::string verdict_text(const metric_change& m) {
   if (m.regression) return "REGRESSION";
   if (m.improvement) return "improvement";
   if (m.inconclusive) return "inconclusive";
-  if (!m.p_value) return "not tested";
+  if (!m.test.p_value) return "not tested";
   return m.significant ? "within threshold" : "no significant change";
 }
 
@@ -27,15 +27,18 @@ std::string summary_text(const comparison& c) {
       c.missing.size(), c.added.size());
 }
 
-// Repetitions within one run share its process, placement and buffers: they show that run's
-// noise, not how much two runs of the same build differ (on the development VM two consecutive
-// runs moved 1 MiB TCP bandwidth by 28%). Said wherever a side is a single run.
-std::string single_run_caveat(const comparison& c) {
-  if (c.base_files.size() > 1 && c.new_files.size() > 1) return {};
-  return "each side with one results file: its repetitions show that run's own noise, not how "
-         "much runs of one build differ; a baseline folder of several runs (compare pools them) "
-         "shows that too";
+// What the verdicts rest on, said with every comparison: how many runs each side holds.
+std::string runs_text(const comparison& c) {
+  return fmt::format("{} baseline run(s), {} new run(s)", c.base_files.size(), c.new_files.size());
 }
+
+constexpr const char* method_text =
+    "runs are the unit: each run's value is the median of its repetitions; the new run(s) are "
+    "tested against the baseline runs' spread (prediction interval for the mean of m new runs, "
+    "Student's t on log values; Hahn, Meeker & Escobar, Statistical Intervals, ch. 4), p-values "
+    "adjusted over the comparison (Benjamini-Hochberg); change = ratio of the geometric means - "
+    "1; a regression is significant (adjusted p < alpha) and worse than the threshold; noisy "
+    "baseline runs are left out";
 
 std::string verdict_word(const comparison& c) {
   switch (c.exit_code()) {
@@ -63,8 +66,9 @@ void to_json(nlohmann::json& j, const comparison& c) {
           {"new", m.next},
           {"base_median", m.base_median},
           {"new_median", m.new_median},
-          {"change", m.change},
-          {"p_value", m.p_value ? nlohmann::json(*m.p_value) : nlohmann::json()},
+          {"base_noisy_runs", m.base_noisy_runs},
+          {"change", m.test.change},
+          {"p_value", m.test.p_value ? nlohmann::json(*m.test.p_value) : nlohmann::json()},
           {"q_value", m.q_value ? nlohmann::json(*m.q_value) : nlohmann::json()},
           {"significant", m.significant},
           {"regression", m.regression},
@@ -72,9 +76,10 @@ void to_json(nlohmann::json& j, const comparison& c) {
           {"inconclusive", m.inconclusive},
           {"threshold", m.threshold},
           {"min_detectable_change",
-           m.detect.mde ? nlohmann::json(*m.detect.mde) : nlohmann::json()},
-          {"noise", m.detect.noise ? nlohmann::json(*m.detect.noise) : nlohmann::json()},
-          {"repetitions_needed", m.detect.needed}};
+           m.test.mde ? nlohmann::json(*m.test.mde) : nlohmann::json()},
+          {"run_spread", m.test.spread ? nlohmann::json(*m.test.spread) : nlohmann::json()},
+          {"base_runs_needed", m.test.base_runs_needed},
+          {"runs_a_side_needed", m.test.runs_a_side}};
       if (!m.note.empty()) mj["note"] = m.note;
       metrics.push_back(std::move(mj));
     }
@@ -88,13 +93,8 @@ void to_json(nlohmann::json& j, const comparison& c) {
                      {"metrics", metrics}});
   }
   j = {{"schema", "pairperf.compare"},
-       {"schema_version", "1.0.0"},
-       {"method",
-        "two-sided Mann-Whitney U over per-repetition values (exact up to 25 a side without "
-        "ties, else normal approximation with tie correction), p-values adjusted over the "
-        "comparison (Benjamini-Hochberg); change = Hodges-Lehmann estimate (median of every "
-        "new/base ratio) - 1; a regression is significant (adjusted p < alpha) and worse than "
-        "the threshold"},
+       {"schema_version", "2.0.0"},
+       {"method", method_text},
        {"threshold", c.options.threshold},
        {"tail_threshold", c.options.tail_threshold},
        {"alpha", c.options.alpha},
@@ -111,15 +111,16 @@ void to_json(nlohmann::json& j, const comparison& c) {
        {"inconclusive_reason", c.inconclusive_reason()},
        {"exit_code", c.exit_code()},
        {"verdict", verdict_word(c)},
-       {"caveat", single_run_caveat(c)}};
+       {"runs", runs_text(c)}};
 }
 
 void print_comparison(std::FILE* out, const comparison& c, bool all_rows) {
   fmt::print(out,
-             "pairperf compare: {} case(s) matched; threshold {:.1f}% ({:.1f}% for p99), alpha {} "
-             "(two-sided Mann-Whitney U over repetitions, Benjamini-Hochberg adjusted)\n",
-             c.cases.size(), c.options.threshold * 100, c.options.tail_threshold * 100,
-             c.options.alpha);
+             "pairperf compare: {} case(s) matched, {}; threshold {:.1f}% ({:.1f}% for p99), "
+             "alpha {} (runs as the unit: Student's t prediction test over run values, "
+             "Benjamini-Hochberg adjusted)\n",
+             c.cases.size(), runs_text(c), c.options.threshold * 100,
+             c.options.tail_threshold * 100, c.options.alpha);
   fmt::print(out, "  {:<64} {:<12} {:>12} {:>12} {:>8} {:>8}  {}\n", "CASE", "METRIC", "BASE",
              "NEW", "CHANGE", "ADJ P", "VERDICT");
   for (const auto& k : c.cases) {
@@ -133,7 +134,7 @@ void print_comparison(std::FILE* out, const comparison& c, bool all_rows) {
       const bool interesting = m.regression || m.improvement || m.inconclusive;
       if (!all_rows && !interesting) continue;
       fmt::print(out, "  {:<64} {:<12} {:>12} {:>12} {:>+7.1f}% {:>8}  {}{}\n", k.key, m.metric,
-                 value_text(m, m.base_median), value_text(m, m.new_median), m.change * 100,
+                 value_text(m, m.base_median), value_text(m, m.new_median), m.test.change * 100,
                  m.q_value ? fmt::format("{:.3g}", *m.q_value) : "-", verdict_text(m),
                  m.note.empty() ? "" : " (" + m.note + ")");
     }
@@ -142,26 +143,23 @@ void print_comparison(std::FILE* out, const comparison& c, bool all_rows) {
   for (const auto& k : c.added) fmt::print(out, "  new in NEW:     {}\n", k);
   if (const std::string why = c.inconclusive_reason(); !why.empty() && !c.has_finding())
     fmt::print(out, "inconclusive: {}\n", why);
-  if (const std::string note = single_run_caveat(c); !note.empty() && c.regressions > 0)
-    fmt::print(out, "note: {}\n", note);
   fmt::print(out, "{}: exit {} ({})\n", summary_text(c), c.exit_code(), verdict_word(c));
 }
 
 std::string markdown(const comparison& c) {
   std::string md = fmt::format(
-      "### pairperf compare: {}\n\n{}; {} case(s) matched. A regression is a change "
-      "worse than {:.1f}% ({:.1f}% for p99) that is significant at {} (two-sided Mann-Whitney U "
-      "over repetitions, p adjusted by Benjamini-Hochberg). A metric is inconclusive when its "
-      "data could not show a change of that size (one value a side, or noise too wide).\n\n",
-      verdict_word(c), summary_text(c), c.cases.size(), c.options.threshold * 100,
+      "### pairperf compare: {}\n\n{}; {} case(s) matched, {}. A regression is a change "
+      "worse than {:.1f}% ({:.1f}% for p99) that is significant at {} with runs as the unit "
+      "(each run's median; Student's t prediction test against the baseline runs' spread, p "
+      "adjusted by Benjamini-Hochberg). A metric is inconclusive when its runs could not show a "
+      "change of that size (fewer than 2 baseline runs, or runs that vary too much).\n\n",
+      verdict_word(c), summary_text(c), c.cases.size(), runs_text(c), c.options.threshold * 100,
       c.options.tail_threshold * 100, c.options.alpha);
   if (const std::string why = c.inconclusive_reason(); !why.empty() && !c.has_finding())
     md += fmt::format("**Inconclusive**: {}.\n\n", why);
-  if (const std::string note = single_run_caveat(c); !note.empty() && c.regressions > 0)
-    md += fmt::format("Note: {}.\n\n", note);
   const auto row = [](const case_comparison& k, const metric_change& m) {
     return fmt::format("| `{}` | {} | {} | {} | {:+.1f}% | {} | {} |\n", k.key, m.metric,
-                       value_text(m, m.base_median), value_text(m, m.new_median), m.change * 100,
+                       value_text(m, m.base_median), value_text(m, m.new_median), m.test.change * 100,
                        m.q_value ? fmt::format("{:.3g}", *m.q_value) : "-",
                        verdict_text(m) + (m.note.empty() ? "" : " (" + m.note + ")"));
   };

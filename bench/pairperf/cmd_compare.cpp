@@ -4,6 +4,7 @@
 
 #include "analysis/compare.h"
 #include "analysis/export.h"
+#include "analysis/history.h"
 #include "bench/pairperf/commands.h"
 #include "core/errors.h"
 #include "core/exit_codes.h"
@@ -13,7 +14,8 @@ namespace pairperf::cli {
 namespace {
 
 struct compare_args {
-  std::string base, next;
+  std::string base;
+  std::vector<std::string> next;
   double threshold = 5;  // percent
   double tail_threshold = 20;
   double alpha = 0.05;
@@ -28,7 +30,9 @@ int compare_command(const compare_args& a) {
   if (a.alpha <= 0 || a.alpha >= 1) throw usage_error("--alpha must be between 0 and 1");
   comparison c;
   try {
-    c = compare_results(load_results(a.base), load_results(a.next),
+    result_set next;
+    for (const auto& n : a.next) next.add(load_results(n));
+    c = compare_results(load_results(a.base), next,
                         compare_options{a.threshold / 100, a.tail_threshold / 100, a.alpha});
   } catch (const compare_error& e) {
     fmt::print(stderr, "pairperf compare: {}\n", e.what());
@@ -45,6 +49,48 @@ int compare_command(const compare_args& a) {
   return c.exit_code();
 }
 
+struct history_args {
+  std::vector<std::string> inputs;
+  double threshold = 5;
+  double tail_threshold = 20;
+  double alpha = 0.05;
+  double change_alpha = 0.05;
+  std::size_t window = 20;
+  std::size_t last = 100;
+  std::string json;
+  bool all = false;
+};
+
+int history_command(const history_args& a) {
+  if (a.threshold < 0 || a.threshold > 1000 || a.tail_threshold < 0 || a.tail_threshold > 1000)
+    throw usage_error("--threshold and --tail-threshold must be 0 to 1000 (%)");
+  if (a.alpha <= 0 || a.alpha >= 1 || a.change_alpha <= 0 || a.change_alpha >= 1)
+    throw usage_error("--alpha and --change-alpha must be between 0 and 1");
+  if (a.window < 2 || a.window > 1000) throw usage_error("--window must be 2 to 1000 runs");
+  if (a.last < 2 || a.last > 1000) throw usage_error("--last must be 2 to 1000 runs");
+  history h;
+  try {
+    result_set runs;
+    for (const auto& in : a.inputs) runs.add(load_results(in));
+    history_options o;
+    o.judge = compare_options{a.threshold / 100, a.tail_threshold / 100, a.alpha};
+    o.change.alpha = a.change_alpha;
+    o.window = a.window;
+    o.last = a.last;
+    h = read_history(runs, o);
+  } catch (const compare_error& e) {
+    fmt::print(stderr, "pairperf history: {}\n", e.what());
+    return code(exit_status::usage);
+  }
+  if (a.json == "-") {
+    fmt::print("{}\n", nlohmann::json(h).dump(2));
+  } else {
+    print_history(stdout, h, a.all);
+  }
+  if (!a.json.empty() && a.json != "-") write_output(a.json, nlohmann::json(h).dump(2) + "\n");
+  return h.exit_code();
+}
+
 struct export_args {
   std::vector<std::string> inputs;
   std::string bmf, bigger, smaller;
@@ -57,11 +103,7 @@ int export_command(const export_args& a) {
     throw usage_error("only one of --bmf, --gab-bigger, --gab-smaller can be '-' (stdout)");
   result_set all;
   try {
-    for (const auto& in : a.inputs) {
-      result_set one = load_results(in);
-      all.files.insert(all.files.end(), one.files.begin(), one.files.end());
-      all.results.insert(all.results.end(), one.results.begin(), one.results.end());
-    }
+    for (const auto& in : a.inputs) all.add(load_results(in));
   } catch (const compare_error& e) {
     fmt::print(stderr, "pairperf export: {}\n", e.what());
     return code(exit_status::usage);
@@ -84,23 +126,53 @@ command add_compare(CLI::App& root) {
   auto a = std::make_shared<compare_args>();
   CLI::App* app = root.add_subcommand(
       "compare",
-      "Compare two results files or folders: regressions (significant and beyond the threshold), "
-      "provenance and status changes, missing and new cases, and metrics the data cannot judge "
-      "(one value a side, noise wider than the threshold). Exit 0 none, 3 findings, 4 "
-      "inconclusive, 2 bad input");
-  app->add_option("base", a->base, "Baseline results file or folder")->required();
-  app->add_option("new", a->next, "New results file or folder")->required();
+      "Compare new runs with a baseline of runs (one results file is one run): regressions "
+      "(significant against the baseline runs' spread and beyond the threshold), provenance and "
+      "status changes, missing and new cases, and metrics the runs cannot judge (fewer than 2 "
+      "baseline runs, runs that vary more than the threshold allows). Exit 0 none, 3 findings, "
+      "4 inconclusive, 2 bad input");
+  app->add_option("base", a->base, "Baseline: a folder of results files (5 or more runs) or one file")
+      ->required();
+  app->add_option("new", a->next, "New results files or folders (several: pooled as new runs)")
+      ->required();
   app->add_option("--threshold", a->threshold, "Relative change that matters, in percent")
       ->capture_default_str();
   app->add_option("--tail-threshold", a->tail_threshold,
                   "Relative change that matters for latency p99, in percent")
       ->capture_default_str();
-  app->add_option("--alpha", a->alpha, "Significance level of the Mann-Whitney U test")
+  app->add_option("--alpha", a->alpha, "Significance level of the run-level test")
       ->capture_default_str();
   app->add_flag("--markdown", a->markdown, "Print a Markdown report (for a CI comment)");
   app->add_option("--json", a->json, "Also write the comparison as JSON ('-': stdout only)");
   app->add_flag("--all", a->all, "Print every comparison, not only the findings");
   return command{app, [a] { return compare_command(*a); }};
+}
+
+command add_history(CLI::App& root) {
+  auto a = std::make_shared<history_args>();
+  CLI::App* app = root.add_subcommand(
+      "history",
+      "Read a series of runs over time (one results file a run, ordered by the time in its "
+      "context): change points of every case's metrics (E-divisive means, permutation test), "
+      "and the newest run judged against the runs since the last change point. Exit 0 none, 3 "
+      "the newest run regressed (or changed status or lanes), 4 inconclusive, 2 bad input");
+  app->add_option("inputs", a->inputs, "Results files or folders of them (one file a run)")
+      ->required();
+  app->add_option("--threshold", a->threshold, "Relative change that matters, in percent")
+      ->capture_default_str();
+  app->add_option("--tail-threshold", a->tail_threshold,
+                  "Relative change that matters for latency p99, in percent")
+      ->capture_default_str();
+  app->add_option("--alpha", a->alpha, "Significance of the newest run's verdict")
+      ->capture_default_str();
+  app->add_option("--change-alpha", a->change_alpha, "Significance of each change point")
+      ->capture_default_str();
+  app->add_option("--window", a->window, "The most runs of a level the newest run is judged against")
+      ->capture_default_str();
+  app->add_option("--last", a->last, "Read only the most recent runs")->capture_default_str();
+  app->add_option("--json", a->json, "Also write the history as JSON ('-': stdout only)");
+  app->add_flag("--all", a->all, "Print the newest run's every verdict, not only the findings");
+  return command{app, [a] { return history_command(*a); }};
 }
 
 command add_export(CLI::App& root) {

@@ -15,6 +15,7 @@ SCHEMA_FILES = {
     "pairperf.doctor": "doctor.schema.json",           # pairperf doctor --json
     "pairperf.mesh": "mesh.schema.json",               # pairperf mesh --json
     "pairperf.compare": "compare.schema.json",         # pairperf compare --json
+    "pairperf.history": "history.schema.json",         # pairperf history --json
     "pairperf.info": "info.schema.json",               # pairperf info --json
     "pairperf.peer": "peer.schema.json",               # scripts/compare-peers --curves
     "pairperf.peer_ratios": "peer_ratios.schema.json", # scripts/compare-peers --json
@@ -27,6 +28,8 @@ FOREIGN_FILES = {
     "export.gab": "export-gab.schema.json",            # pairperf export --gab-bigger/--gab-smaller
 }
 MAJOR = 1  # the major schema version these tools read
+# Kinds at another major: compare 2.x judges runs as the unit (1.x compared repetitions).
+MAJORS = {"pairperf.compare": 2}
 
 
 class DocumentError(Exception):
@@ -71,8 +74,9 @@ def check_kind(path, doc, accepted):
     if name not in accepted:
         raise DocumentError(f"{path}: schema {name!r} is not {' or '.join(accepted)}")
     version = str(doc.get("schema_version", ""))
-    if version.split(".")[0] != str(MAJOR):
-        raise DocumentError(f"{path}: {name} schema version {version or '(none)'} is not {MAJOR}.x")
+    major = MAJORS.get(name, MAJOR)
+    if version.split(".")[0] != str(major):
+        raise DocumentError(f"{path}: {name} schema version {version or '(none)'} is not {major}.x")
 
 
 def read_all(paths, accepted):

@@ -1,0 +1,55 @@
+#pragma once
+// The run-level test that compare and history share: one value per run (the median of that run's
+// repetitions), a new run (or several) judged against the spread of a baseline's runs.
+//
+// Repetitions inside one run share its CPU placement, buffers and the VM's mode, so a run moves
+// as a whole; a test over repetitions calls that move certain. The unit of sampling is the run.
+//
+// Method: the prediction interval for the mean of m future observations from a normal sample
+// (Hahn, Meeker & Escobar, "Statistical Intervals", 2nd ed., Wiley 2017, ch. 4), on the logs of
+// the run values (a slowdown is a ratio). With k baseline runs of log mean x and standard
+// deviation s (pooled with the new runs' own when m >= 2), the statistic
+//   t = (mean(new logs) - x) / (s * sqrt(1/k + 1/m))
+// is Student's t with k-1 (pooled: k+m-2) degrees of freedom when nothing changed; the two-sided
+// p-value is what compare and history adjust over all their metrics (Benjamini-Hochberg). The
+// minimum detectable change at 80% power is (t_{alpha/2} + t_{0.2}) * s * sqrt(1/k + 1/m) in the
+// same degrees of freedom.
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace pairperf {
+
+// P(|T| >= |t|) for Student's t with `dof` degrees of freedom (dof > 0), through the regularized
+// incomplete beta function.
+double student_t_two_sided_p(double t, double dof);
+// The t with P(|T| >= t) = p (0 < p < 1), by bisection on the above.
+double student_t_quantile_two_sided(double p, double dof);
+
+struct run_test {
+  std::size_t base_runs = 0, new_runs = 0;
+  double change = 0;               // exp(mean new log - mean base log) - 1
+  std::optional<double> p_value;   // none: fewer than 2 baseline runs, or no spread at all
+  std::optional<double> spread;    // s: the runs' standard deviation of log values (~relative)
+  std::optional<double> mde;       // smallest relative change detected with 80% power
+  // Baseline runs that would bring the MDE to the threshold with this many new runs; 0 when no
+  // baseline size can (the runs vary too much for one new run to show it): see runs_a_side.
+  std::size_t base_runs_needed = 0;
+  std::size_t runs_a_side = 0;  // runs of each side that would (0: spread unknown)
+};
+
+// `base` and `next`: one positive value per run. `threshold` is the relative change that
+// matters (e.g. 0.05); alpha the two-sided level.
+run_test test_runs(std::span<const double> base, std::span<const double> next, double alpha,
+                   double threshold);
+
+// Benjamini-Hochberg: adjusted values (q) for p-values, in their order.
+std::vector<double> benjamini_hochberg(std::span<const double> p);
+
+// The words compare and history say for a metric that could not show a change of `threshold`
+// (empty when it could): too few baseline runs, or runs spread wider than the threshold allows.
+std::string runs_needed_note(const run_test& t, double threshold);
+
+}  // namespace pairperf
