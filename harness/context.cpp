@@ -20,6 +20,7 @@
 #include "core/clock.h"
 #include "core/interfaces.h"
 #include "host/gpus.h"
+#include "host/noise.h"
 #include "transports/registry.h"
 
 extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX, not in a header
@@ -131,10 +132,13 @@ nlohmann::json process_context() {
            {"size_bytes", static_cast<std::uint64_t>(vfs.f_blocks) * vfs.f_frsize},
            {"free_bytes", static_cast<std::uint64_t>(vfs.f_bavail) * vfs.f_frsize}};
   }
+  const cpu_budget cpus = read_cpu_budget();
   return {{"pid", ::getpid()},
           {"boot_id", read_first_line("/proc/sys/kernel/random/boot_id")},
           {"namespaces", ns},
-          {"dev_shm", shm}};
+          {"dev_shm", shm},
+          {"cpus_usable", cpus.usable},
+          {"cpu_quota", cpus.quota ? nlohmann::json(*cpus.quota) : nlohmann::json()}};
 }
 
 nlohmann::json host_context() {

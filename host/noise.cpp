@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -57,7 +58,9 @@ void cpu_ticks(noise_snapshot& s) noexcept {
   }
 }
 
-double share(double part, double whole) { return whole > 0 ? part / whole : 0; }
+// At most 1: the kernel adds a wait to schedstat when the thread gets the CPU back, so a wait
+// that began before a phase can land inside it.
+double share(double part, double whole) { return whole > 0 ? std::min(part / whole, 1.0) : 0; }
 
 // The CPUs this thread may run on, as a list such as "0-1" or "3" (what --cpu pinned).
 std::string cpus_allowed() {
@@ -179,6 +182,106 @@ void pin_to_cpu(int cpu) {
   if (::sched_setaffinity(0, sizeof(set), &set) != 0)
     throw usage_error(fmt::format("--cpu {}: cannot pin to it: {} (this process may use {})", cpu,
                                   std::strerror(errno), allowed));
+}
+
+std::optional<double> cgroup_quota(const std::string& cpu_max, const std::string& quota_us,
+                                   const std::string& period_us) {
+  try {
+    if (!cpu_max.empty()) {
+      std::istringstream in(cpu_max);
+      std::string quota;
+      double period = 0;
+      if (!(in >> quota >> period) || quota == "max" || period <= 0) return std::nullopt;
+      return std::stod(quota) / period;
+    }
+    if (quota_us.empty() || period_us.empty()) return std::nullopt;
+    const double quota = std::stod(quota_us);
+    const double period = std::stod(period_us);
+    if (quota <= 0 || period <= 0) return std::nullopt;  // -1: unlimited
+    return quota / period;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+namespace {
+
+std::string first_line(const std::string& path) {
+  std::ifstream f(path);
+  std::string line;
+  std::getline(f, line);
+  return line;
+}
+
+// The cgroup paths of this process: v2's ("0::/a/b") and v1's cpu controller's.
+void cgroup_paths(std::string& v2, std::string& v1) {
+  std::ifstream f("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(f, line)) {
+    const auto first = line.find(':');
+    const auto second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    const std::string controllers = line.substr(first + 1, second - first - 1);
+    const std::string path = line.substr(second + 1);
+    if (line.rfind("0::", 0) == 0) v2 = path;
+    std::istringstream names(controllers);
+    for (std::string c; std::getline(names, c, ',');) {
+      if (c == "cpu") v1 = path;
+    }
+  }
+}
+
+std::optional<double> smallest_quota_up_to_root() {
+  std::string v2, v1;
+  cgroup_paths(v2, v1);
+  std::optional<double> best;
+  const auto keep = [&](std::optional<double> q) {
+    if (q && (!best || *q < *best)) best = q;
+  };
+  const auto walk = [&](std::string path, const auto& read) {
+    for (int depth = 0; depth < 64; ++depth) {
+      keep(read(path));
+      if (path.empty() || path == "/") return;
+      const auto slash = path.rfind('/');
+      path = slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
+    }
+  };
+  if (!v2.empty()) {
+    walk(v2, [](const std::string& p) {
+      return cgroup_quota(first_line("/sys/fs/cgroup" + (p == "/" ? "" : p) + "/cpu.max"), "", "");
+    });
+  }
+  if (!v1.empty()) {
+    for (const char* mount : {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"}) {
+      const std::string base = mount;
+      walk(v1, [&base](const std::string& p) {
+        const std::string dir = base + (p == "/" ? "" : p);
+        return cgroup_quota("", first_line(dir + "/cpu.cfs_quota_us"),
+                            first_line(dir + "/cpu.cfs_period_us"));
+      });
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+cpu_budget read_cpu_budget() noexcept {
+  cpu_budget b;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0) b.usable = static_cast<unsigned>(CPU_COUNT(&set));
+  try {
+    b.quota = smallest_quota_up_to_root();
+  } catch (...) {
+    b.quota.reset();
+  }
+  return b;
+}
+
+nlohmann::json cpu_budget_json(const cpu_budget& b) {
+  return {{"cpus_usable", b.usable},
+          {"cpu_quota", b.quota ? nlohmann::json(*b.quota) : nlohmann::json()}};
 }
 
 bool is_noisy(const nlohmann::json& host_noise) noexcept {

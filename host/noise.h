@@ -65,6 +65,27 @@ nlohmann::json judge_noise(const nlohmann::json& client, const nlohmann::json& s
 // ucx_perftest -c and iperf3 -A do. Throws usage_error naming the CPUs allowed.
 void pin_to_cpu(int cpu);
 
+// What this process may use of the host's CPUs: the CPUs its affinity allows, and the CPU limit
+// of its cgroup (quota / period in CPUs: cgroup v2 cpu.max, or v1 cpu.cfs_quota_us and
+// cpu.cfs_period_us; the smallest along the path to the root), none when unlimited or unreadable.
+// A pod with `resources.limits.cpu: 1500m` reads 1.5.
+struct cpu_budget {
+  unsigned usable = 0;
+  std::optional<double> quota;
+  // The CPUs the process can keep busy at once: the smaller of the two.
+  [[nodiscard]] double cpus() const noexcept {
+    return quota && *quota < static_cast<double>(usable) ? *quota : static_cast<double>(usable);
+  }
+};
+cpu_budget read_cpu_budget() noexcept;
+// {"cpus_usable": N, "cpu_quota": Q or null}, for the process context.
+nlohmann::json cpu_budget_json(const cpu_budget& b);
+
+// The limit a cgroup path allows, from its files' text (a unit-testable piece of the above):
+// v2 `cpu_max` ("max 100000", "150000 100000"), or v1 `quota_us` and `period_us` ("-1").
+std::optional<double> cgroup_quota(const std::string& cpu_max, const std::string& quota_us,
+                                   const std::string& period_us);
+
 // Whether a result's host_noise block says noisy, and its one-line reason ("" when quiet).
 bool is_noisy(const nlohmann::json& host_noise) noexcept;
 std::string noise_reason(const nlohmann::json& host_noise);

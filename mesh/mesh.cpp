@@ -12,6 +12,7 @@
 #include "core/interfaces.h"
 #include "core/stats.h"
 #include "core/units.h"
+#include "host/noise.h"
 #include "transports/registry.h"
 
 namespace pairperf {
@@ -154,7 +155,17 @@ asymmetry asymmetry_of(const pair_result& there, const pair_result& back, const 
   asymmetry out;
   const auto bw1 = pair_bandwidth(rs_there);
   const auto bw2 = pair_bandwidth(rs_back);
-  if (bw1 && bw2 && std::min(*bw1, *bw2) < rule.bw_fraction * std::max(*bw1, *bw2)) {
+  // The final figures judge: a direction whose processes waited for a CPU is credited that wait
+  // (its bandwidth over 1 - the share), and a noisy ping-pong judges no latency.
+  const pair_noise n1 = final ? noise_of(rs_there) : pair_noise{};
+  const pair_noise n2 = final ? noise_of(rs_back) : pair_noise{};
+  const auto credited = [](double bw, const pair_noise& n) {
+    return n.noisy ? bw / (1 - std::min(n.waited, 0.95)) : bw;
+  };
+  const bool there_slower = bw1 && bw2 && *bw1 < *bw2;
+  if (bw1 && bw2 &&
+      (there_slower ? credited(*bw1, n1) < rule.bw_fraction * *bw2
+                    : credited(*bw2, n2) < rule.bw_fraction * *bw1)) {
     out.what.push_back(fmt::format("bandwidth {} -> {} {}, {} -> {} {} ({:.1f}x)", name(a), name(b),
                                    format_rate(*bw1, rate_unit::gb), name(b), name(a),
                                    format_rate(*bw2, rate_unit::gb),
@@ -162,7 +173,8 @@ asymmetry asymmetry_of(const pair_result& there, const pair_result& back, const 
   }
   const auto l1 = pair_latency(rs_there);
   const auto l2 = pair_latency(rs_back);
-  if (l1 && l2 && std::max(*l1, *l2) > rule.lat_multiple * std::min(*l1, *l2)) {
+  if (l1 && l2 && !n1.noisy && !n2.noisy &&
+      std::max(*l1, *l2) > rule.lat_multiple * std::min(*l1, *l2)) {
     out.what.push_back(fmt::format("latency {} -> {} {}, {} -> {} {}", name(a), name(b),
                                    format_seconds(*l1), name(b), name(a), format_seconds(*l2)));
   }
@@ -266,6 +278,88 @@ std::vector<std::size_t> find_outliers(const std::vector<pair_result>& pairs,
   return out;
 }
 
+pair_noise noise_of(const std::vector<case_result>& results) {
+  pair_noise out;
+  std::vector<std::string> why;
+  for (const auto& r : results) {
+    if (!is_noisy(r.host_noise)) continue;
+    out.noisy = true;
+    for (const char* side : {"client", "server"}) {
+      const auto it = r.host_noise.find(side);
+      if (it == r.host_noise.end() || !it->is_object()) continue;
+      for (const char* key : {"descheduled_share", "steal_share"}) {
+        const auto v = it->find(key);
+        if (v != it->end() && v->is_number()) out.waited = std::max(out.waited, v->get<double>());
+      }
+    }
+    why.push_back(fmt::format("{} {}: {}", r.test.test, format_size(r.test.size_bytes),
+                              noise_reason(r.host_noise)));
+  }
+  out.waited = std::clamp(out.waited, 0.0, 1.0);
+  out.why = fmt::format("{}", fmt::join(why, "; "));
+  return out;
+}
+
+std::string retest_verdict(std::vector<pair_result> pairs, std::size_t idx,
+                           const std::vector<case_result>& alone, const outlier_rule& rule) {
+  pairs.at(idx).results = alone;
+  const auto again = find_outliers(pairs, rule);
+  if (std::find(again.begin(), again.end(), idx) == again.end()) return "contention";
+  const pair_noise noise = noise_of(alone);
+  if (!noise.noisy || failed(alone)) return "slow link";
+  std::vector<double> bws, lats;
+  for (const auto& p : pairs) {
+    if (auto b = pair_bandwidth(p.results)) bws.push_back(*b);
+    if (auto l = pair_latency(p.results)) lats.push_back(*l);
+  }
+  const auto l = pair_latency(alone);
+  if (l && lats.size() > 1 && *l > rule.lat_multiple * *std::min_element(lats.begin(), lats.end()))
+    return "noisy";
+  const auto b = pair_bandwidth(alone);
+  // At most 95% of the time waiting: a pair that never ran says nothing either way.
+  const double credited = b ? *b / (1 - std::min(noise.waited, 0.95)) : 0;
+  return credited < rule.bw_fraction * median_of(bws) ? "slow link" : "noisy";
+}
+
+std::string oversubscription(const std::vector<std::string>& names,
+                             const std::vector<nlohmann::json>& hosts) {
+  struct host_load {
+    std::size_t nodes = 0;
+    double cpus = 0;  // the fewest any of its nodes' processes may use (affinity)
+  };
+  std::map<std::string, host_load> by_host;
+  std::vector<std::string> why;
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    const nlohmann::json& h = hosts[i];
+    if (!h.is_object()) continue;
+    host_load& l = by_host[h.value("hostname", std::string("?"))];
+    ++l.nodes;
+    double cpus = h.value("cpus", 0.0);
+    if (const auto p = h.find("process"); p != h.end() && p->is_object()) {
+      if (const double usable = p->value("cpus_usable", 0.0); usable > 0) cpus = usable;
+      // A measuring thread busy-polls: a process allowed less than one CPU waits for it.
+      if (const auto q = p->find("cpu_quota"); q != p->end() && q->is_number() && *q < 1.0)
+        why.push_back(fmt::format(
+            "{} is CPU-limited: its process may use {:.3g} CPU (a cgroup CPU limit, such as a "
+            "pod's resources.limits.cpu below 1)",
+            i < names.size() ? names[i] : h.value("hostname", std::string("?")), q->get<double>()));
+    }
+    if (cpus > 0 && (l.cpus == 0 || cpus < l.cpus)) l.cpus = cpus;
+  }
+  for (const auto& [name, l] : by_host) {
+    if (l.cpus > 0 && static_cast<double>(l.nodes) > l.cpus)
+      why.push_back(fmt::format("{} is oversubscribed: {} nodes measure at once on {:.3g} CPU(s) "
+                                "(more busy ranks than cores)",
+                                name, l.nodes, l.cpus));
+  }
+  if (why.empty())
+    return "no node is CPU-limited and no host runs more nodes than CPUs: another load or the "
+           "hypervisor (steal) took the CPU; see each pair's noise";
+  return fmt::format("{}; give each rank a whole core (mpirun --map-by ppr:N:node with N the "
+                     "free cores, a CPU limit of at least 1 per pod)",
+                     fmt::join(why, "; "));
+}
+
 nlohmann::json mesh_matrices(int nodes, const std::vector<std::string>& names,
                              const std::vector<pair_result>& pairs) {
   const auto n = static_cast<std::size_t>(nodes);
@@ -288,6 +382,8 @@ nlohmann::json mesh_matrices(int nodes, const std::vector<std::string>& names,
                         {"client_name", names.at(c)}, {"server_name", names.at(s)},
                         {"verdict", p.verdict},       {"results", p.results}};
     if (!p.retest.empty()) item["retest"] = p.retest;
+    const pair_noise noise = noise_of(final_results);
+    item["noise"] = {{"noisy", noise.noisy}, {"waited_share", noise.waited}, {"why", noise.why}};
     list.push_back(std::move(item));
   }
   return {{"nodes", names},
@@ -428,11 +524,12 @@ void print_matrix(std::FILE* out, const std::vector<std::string>& names,
       text = b ? fmt::format("{:.2f}", *b / 1e9) : "?";
     }
     if (p.verdict == "slow link") text += "!";
+    if (p.verdict == "noisy") text += "~";
     cell[static_cast<std::size_t>(p.pair.client)][static_cast<std::size_t>(p.pair.server)] = text;
   }
   fmt::print(out, "\n{} (row: client, column: server{})\n",
              latency ? "Latency p50, one-way" : "Bandwidth, GB/s",
-             latency ? "" : "; ! = slow alone too");
+             latency ? "; ~ = noisy alone too" : "; ! = slow alone too, ~ = noisy alone too");
   // Names in full, never cut: the columns are as wide as the longest name.
   std::size_t width = 10;
   for (const auto& name : names) width = std::max(width, name.size());

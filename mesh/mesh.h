@@ -37,8 +37,20 @@ struct pair_result {
   node_pair pair;
   std::vector<case_result> results;
   std::vector<case_result> retest;  // empty unless retested
-  std::string verdict;              // "ok", "unreachable", "error", "slow link", "contention"
+  // "ok", "unreachable", "error", "slow link", "contention" (an outlier that recovered alone),
+  // "noisy" (an outlier alone too, which its processes' wait for a CPU could explain)
+  std::string verdict;
 };
+
+// A pair's host noise over `results` (the noise meter of `run`, per case): whether a case was
+// noisy, the largest share of a measurement either process waited for a CPU or lost to steal,
+// and why.
+struct pair_noise {
+  bool noisy = false;
+  double waited = 0;
+  std::string why;
+};
+pair_noise noise_of(const std::vector<case_result>& results);
 
 struct outlier_rule {
   double bw_fraction = 0.5;   // bandwidth below this fraction of the median
@@ -53,6 +65,21 @@ std::vector<std::size_t> find_outliers(const std::vector<pair_result>& pairs,
 // direction look slow; alone, both show what the link does). Sorted indices into `pairs`.
 std::vector<std::size_t> find_retests(const std::vector<pair_result>& pairs,
                                       const outlier_rule& rule);
+
+// The verdict of outlier `idx` measured again alone (`alone`), against every pair's first
+// figures: "contention" when it is no longer an outlier; "slow link" when it still is even
+// crediting the CPU its processes waited for (its bandwidth divided by 1 - that share); "noisy"
+// when that wait could explain it, or when its latency is the outlier of a noisy measurement
+// (a ping-pong whose processes wait for a CPU slows without bound). Never slow for want of a CPU.
+std::string retest_verdict(std::vector<pair_result> pairs, std::size_t idx,
+                           const std::vector<case_result>& alone, const outlier_rule& rule);
+
+// Why pairs stayed noisy, from the nodes' host facts (host_context() blocks, one per node, named
+// by `names`): a node whose process may use less than one CPU (its cgroup's limit, such as a
+// pod's), and a host where more nodes measure at once (every node is in a pair each round) than
+// its processes may use CPUs (affinity). Or says that neither is so: something else took the CPU.
+std::string oversubscription(const std::vector<std::string>& names,
+                             const std::vector<nlohmann::json>& hosts);
 
 // Links whose two directions differ beyond the outlier rule (one direction's bandwidth below
 // bw_fraction of the other's, or its latency above lat_multiple of the other's), on the final

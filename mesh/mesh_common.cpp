@@ -185,12 +185,9 @@ int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const 
         continue;
       }
       if (std::find(outliers.begin(), outliers.end(), idx) == outliers.end()) continue;
-      // Alone it is fine: the first figure was contention. Still an outlier alone: a slow link.
-      std::vector<pair_result> probe = pairs;
-      probe[idx].results = r.results;
-      const auto again = find_outliers(probe, rule);
-      p.verdict =
-          std::find(again.begin(), again.end(), idx) != again.end() ? "slow link" : "contention";
+      // Alone it is fine: contention. Still an outlier alone: a slow link, unless its processes
+      // waited for a CPU enough to explain it (noisy).
+      p.verdict = retest_verdict(pairs, idx, r.results, rule);
     }
   }
   std::size_t failed_checks = 0;
@@ -217,21 +214,32 @@ int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const 
   }
   print_matrix(out, names, pairs, false);
   print_matrix(out, names, pairs, true);
-  std::size_t bad = 0, slow = 0;
+  std::size_t bad = 0, slow = 0, noisy = 0;
   for (const auto& p : pairs) {
     if (p.verdict == "ok" || p.verdict == "contention") continue;
-    ++(p.verdict == "slow link" ? slow : bad);
+    ++(p.verdict == "slow link" ? slow : p.verdict == "noisy" ? noisy : bad);
     const auto& rs = p.retest.empty() ? p.results : p.retest;
+    const std::string why = p.verdict == "noisy" ? noise_of(rs).why
+                            : rs.empty()         ? std::string()
+                                                 : rs.front().message;
     fmt::print(out, "  {} -> {}: {}{}\n", names[static_cast<std::size_t>(p.pair.client)],
                names[static_cast<std::size_t>(p.pair.server)], p.verdict,
-               rs.empty() || rs.front().message.empty() ? "" : ": " + rs.front().message);
+               why.empty() ? "" : ": " + why);
   }
+  std::vector<nlohmann::json> hosts;
+  for (const auto& n : nodes) hosts.push_back(n.host);
+  const std::string busy_hosts = noisy > 0 ? oversubscription(names, hosts) : std::string();
+  if (noisy > 0)
+    fmt::print(out,
+               "  {} pair(s) stayed noisy measured alone: their processes waited for a CPU, so "
+               "their figures cannot say whether the link is slow: {}\n",
+               noisy, busy_hosts);
   print_findings(out, findings);
   fmt::print(
       out,
-      "\n{} pair(s) ({}), {} failed, {} slow; rounds {:.1f} s, retests {:.1f} s ({} pairs), total "
+      "\n{} pair(s) ({}), {} failed, {} slow, {} noisy; rounds {:.1f} s, retests {:.1f} s ({} pairs), total "
       "{:.1f} s\n",
-      pairs.size(), a.one_way ? "one direction each" : "both directions", bad, slow,
+      pairs.size(), a.one_way ? "one direction each" : "both directions", bad, slow, noisy,
       std::accumulate(round_seconds.begin(), round_seconds.end(), 0.0), retest_seconds,
       retests.size(), total);
   // The exit-code contract: a failed pair is a failed measurement (1); a slow link, a finding
@@ -247,10 +255,13 @@ int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const 
   if (failed_checks > 0)
     outcome.add(exit_status::missed, fmt::format("{} case(s) missed --expect", failed_checks));
   if (pairs.empty()) outcome.add(exit_status::inconclusive, "no pair was measured");
+  if (noisy > 0)
+    outcome.add(exit_status::inconclusive,
+                fmt::format("{} pair(s) stayed noisy alone: {}", noisy, busy_hosts));
   if (!a.json.empty()) {
     nlohmann::json doc{
         {"schema", "pairperf.mesh"},
-        {"schema_version", "1.1.0"},
+        {"schema_version", "1.2.0"},
         {"context",
          {{"tool", tool_context()},
           {"argv", redact_argv(argv)},

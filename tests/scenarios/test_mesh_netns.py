@@ -46,18 +46,65 @@ if ROOT_REASON and not REASON:
     print(f"SKIP (cluster): {ROOT_REASON}", flush=True)
 
 
+class CpuLimit:
+    """A cgroup whose processes may use `cpus` of a CPU (v1's cpu controller, or v2 with cpu enabled): what a pod
+    with resources.limits.cpu gets. `procs`: the file a process writes its PID to, to enter it. Removed on exit
+    (its processes have ended by then)."""
+
+    def __init__(self, cpus):
+        self.cpus, self.dir, self.procs = cpus, None, None
+
+    @staticmethod
+    def reason():
+        if os.geteuid() != 0:
+            return "a CPU-limited cgroup needs root"
+        if os.path.isdir("/sys/fs/cgroup/cpu"):
+            return None
+        try:
+            with open("/sys/fs/cgroup/cgroup.subtree_control") as f:
+                return None if "cpu" in f.read().split() else "cgroup v2 without the cpu controller enabled"
+        except OSError as e:
+            return f"no cgroup cpu controller ({e})"
+
+    def __enter__(self):
+        period = 100000
+        if os.path.isdir("/sys/fs/cgroup/cpu"):
+            self.dir = f"/sys/fs/cgroup/cpu/pairperf-test-{os.getpid()}"
+            os.makedirs(self.dir)
+            with open(os.path.join(self.dir, "cpu.cfs_period_us"), "w") as f:
+                f.write(str(period))
+            with open(os.path.join(self.dir, "cpu.cfs_quota_us"), "w") as f:
+                f.write(str(int(self.cpus * period)))
+        else:
+            self.dir = f"/sys/fs/cgroup/pairperf-test-{os.getpid()}"
+            os.makedirs(self.dir)
+            with open(os.path.join(self.dir, "cpu.max"), "w") as f:
+                f.write(f"{int(self.cpus * period)} {period}")
+        self.procs = os.path.join(self.dir, "cgroup.procs")
+        return self
+
+    def __exit__(self, *exc):
+        if self.dir:
+            os.rmdir(self.dir)
+
+
 @unittest.skipIf(REASON is not None, REASON or "")
 class LocalMesh(unittest.TestCase):
+    def mpirun(self):
+        args = ["mpirun", "--oversubscribe"]
+        if os.geteuid() == 0:
+            args.append("--allow-run-as-root")
+        return args
+
     def test_four_ranks_on_localhost(self):
+        # The issue's job: 4 ranks on this 2-core host, retests on. Pairs whose processes waited for a CPU are
+        # never slow links: ok, contention, or noisy (then exit 4, naming the oversubscribed host).
         with pp.tmpdir() as d:
             out = os.path.join(d, "mesh.json")
-            args = ["mpirun", "--oversubscribe", "-np", "4"]
-            if os.geteuid() == 0:
-                args.insert(1, "--allow-run-as-root")
-            proc = subprocess.run(args + [pp.BIN, "mesh", "--iface", "lo", "--duration", "0.05s", "--no-retest",
-                                          "--json", out], capture_output=True, text=True, timeout=300, env=mpi_env())
-            # 4 busy-polling ranks on 2 cores: a pair may be slow (exit 3) but none may fail (1).
-            self.assertIn(proc.returncode, (0, 3), proc.stdout + proc.stderr)
+            proc = subprocess.run(self.mpirun() + ["-np", "4", pp.BIN, "mesh", "--iface", "lo", "--duration", "0.05s",
+                                                   "--json", out], capture_output=True, text=True, timeout=300, env=mpi_env())
+            self.assertIn(proc.returncode, (0, 4), proc.stdout + proc.stderr)
+            self.assertEqual(pp.schema_errors(out), [])
             doc = pp.load(out)
         self.assertEqual(doc["schema"], "pairperf.mesh")
         self.assertEqual(doc["context"]["directions"], "both")
@@ -67,13 +114,50 @@ class LocalMesh(unittest.TestCase):
         for i in range(4):
             for j in range(4):
                 if i != j:
-                    self.assertIn(m["verdict"][i][j], ("ok", "slow link"), m["pairs"])
+                    self.assertIn(m["verdict"][i][j], ("ok", "contention", "noisy"), m["pairs"])
                     self.assertGreater(m["bandwidth_Bps"][i][j], 0)
                     self.assertGreater(m["latency_p50_s"][i][j], 0)
                 else:
                     self.assertIsNone(m["bandwidth_Bps"][i][j])
+        for p in m["pairs"]:
+            self.assertIn("noisy", p["noise"], p)  # each pair carries its host noise
+        if proc.returncode == 4:
+            self.assertIn("oversubscribed: 4 nodes measure at once on 2 CPU(s)", proc.stdout)
         self.assertEqual(len(doc["timing_s"]["rounds"]), 6)  # 2 (n - 1) rounds of n / 2 pairs
         self.assertIn("Bandwidth, GB/s", proc.stdout)
+
+    @unittest.skipIf(CpuLimit.reason() is not None, CpuLimit.reason() or "")
+    @unittest.skipUnless(pp.has_transport("ucx"), "this pairperf was built without UCX")
+    def test_a_cpu_limited_rank_is_noisy_not_a_slow_link(self):
+        # One of 5 ranks may use a tenth of a CPU (a pod with limits.cpu 100m): its pairs move about a tenth of the
+        # others' bandwidth, alone too, while its process waits for a CPU 80-95% of the time. They are noisy, not
+        # slow links; the mesh is inconclusive (4) and names the limited node. UCX over shared memory: its
+        # bandwidth is the CPU's (TCP over this VM's loopback swings 10x between runs by itself).
+        with pp.tmpdir() as d, CpuLimit(0.1) as limit:
+            out = os.path.join(d, "mesh.json")
+            mesh = [pp.BIN, "mesh", "--iface", "lo", "--transport", "ucx", "--test", "tag_bw", "--sizes", "1M",
+                    "--duration", "0.1s", "--json", out]
+            limited = ["sh", "-c", f'echo $$ > {limit.procs} && exec "$@"', "limited"] + mesh
+            proc = subprocess.run(self.mpirun() + ["-np", "4"] + mesh + [":", "-np", "1"] + limited,
+                                  capture_output=True, text=True, timeout=300, env=mpi_env())
+            print(proc.stdout[-3000:], flush=True)
+            self.assertEqual(proc.returncode, 4, proc.stdout + proc.stderr)
+            self.assertEqual(pp.schema_errors(out), [])
+            doc = pp.load(out)
+        m = doc["mesh"]
+        verdicts = {(p["client"], p["server"]): p["verdict"] for p in m["pairs"]}
+        self.assertNotIn("slow link", verdicts.values(), verdicts)
+        noisy = [k for k, v in verdicts.items() if v == "noisy"]
+        self.assertTrue(noisy, verdicts)
+        self.assertTrue(all(4 in k for k in noisy), noisy)  # only the limited rank's pairs
+        for p in m["pairs"]:
+            if p["verdict"] == "noisy":
+                self.assertTrue(p["noise"]["noisy"], p["noise"])
+                self.assertGreater(p["noise"]["waited_share"], 0.3, p["noise"])
+        reasons = " ".join(doc["outcome"]["reasons"])
+        self.assertIn("stayed noisy alone", reasons)
+        self.assertIn(f"{m['nodes'][4]} is CPU-limited: its process may use 0.1 CPU", reasons)
+        self.assertIn("~", proc.stdout)
 
 
 # Servers a mesh may drive: a token, and drive allowed towards loopback only.

@@ -98,6 +98,84 @@ TEST(MeshOutliers, SlowAndFailedPairs) {
 
 // One direction of one link degraded: found once, naming the slow direction; symmetric links
 // and a link measured one way only are not findings.
+// A case whose processes waited for a CPU `waited` of the time (the noise meter's block).
+case_result noisy_bw(double Bps, double waited) {
+  case_result r = bw(Bps);
+  r.host_noise = {{"noisy", true},
+                  {"why", "the client was descheduled"},
+                  {"client", {{"descheduled_share", waited}, {"steal_share", nullptr}}}};
+  return r;
+}
+
+// The mesh on a busy host: a pair slow for want of a CPU is never a slow link. What its
+// wait cannot explain still is.
+TEST(MeshOutliers, APairThatWaitedForACpuIsNoisyNotSlow) {
+  std::vector<pair_result> pairs;
+  for (int i = 0; i < 6; ++i) pairs.push_back(pair_result{{0, i + 1}, {bw(10e9)}, {}, "ok"});
+  pairs[2].results = {noisy_bw(1e9, 0.9)};  // an outlier in its round
+  // Alone: 10x slower while waiting 90% of the time: the wait explains it.
+  EXPECT_EQ(retest_verdict(pairs, 2, {noisy_bw(1e9, 0.9)}, {}), "noisy");
+  // Alone: 10x slower but waiting only 20%: a slow link all the same.
+  EXPECT_EQ(retest_verdict(pairs, 2, {noisy_bw(1e9, 0.2)}, {}), "slow link");
+  // Alone and quiet: slow link; alone at full speed: contention.
+  EXPECT_EQ(retest_verdict(pairs, 2, {bw(1e9)}, {}), "slow link");
+  EXPECT_EQ(retest_verdict(pairs, 2, {noisy_bw(9e9, 0.5)}, {}), "contention");
+  // A ping-pong outlier that waited at all: noisy (the wait inflates a round trip without bound).
+  case_result lat;
+  lat.test.pattern = pattern_kind::pingpong;
+  lat.status = case_status::ok;
+  sample_stats st;
+  st.p50 = 5e-6;
+  lat.latency_s = st;
+  std::vector<pair_result> pp;
+  for (int i = 0; i < 4; ++i) pp.push_back(pair_result{{0, i + 1}, {lat}, {}, "ok"});
+  case_result slow_lat = lat;
+  slow_lat.latency_s->p50 = 500e-6;
+  slow_lat.host_noise = {{"noisy", true}, {"client", {{"descheduled_share", 0.06}}}};
+  pp[1].results = {slow_lat};
+  EXPECT_EQ(retest_verdict(pp, 1, {slow_lat}, {}), "noisy");
+  const pair_noise n = noise_of({slow_lat});
+  EXPECT_TRUE(n.noisy);
+  EXPECT_DOUBLE_EQ(n.waited, 0.06);
+  EXPECT_FALSE(noise_of({lat}).noisy);
+}
+
+// A direction that is slower only by what its processes waited for a CPU is not an asymmetric
+// link; one that its wait cannot explain is.
+TEST(MeshAsymmetry, ADirectionThatWaitedForACpuIsCreditedTheWait) {
+  const std::vector<std::string> names{"a", "b"};
+  std::vector<pair_result> pairs{{{0, 1}, {noisy_bw(0.3e9, 0.7)}, {}, "ok"},
+                                 {{1, 0}, {bw(0.96e9)}, {}, "ok"}};
+  EXPECT_TRUE(find_asymmetric(names, pairs, {}).empty());  // 0.3 / 0.3 = 1.0 GB/s credited
+  pairs[0].results = {noisy_bw(0.1e9, 0.2)};                // 0.125 credited: still degraded
+  EXPECT_EQ(find_asymmetric(names, pairs, {}).size(), 1U);
+}
+
+TEST(MeshOutliers, OversubscribedAndCpuLimitedNodesAreNamed) {
+  const auto host = [](const char* name, unsigned cpus, nlohmann::json quota) {
+    return nlohmann::json{{"hostname", name},
+                          {"cpus", cpus},
+                          {"process", {{"cpus_usable", cpus}, {"cpu_quota", quota}}}};
+  };
+  // Four ranks on a 2-core host.
+  const std::string four =
+      oversubscription({"a:1", "a:2", "a:3", "a:4"},
+                       {host("a", 2, nullptr), host("a", 2, nullptr), host("a", 2, nullptr),
+                        host("a", 2, nullptr)});
+  EXPECT_NE(four.find("a is oversubscribed: 4 nodes measure at once on 2 CPU(s)"),
+            std::string::npos)
+      << four;
+  // One pod limited to 500m.
+  const std::string pod =
+      oversubscription({"n1", "n2"}, {host("n1", 8, nullptr), host("n2", 8, 0.5)});
+  EXPECT_NE(pod.find("n2 is CPU-limited: its process may use 0.5 CPU"), std::string::npos) << pod;
+  EXPECT_EQ(pod.find("n1 is"), std::string::npos) << pod;
+  // Neither: says so.
+  EXPECT_NE(oversubscription({"n1", "n2"}, {host("n1", 8, 2.0), host("n2", 8, nullptr)})
+                .find("no node is CPU-limited"),
+            std::string::npos);
+}
+
 TEST(MeshAsymmetry, OneDegradedDirectionIsAFinding) {
   std::vector<pair_result> pairs{{{0, 1}, {bw(0.02e9)}, {}, "slow link"},
                                  {{1, 0}, {bw(2.0e9)}, {}, "ok"},

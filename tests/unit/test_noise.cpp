@@ -138,5 +138,18 @@ TEST(Noise, ExpectationsDoNotJudgeNoisyMisses) {
   EXPECT_EQ(r.unjudged.at("expect")[0], "lat<=1us@8");
 }
 
+// A pod's CPU limit as the kernel writes it: cgroup v2 cpu.max and v1's quota and period.
+TEST(CpuBudget, CgroupLimitsReadAsCpus) {
+  EXPECT_DOUBLE_EQ(*cgroup_quota("150000 100000", "", ""), 1.5);
+  EXPECT_FALSE(cgroup_quota("max 100000", "", "").has_value());
+  EXPECT_DOUBLE_EQ(*cgroup_quota("", "50000", "100000"), 0.5);
+  EXPECT_FALSE(cgroup_quota("", "-1", "100000").has_value());
+  EXPECT_FALSE(cgroup_quota("garbage", "", "").has_value());
+  EXPECT_FALSE(cgroup_quota("", "", "").has_value());
+  const cpu_budget b = read_cpu_budget();
+  EXPECT_GE(b.usable, 1U);
+  EXPECT_GT(b.cpus(), 0.0);
+}
+
 }  // namespace
 }  // namespace pairperf
