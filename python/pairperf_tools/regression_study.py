@@ -1,0 +1,237 @@
+"""The regression check measured as a nightly CI job uses it: separate runs of one build, compared
+with a baseline of earlier runs by `pairperf compare`, and the series read by `pairperf history`.
+
+Two network namespaces joined by a veth link; the client's end sends through a token bucket (tc
+tbf) whose rate is the path's bottleneck, as a NIC's or a switch port's is:
+
+  A/A        --runs runs at --rate; each run from the --baseline'th on is compared with the
+             --baseline runs before it (a sliding baseline, as a nightly job keeps): an exit 3 is
+             a false alarm.
+  slowdown   --slowed runs at --rate x (1 - --slowdown), each compared with the last --baseline
+             A/A runs: caught when exit 3 names the bandwidth's regression.
+  history    `pairperf history` over the A/A runs and the slowed ones: the step must be found at
+             the first slowed run.
+  unshaped   --unshaped runs with no rate limit (this VM's TCP swings between its modes by itself):
+             each after the --baseline'th compared with the --baseline before it. Runs that vary
+             more than the threshold must be inconclusive (exit 4), never "no change" (exit 0).
+
+Needs root (namespaces, tc). Every process it starts is ended by PID; the namespaces are deleted
+at the end. Prints the counts and writes them with every exit code to --json."""
+import argparse
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+
+from . import netns
+from .processes import stop
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", ".."))
+CLIENT_IP, SERVER_IP = "10.93.0.1", "10.93.0.2"
+BW_KEY = "tcp tcp_bw stream_uni iface=(route) mem=host,host size=1M"
+
+
+class Link:
+    """Namespaces A (client) and B (server) with a veth link, a pairperf server in B, and a tbf
+    qdisc on A's end whose rate set_rate() changes (None: no qdisc)."""
+
+    def __init__(self, pairperf, tag):
+        self.pairperf, self.tag = pairperf, tag
+        self.a, self.b = f"ppsA{tag}", f"ppsB{tag}"
+        self.nets = netns.Namespaces()
+        self.server = None
+        self.port = None
+        self.shaped = False
+
+    def __enter__(self):
+        try:
+            self.nets.add(self.a)
+            self.nets.add(self.b)
+            self.nets.link((self.a, "v0", CLIENT_IP), (self.b, "v0", SERVER_IP))
+            r, w = os.pipe()
+            self.server = subprocess.Popen(
+                ["ip", "netns", "exec", self.b, self.pairperf, "server", "--listen", SERVER_IP, "--port", "0",
+                 "--ready-fd", str(w)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, pass_fds=(w,))
+            os.close(w)
+            try:
+                ready, _, _ = select.select([r], [], [], 10)
+                if not ready:
+                    raise RuntimeError("the server did not report its port within 10 s")
+                self.port = int(os.read(r, 64).decode().strip())
+            finally:
+                os.close(r)
+        except Exception:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        if self.server is not None:
+            stop(self.server)
+        self.nets.close()
+
+    def set_rate(self, mbit):
+        if mbit is None:
+            if self.shaped:
+                netns.sh("tc", "-n", self.a, "qdisc", "del", "dev", "v0", "root")
+            self.shaped = False
+            return
+        # burst: at least the rate's bytes per timer tick (1 MB covers 2 Gbit/s at 250 Hz).
+        netns.sh("tc", "-n", self.a, "qdisc", "replace", "dev", "v0", "root", "tbf", "rate", f"{mbit}mbit",
+                 "burst", "1mb", "latency", "50ms")
+        self.shaped = True
+
+    def run(self, out, tests, sizes, repeat, duration):
+        """One run, written to `out`; returns pairperf's exit code."""
+        args = ["ip", "netns", "exec", self.a, self.pairperf, "run", f"{SERVER_IP}:{self.port}", "-t", "tcp",
+                "--test", tests, "--sizes", sizes, "--repeat", str(repeat), "-d", duration, "-q", "--json", out]
+        return subprocess.run(args, capture_output=True, text=True, timeout=300).returncode
+
+
+def pairperf_json(pairperf, args):
+    """Runs `pairperf ARGS --json -`; returns (exit code, document)."""
+    p = subprocess.run([pairperf] + args + ["--json", "-"], capture_output=True, text=True, timeout=300)
+    if p.returncode == 2:
+        raise RuntimeError(f"pairperf {' '.join(args)}: {p.stderr.strip()}")
+    return p.returncode, json.loads(p.stdout)
+
+
+def bandwidth_verdict(doc):
+    """The 1 MiB bandwidth metric of a comparison: 'regression', 'inconclusive', or what it said."""
+    for case in doc["cases"]:
+        if case["key"] == BW_KEY:
+            for m in case["metrics"]:
+                if m["metric"] == "bandwidth":
+                    if m["regression"]:
+                        return "regression"
+                    return "inconclusive" if m["inconclusive"] else ("improvement" if m["improvement"] else "held")
+    return "missing"
+
+
+def compare_with(pairperf, base_files, new_file, folder):
+    """`pairperf compare FOLDER NEW` where FOLDER holds links to base_files (a baseline folder, as a
+    nightly job keeps one)."""
+    os.makedirs(folder, exist_ok=True)
+    for name in os.listdir(folder):
+        os.unlink(os.path.join(folder, name))
+    for f in base_files:
+        os.symlink(os.path.abspath(f), os.path.join(folder, os.path.basename(f)))
+    rc, doc = pairperf_json(pairperf, ["compare", folder, new_file])
+    m = next((m for c in doc["cases"] if c["key"] == BW_KEY for m in c["metrics"]), None)
+    return {"new": os.path.basename(new_file), "exit_code": rc, "bandwidth": bandwidth_verdict(doc),
+            "bandwidth_change": m["change"] if m else None,
+            "bandwidth_spread": m["run_spread"] if m else None,
+            "bandwidth_mde": m["min_detectable_change"] if m else None}
+
+
+def study(pairperf, out, runs=24, baseline=5, slowed=10, unshaped=8, rate=1000, slowdown=0.25,
+          tests="tcp_lat,tcp_bw", sizes="8,1M", repeat=3, duration="0.2s", log=print):
+    """The whole study; returns its report (a dict)."""
+    os.makedirs(out, exist_ok=True)
+    report = {"settings": {"runs": runs, "baseline": baseline, "slowed": slowed, "unshaped": unshaped,
+                           "rate_mbit": rate, "slowdown": slowdown, "tests": tests, "sizes": sizes,
+                           "repeat": repeat, "duration": duration}}
+    started = time.monotonic()
+    with Link(pairperf, os.getpid() % 10000) as link:
+        def phase(name, count, mbit):
+            link.set_rate(mbit)
+            files = []
+            for i in range(count):
+                f = os.path.join(out, name, f"{name}-{i:02}.json")
+                os.makedirs(os.path.dirname(f), exist_ok=True)
+                rc = link.run(f, tests, sizes, repeat, duration)
+                if rc not in (0, 4):
+                    raise RuntimeError(f"run {f}: exit {rc}")
+                files.append(f)
+                log(f"  {name} {i + 1}/{count} ({mbit or 'unshaped'} Mbit/s)")
+            return files
+
+        aa = phase("aa", runs, rate)
+        slow = phase("slowed", slowed, round(rate * (1 - slowdown))) if slowed else []
+        free = phase("unshaped", unshaped, None) if unshaped else []
+    folder = os.path.join(out, "baseline")
+    report["aa"] = [compare_with(pairperf, aa[i - baseline:i], aa[i], folder) for i in range(baseline, len(aa))]
+    report["slowed"] = [compare_with(pairperf, aa[-baseline:], f, folder) for f in slow]
+    report["unshaped"] = [compare_with(pairperf, free[i - baseline:i], free[i], folder)
+                          for i in range(baseline, len(free))]
+    if slow:
+        rc, doc = pairperf_json(pairperf, ["history"] + aa + slow)
+        series = next((s for s in doc["series"] if s["key"] == BW_KEY and s["metric"] == "bandwidth"), None)
+        report["history"] = {"exit_code": rc, "runs": len(doc["runs"]),
+                             "first_slowed_run": len(aa),
+                             "change_points": series["change_points"] if series else None}
+    report["seconds"] = round(time.monotonic() - started, 1)
+    return report
+
+
+def summarize(r):
+    """The counts README quotes, as lines."""
+    def codes(rows):
+        out = {}
+        for row in rows:
+            out[row["exit_code"]] = out.get(row["exit_code"], 0) + 1
+        return ", ".join(f"exit {k}: {v}" for k, v in sorted(out.items()))
+
+    s = r["settings"]
+    lines = [f"regression study: {s['runs']} A/A runs at {s['rate_mbit']} Mbit/s, {s['slowed']} at "
+             f"{s['rate_mbit'] * (1 - s['slowdown']):.0f} Mbit/s ({s['slowdown']:.0%} slower), {s['unshaped']} unshaped; "
+             f"baseline {s['baseline']} runs; pairperf run -t tcp --test {s['tests']} --sizes {s['sizes']} "
+             f"--repeat {s['repeat']} -d {s['duration']}; {r['seconds']} s"]
+    aa, slow, free = r["aa"], r["slowed"], r["unshaped"]
+    alarms = sum(1 for x in aa if x["exit_code"] == 3)
+    lines.append(f"A/A: {len(aa)} comparisons, {alarms} false alarm(s) (exit 3) [{codes(aa)}]")
+    spreads = [x["bandwidth_spread"] for x in aa if x["bandwidth_spread"] is not None]
+    if spreads:
+        lines.append(f"  1 MiB bandwidth: runs spread {min(spreads):.2%}-{max(spreads):.2%}")
+    if slow:
+        caught = sum(1 for x in slow if x["exit_code"] == 3 and x["bandwidth"] == "regression")
+        changes = [x["bandwidth_change"] for x in slow if x["bandwidth_change"] is not None]
+        lines.append(f"slowdown: {caught} of {len(slow)} caught (exit 3, bandwidth regression) [{codes(slow)}]; "
+                     f"measured change {min(changes):+.1%} to {max(changes):+.1%}")
+    if free:
+        said = {}
+        for x in free:
+            said[x["bandwidth"]] = said.get(x["bandwidth"], 0) + 1
+        spreads = [x["bandwidth_spread"] for x in free if x["bandwidth_spread"] is not None]
+        lines.append(f"unshaped: {len(free)} comparisons [{codes(free)}]; 1 MiB bandwidth verdicts {said}; runs spread "
+                     f"{min(spreads):.1%}-{max(spreads):.1%}" if spreads else f"unshaped: {len(free)} comparisons")
+    if "history" in r:
+        h = r["history"]
+        cps = h["change_points"] or []
+        found = ", ".join(f"run {c['run']} ({c['change']:+.1%}, p {c['p_value']:.3g}, {c['verdict']})" for c in cps)
+        lines.append(f"history: {h['runs']} runs, first slowed run {h['first_slowed_run']}; 1 MiB bandwidth change "
+                     f"points: {found or 'none'}; exit {h['exit_code']}")
+    return lines
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(prog="regression-study", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=24, help="A/A runs (default 24)")
+    ap.add_argument("--baseline", type=int, default=5, help="runs in each baseline (default 5)")
+    ap.add_argument("--slowed", type=int, default=10, help="runs with the slowdown (default 10)")
+    ap.add_argument("--unshaped", type=int, default=8, help="runs without a rate limit (default 8)")
+    ap.add_argument("--rate", type=int, default=1000, help="the bottleneck, Mbit/s (default 1000)")
+    ap.add_argument("--slowdown", type=float, default=0.25, help="the slowed runs' rate cut (default 0.25)")
+    ap.add_argument("--pairperf", default=os.path.join(ROOT, "build", "pairperf"))
+    ap.add_argument("--out", default="regression-study", help="folder for the runs (default ./regression-study)")
+    ap.add_argument("--json", help="write the report here")
+    a = ap.parse_args(argv)
+    if a.baseline < 2 or a.runs <= a.baseline or not 0 < a.slowdown < 1 or a.rate <= 0:
+        print("regression-study: needs --baseline >= 2, --runs > --baseline, 0 < --slowdown < 1, --rate > 0",
+              file=sys.stderr)
+        return 2
+    why = netns.unavailable(os.getpid() % 10000)
+    if why:
+        print(f"regression-study: {why}", file=sys.stderr)
+        return 4
+    r = study(a.pairperf, a.out, a.runs, a.baseline, a.slowed, a.unshaped, a.rate, a.slowdown,
+              log=lambda m: print(m, file=sys.stderr, flush=True))
+    for line in summarize(r):
+        print(line)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(r, f, indent=1)
+    return 0
