@@ -165,6 +165,7 @@ metric_change compare_metric(const std::string& metric, const side_cases& base,
   m.threshold = metric == "latency p99" ? o.tail_threshold : o.threshold;
   m.base = run_values(quiet_runs(base, m.base_noisy_runs), metric);
   m.next = run_values(next.runs, metric);
+  m.next_noise = run_exposures(next.runs, metric);
   if (m.base.empty() && m.base_noisy_runs > 0) {
     m.base_noisy_runs = 0;  // every baseline run was noisy: judge them, the case is marked noisy
     m.base = run_values(base.runs, metric);
@@ -226,6 +227,58 @@ std::vector<double> run_values(const std::vector<std::vector<const case_result*>
   return out;
 }
 
+std::vector<noise_exposure> run_exposures(const std::vector<std::vector<const case_result*>>& runs,
+                                          const std::string& metric) {
+  std::vector<noise_exposure> out;
+  for (const auto& run : runs) {
+    noise_exposure worst;
+    bool any = false;
+    for (const auto* r : run) {
+      if (repetition_values(*r, headline_for(metric)).empty()) continue;
+      std::uint64_t samples = 0;
+      for (const auto& rep : r->repetitions) samples += rep.iterations;
+      const noise_exposure e = exposure_of(r->host_noise, samples > 0 ? samples : r->iterations);
+      worst.waited = std::max(worst.waited, e.waited);
+      worst.switched = std::max(worst.switched, e.switched);
+      any = true;
+    }
+    if (any) out.push_back(worst);
+  }
+  return out;
+}
+
+namespace {
+
+// Whether the new runs' host noise could have made a regression-sized change (host/noise.h): a
+// percentile of latency within reach of every new run's waits or switches, or bandwidth whose
+// change stays within the threshold once each new run is credited the time it waited.
+std::string noise_explanation(const metric_change& m) {
+  if (m.next_noise.size() != m.next.size() || m.next.empty()) return {};
+  if (m.higher_is_better) {
+    std::vector<double> credited;
+    double most = 0;
+    for (std::size_t i = 0; i < m.next.size(); ++i) {
+      const double w = std::min(m.next_noise[i].waited, 0.95);
+      credited.push_back(m.next[i] / (1 - w));
+      most = std::max(most, w);
+    }
+    const double change = test_runs(m.base, credited, 0.05, m.threshold).change;
+    if (-change > m.threshold) return {};
+    return fmt::format("the new run waited for a CPU up to {:.1f}% of its measurement; credited "
+                       "that, the change is {:+.1f}%",
+                       most * 100, change * 100);
+  }
+  const double tail = m.metric == "latency p99" ? 0.01 : 0.5;
+  double least = 1;
+  for (const auto& e : m.next_noise) least = std::min(least, std::max(e.waited, e.switched));
+  if (least < tail) return {};
+  return fmt::format("the new run's waits for a CPU reach {:.1f}% of its time or samples, enough "
+                     "to move its {} ({:.0f}% of samples)",
+                     least * 100, m.metric == "latency p99" ? "p99" : "median", tail * 100);
+}
+
+}  // namespace
+
 // Under no change at all, Benjamini-Hochberg keeps the chance of any significant metric below
 // alpha, so a sweep of hundreds of metrics does not raise false alarms from noise alone. What is
 // not a finding is "no significant change" only where the runs could have shown one.
@@ -245,14 +298,29 @@ judged_counts judge_metrics(const std::vector<metric_change*>& metrics, const co
     if (m->base.empty() || m->next.empty()) continue;  // nothing to judge: listed, not counted
     const double worse = m->higher_is_better ? -m->test.change : m->test.change;
     m->significant = m->q_value && *m->q_value < o.alpha;
-    m->regression = m->significant && worse > m->threshold;
-    m->improvement = m->significant && -worse > m->threshold;
+    // Several new runs: the change must show in each of them (run_test.h).
+    const bool every_run = m->test.p_each && *m->test.p_each < o.alpha;
+    m->regression = m->significant && every_run && worse > m->threshold;
+    m->improvement = m->significant && every_run && -worse > m->threshold;
+    // Never a regression for want of a CPU: what the new runs' waits explain cannot be told.
+    std::string explained = m->regression ? noise_explanation(*m) : std::string();
+    if (!explained.empty()) {
+      m->regression = false;
+      m->inconclusive = true;
+    }
     counts.regressions += m->regression ? 1 : 0;
     counts.improvements += m->improvement ? 1 : 0;
     std::vector<std::string> notes;
     if (m->base_noisy_runs > 0)
       notes.push_back(fmt::format("{} noisy baseline run(s) left out", m->base_noisy_runs));
-    if (!m->regression && !m->improvement && !m->significant) {
+    if (!explained.empty()) {
+      notes.push_back("a regression-sized change its host noise explains: " + explained);
+    } else if (m->significant && !every_run && std::abs(worse) > m->threshold) {
+      m->inconclusive = true;
+      notes.push_back(fmt::format("the mean moved {:+.1f}%, but not every new run did: one run's "
+                                  "fluke, or a change too small for a single run to show",
+                                  m->test.change * 100));
+    } else if (!m->regression && !m->improvement && !m->significant) {
       if (std::string need = runs_needed_note(m->test, m->threshold); !need.empty()) {
         m->inconclusive = true;
         notes.push_back(std::move(need));

@@ -14,6 +14,7 @@
 
 #include "analysis/run_test.h"
 #include "core/result.h"
+#include "host/noise.h"
 
 namespace pairperf {
 
@@ -47,6 +48,10 @@ struct compare_options {
   double alpha = 0.05;           // significance level
 };
 
+// Each run's noise exposure for the results `runs` hold (the largest of a run's results).
+std::vector<noise_exposure> run_exposures(const std::vector<std::vector<const case_result*>>& runs,
+                                          const std::string& metric);
+
 // One value per run for `metric` of the results `runs` hold (the median of each run's
 // repetitions; a run without repetitions gives its headline figure); runs without one are left
 // out. `headline` names: "bandwidth", "latency p50", "latency p99".
@@ -56,9 +61,10 @@ std::vector<double> run_values(const std::vector<std::vector<const case_result*>
 struct metric_change {
   std::string metric;  // "bandwidth", "latency p50", "latency p99"
   bool higher_is_better = false;
-  std::vector<double> base, next;  // one value per run: the median of its repetitions
+  std::vector<double> base, next;          // one value per run: the median of its repetitions
   double base_median = 0, new_median = 0;  // of the run values
   std::size_t base_noisy_runs = 0;         // left out of `base`: their host took the CPU
+  std::vector<noise_exposure> next_noise;  // each new run's (host/noise.h), as `next`
   run_test test;                           // change, p, spread, MDE, runs needed
   std::optional<double> q_value;  // p adjusted over the whole comparison (Benjamini-Hochberg)
   bool significant = false;

@@ -33,11 +33,12 @@ std::string runs_text(const comparison& c) {
 }
 
 constexpr const char* method_text =
-    "runs are the unit: each run's value is the median of its repetitions; the new run(s) are "
-    "tested against the baseline runs' spread (prediction interval for the mean of m new runs, "
-    "Student's t on log values; Hahn, Meeker & Escobar, Statistical Intervals, ch. 4), p-values "
-    "adjusted over the comparison (Benjamini-Hochberg); change = ratio of the geometric means - "
-    "1; a regression is significant (adjusted p < alpha) and worse than the threshold; noisy "
+    "runs are the unit: each run's value is the median of its repetitions; the new runs' mean is "
+    "tested against the baseline runs' spread (prediction interval, Student's t on log values; "
+    "Hahn, Meeker & Escobar, Statistical Intervals, ch. 4), p-values adjusted over the "
+    "comparison (Benjamini-Hochberg); change = ratio of the geometric means - 1; a regression is "
+    "significant (adjusted p < alpha), shows in every new run alone (intersection-union test), "
+    "is worse than the threshold and is not explained by the new runs' host noise; noisy "
     "baseline runs are left out";
 
 std::string verdict_word(const comparison& c) {
@@ -75,11 +76,10 @@ void to_json(nlohmann::json& j, const comparison& c) {
           {"improvement", m.improvement},
           {"inconclusive", m.inconclusive},
           {"threshold", m.threshold},
-          {"min_detectable_change",
-           m.test.mde ? nlohmann::json(*m.test.mde) : nlohmann::json()},
+          {"min_detectable_change", m.test.mde ? nlohmann::json(*m.test.mde) : nlohmann::json()},
           {"run_spread", m.test.spread ? nlohmann::json(*m.test.spread) : nlohmann::json()},
-          {"base_runs_needed", m.test.base_runs_needed},
-          {"runs_a_side_needed", m.test.runs_a_side}};
+          {"p_each", m.test.p_each ? nlohmann::json(*m.test.p_each) : nlohmann::json()},
+          {"base_runs_needed", m.test.base_runs_needed}};
       if (!m.note.empty()) mj["note"] = m.note;
       metrics.push_back(std::move(mj));
     }
@@ -159,8 +159,8 @@ std::string markdown(const comparison& c) {
     md += fmt::format("**Inconclusive**: {}.\n\n", why);
   const auto row = [](const case_comparison& k, const metric_change& m) {
     return fmt::format("| `{}` | {} | {} | {} | {:+.1f}% | {} | {} |\n", k.key, m.metric,
-                       value_text(m, m.base_median), value_text(m, m.new_median), m.test.change * 100,
-                       m.q_value ? fmt::format("{:.3g}", *m.q_value) : "-",
+                       value_text(m, m.base_median), value_text(m, m.new_median),
+                       m.test.change * 100, m.q_value ? fmt::format("{:.3g}", *m.q_value) : "-",
                        verdict_text(m) + (m.note.empty() ? "" : " (" + m.note + ")"));
   };
   const std::string header =

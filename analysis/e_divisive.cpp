@@ -36,8 +36,8 @@ best_split best_in(std::span<const double> v, std::size_t begin, std::size_t end
     const auto m = static_cast<double>(t + 1 - begin);
     const auto n = static_cast<double>(end - t - 1);
     if (t + 1 - begin < min_segment || end - t - 1 < min_segment) continue;
-    const double energy = 2 * between / (m * n) - within_left / (m * (m - 1) / 2) -
-                          within_right / (n * (n - 1) / 2);
+    const double energy =
+        2 * between / (m * n) - within_left / (m * (m - 1) / 2) - within_right / (n * (n - 1) / 2);
     const double q = m * n / (m + n) * energy;
     if (q > best.q) best = {t + 1, q};
   }
@@ -81,8 +81,8 @@ std::vector<change_point> e_divisive(std::span<const double> values,
       }
       if (best_over(shuffled, cuts, min_segment).q >= observed.q) ++exceeding;
     }
-    const double p = static_cast<double>(exceeding + 1) /
-                     static_cast<double>(options.permutations + 1);
+    const double p =
+        static_cast<double>(exceeding + 1) / static_cast<double>(options.permutations + 1);
     if (done < options.permutations || p >= options.alpha) break;
     found.push_back({observed.index, observed.q, p});
     cuts.insert(std::upper_bound(cuts.begin(), cuts.end(), observed.index), observed.index);

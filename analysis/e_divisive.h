@@ -17,7 +17,7 @@
 namespace pairperf {
 
 struct e_divisive_options {
-  double alpha = 0.05;            // significance of each new change point
+  double alpha = 0.05;             // significance of each new change point
   std::size_t permutations = 199;  // p-values resolve to 1/(permutations+1)
   std::size_t min_segment = 3;     // the fewest values on each side of a change point
   std::uint64_t seed = 1;

@@ -33,9 +33,8 @@ std::uint64_t seed_of(const std::string& name) {
 std::vector<std::size_t> order_runs(const result_set& s, std::size_t last, std::string& by) {
   std::vector<std::size_t> order(s.files.size());
   std::iota(order.begin(), order.end(), 0);
-  const bool timed = std::all_of(s.contexts.begin(), s.contexts.end(), [](const auto& c) {
-    return !text_at(c, "time_utc").empty();
-  });
+  const bool timed = std::all_of(s.contexts.begin(), s.contexts.end(),
+                                 [](const auto& c) { return !text_at(c, "time_utc").empty(); });
   by = timed ? "time" : "file name";
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     if (timed) {
@@ -114,7 +113,7 @@ void find_changes(history_series& s, const history_options& o, double threshold)
   s.level_since = cps.empty() ? at.front() : at[cps.back().index];
 }
 
-// The newest run against the quiet runs of its level, at most `window` of them.
+// The newest run(s) against the quiet runs of their level, at most `window` of them.
 void judge_newest(history_series& s, const std::vector<run_results>& runs,
                   const history_options& o, double threshold) {
   const std::size_t newest = s.values.size() - 1;
@@ -123,7 +122,16 @@ void judge_newest(history_series& s, const std::vector<run_results>& runs,
   m.metric = s.metric;
   m.higher_is_better = s.higher_is_better;
   m.threshold = threshold;
-  for (std::size_t i = newest; i-- > *s.level_since && m.base.size() < o.window;) {
+  // The judged runs: the newest `judged` that have this series, never before the level's start.
+  std::size_t first_judged = newest;
+  std::vector<run_results> judged;
+  for (std::size_t i = newest + 1; i-- > *s.level_since && judged.size() < o.judged;) {
+    if (!s.values[i]) continue;
+    m.next.insert(m.next.begin(), *s.values[i]);
+    judged.insert(judged.begin(), runs[i]);
+    first_judged = i;
+  }
+  for (std::size_t i = first_judged; i-- > *s.level_since && m.base.size() < o.window;) {
     if (!s.values[i]) continue;
     if (noisy(runs[i])) {
       ++m.base_noisy_runs;
@@ -131,11 +139,11 @@ void judge_newest(history_series& s, const std::vector<run_results>& runs,
     }
     m.base.push_back(*s.values[i]);
   }
-  m.next = {*s.values[newest]};
-  s.newest_noisy = noisy(runs[newest]);
+  m.next_noise = run_exposures(judged, s.metric);
+  s.newest_noisy = std::any_of(judged.begin(), judged.end(), noisy);
   if (!m.base.empty()) {
     m.base_median = median_of(m.base);
-    m.new_median = m.next.front();
+    m.new_median = median_of(m.next);
     m.test = test_runs(m.base, m.next, o.judge.alpha, threshold);
   }
   s.latest = std::move(m);
@@ -169,9 +177,10 @@ history read_history(const result_set& all, const history_options& options) {
   }
   const std::size_t newest = order.empty() ? 0 : order.size() - 1;
   for (const auto& [key, per_run] : cases) {
-    const test_case& test = std::find_if(per_run.begin(), per_run.end(), [](const auto& r) {
-                              return !r.empty();
-                            })->front()->test;
+    const test_case& test =
+        std::find_if(per_run.begin(), per_run.end(), [](const auto& r) { return !r.empty(); })
+            ->front()
+            ->test;
     if (newest > 0 && !per_run[newest].empty() && !per_run[newest - 1].empty()) {
       if (all_ok(per_run[newest - 1]) && !all_ok(per_run[newest])) h.status_changes.push_back(key);
       const auto before = lanes_in(per_run[newest - 1]);
@@ -213,7 +222,7 @@ history read_history(const result_set& all, const history_options& options) {
         s.latest->inconclusive || s.latest->base.empty())
       continue;
     s.latest->inconclusive = true;
-    s.latest->note = "noisy: the newest run's host took the CPU" +
+    s.latest->note = "noisy: a judged run's host took the CPU" +
                      (s.latest->note.empty() ? "" : "; " + s.latest->note);
     ++h.inconclusive;
   }

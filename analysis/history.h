@@ -14,10 +14,13 @@
 namespace pairperf {
 
 struct history_options {
-  compare_options judge;           // threshold, tail threshold, alpha of the newest run's verdict
-  e_divisive_options change;       // alpha, permutations, min segment of the change points
-  std::size_t window = 20;         // the most baseline runs the newest run is judged against
-  std::size_t last = 100;          // the most recent runs read (change points are O(n^2))
+  compare_options judge;      // threshold, tail threshold, alpha of the newest run's verdict
+  e_divisive_options change;  // alpha, permutations, min segment of the change points
+  std::size_t window = 20;    // the most baseline runs the newest run is judged against
+  // The newest runs judged together (a nightly job's runs of one night: two short runs tell a
+  // regression from one run's fluke better than one long run does).
+  std::size_t judged = 1;
+  std::size_t last = 100;     // the most recent runs read (change points are O(n^2))
 };
 
 struct history_run {
@@ -27,7 +30,7 @@ struct history_run {
 };
 
 struct history_change {
-  std::size_t run = 0;  // index into history::runs of the first run at the new level
+  std::size_t run = 0;           // index into history::runs of the first run at the new level
   double before = 0, after = 0;  // medians of the segments on either side
   double change = 0;             // after / before - 1
   double p_value = 1;
@@ -41,11 +44,11 @@ struct history_series {
   bool higher_is_better = false;
   std::vector<std::optional<double>> values;  // one per run (none: the run lacks it)
   std::vector<history_change> changes;
-  // The newest run against the runs of its level (since the last change point, at most
-  // `window`); none when the newest run lacks this series.
+  // The newest run(s) (options.judged) against the runs of their level (since the last change
+  // point, at most `window`); none when the newest run lacks this series.
   std::optional<metric_change> latest;
   std::optional<std::size_t> level_since;  // the run the newest run's level starts at
-  bool newest_noisy = false;               // the newest run's host took the CPU
+  bool newest_noisy = false;               // a judged run's host took the CPU
 };
 
 struct history {

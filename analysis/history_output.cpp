@@ -59,17 +59,19 @@ nlohmann::json series_json(const history& h, const history_series& s) {
   nlohmann::json latest;
   if (s.latest) {
     const metric_change& m = *s.latest;
-    latest = {{"value", m.next.empty() ? nlohmann::json() : nlohmann::json(m.next.front())},
-              {"level_since_run", s.level_since ? nlohmann::json(*s.level_since) : nlohmann::json()},
-              {"baseline", m.base},
-              {"baseline_noisy_runs", m.base_noisy_runs},
-              {"change", m.test.change},
-              {"p_value", m.test.p_value ? nlohmann::json(*m.test.p_value) : nlohmann::json()},
-              {"q_value", m.q_value ? nlohmann::json(*m.q_value) : nlohmann::json()},
-              {"min_detectable_change", m.test.mde ? nlohmann::json(*m.test.mde) : nlohmann::json()},
-              {"run_spread", m.test.spread ? nlohmann::json(*m.test.spread) : nlohmann::json()},
-              {"verdict", latest_verdict(m)},
-              {"note", m.note}};
+    latest = {
+        {"value", m.next.empty() ? nlohmann::json() : nlohmann::json(m.next.back())},
+        {"judged", m.next},
+        {"level_since_run", s.level_since ? nlohmann::json(*s.level_since) : nlohmann::json()},
+        {"baseline", m.base},
+        {"baseline_noisy_runs", m.base_noisy_runs},
+        {"change", m.test.change},
+        {"p_value", m.test.p_value ? nlohmann::json(*m.test.p_value) : nlohmann::json()},
+        {"q_value", m.q_value ? nlohmann::json(*m.q_value) : nlohmann::json()},
+        {"min_detectable_change", m.test.mde ? nlohmann::json(*m.test.mde) : nlohmann::json()},
+        {"run_spread", m.test.spread ? nlohmann::json(*m.test.spread) : nlohmann::json()},
+        {"verdict", latest_verdict(m)},
+        {"note", m.note}};
   }
   return {{"key", s.key},
           {"case", s.test},
@@ -99,6 +101,7 @@ void to_json(nlohmann::json& j, const history& h) {
        {"permutations", h.options.change.permutations},
        {"min_segment", h.options.change.min_segment},
        {"window", h.options.window},
+       {"new_runs", h.options.judged},
        {"ordered_by", h.ordered_by},
        {"runs", runs},
        {"series", series},
@@ -116,9 +119,9 @@ void to_json(nlohmann::json& j, const history& h) {
 void print_history(std::FILE* out, const history& h, bool all_rows) {
   fmt::print(out, "pairperf history: {} run(s) in {} order{}, {} series; {}\n", h.runs.size(),
              h.ordered_by,
-             h.runs.empty() ? ""
-                            : fmt::format(", {} to {}", run_name(h, 0),
-                                          run_name(h, h.runs.size() - 1)),
+             h.runs.empty()
+                 ? ""
+                 : fmt::format(", {} to {}", run_name(h, 0), run_name(h, h.runs.size() - 1)),
              h.series.size(), method_text);
   fmt::print(out, "change points ({}):\n", h.change_points);
   for (const auto& s : h.series) {
@@ -130,18 +133,27 @@ void print_history(std::FILE* out, const history& h, bool all_rows) {
     }
   }
   if (!h.runs.empty())
-    fmt::print(out, "newest run {} against its level (the runs since the last change point):\n",
-               h.runs.back().file);
+    fmt::print(out,
+               "newest {} run(s), to {}, against their level (the runs since the last change "
+               "point):\n",
+               h.options.judged, h.runs.back().file);
+  std::size_t quiet = 0;
   for (const auto& s : h.series) {
     if (!s.latest) continue;
     const metric_change& m = *s.latest;
-    if (!all_rows && !m.regression && !m.improvement && !m.inconclusive) continue;
+    if (!all_rows && !m.regression && !m.improvement && !m.inconclusive) {
+      ++quiet;
+      continue;
+    }
     fmt::print(out, "  {:<64} {:<12} {:>12} -> {:>12} {:>+7.1f}% ({} run(s) since {}) {}{}\n",
-               s.key, s.metric, m.base.empty() ? "-" : value_text(m.higher_is_better, m.base_median),
+               s.key, s.metric,
+               m.base.empty() ? "-" : value_text(m.higher_is_better, m.base_median),
                value_text(m.higher_is_better, m.new_median), m.test.change * 100, m.base.size(),
                s.level_since ? run_name(h, *s.level_since) : "-", latest_verdict(m),
                m.note.empty() ? "" : " (" + m.note + ")");
   }
+  if (quiet > 0)
+    fmt::print(out, "  ({} metric(s) held against their level; --all lists them)\n", quiet);
   for (const auto& k : h.status_changes) fmt::print(out, "  {:<64} STATUS CHANGE (ok before)\n", k);
   for (const auto& k : h.provenance_changes)
     fmt::print(out, "  {:<64} PROVENANCE CHANGE (lanes differ from the run before)\n", k);

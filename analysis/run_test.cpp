@@ -20,7 +20,8 @@ double beta_fraction(double a, double b, double x) {
   for (int m = 1; m <= 500; ++m) {
     const double md = m;
     const double even = md * (b - md) * x / ((a + 2 * md - 1) * (a + 2 * md));
-    for (const double coef : {even, -(a + md) * (a + b + md) * x / ((a + 2 * md) * (a + 2 * md + 1))}) {
+    for (const double coef :
+         {even, -(a + md) * (a + b + md) * x / ((a + 2 * md) * (a + 2 * md + 1))}) {
       d = 1 + coef * d;
       d = 1 / (std::abs(d) < tiny ? tiny : d);
       c = 1 + coef / c;
@@ -116,26 +117,36 @@ run_test test_runs(std::span<const double> base, std::span<const double> next, d
   const log_sample b = logs_of(base);
   const log_sample n = logs_of(next);
   r.change = std::expm1(n.mean - b.mean);
-  const bool pooled = n.n >= 2;
-  const double dof = static_cast<double>(b.n - 1 + (pooled ? n.n - 1 : 0));
   if (b.n < 2) return r;
-  const double s = std::sqrt((b.sum_sq + (pooled ? n.sum_sq : 0)) / dof);
-  r.spread = s;
   const double k = static_cast<double>(b.n);
   const double m = static_cast<double>(n.n);
+  const double base_dof = k - 1;
+  const double s_base = std::sqrt(b.sum_sq / base_dof);
+  r.spread = s_base;
+  // The mean of the new runs: pooled with their own spread when there are several.
+  const bool pooled = n.n >= 2;
+  const double dof = base_dof + (pooled ? m - 1 : 0);
+  const double s = std::sqrt((b.sum_sq + (pooled ? n.sum_sq : 0)) / dof);
+  // Each new run alone, against the baseline: the same side, and outside its prediction interval.
+  double p_each = 0;
+  bool same_side = true;
+  for (const double x : next) {
+    const double d = std::log(x) - b.mean;
+    same_side = same_side && (d > 0) == (n.mean > b.mean) && d != 0;
+    p_each = std::max(p_each, s_base > 0 ? student_t_two_sided_p(
+                                               d / (s_base * std::sqrt(1 / k + 1)), base_dof)
+                                         : 0.0);
+  }
+  r.p_each = same_side ? p_each : 1.0;
   if (s == 0) {
     r.p_value = n.mean == b.mean ? 1.0 : 0.0;
     r.mde = 0;
     return r;
   }
   r.p_value = student_t_two_sided_p((n.mean - b.mean) / (s * std::sqrt(1 / k + 1 / m)), dof);
-  r.mde = mde_for(s, k, m, alpha, pooled);
+  r.mde = mde_for(s_base, k, 1, alpha, false);
   r.base_runs_needed = fewest_runs(b.n, threshold, [&](std::size_t more) {
-    return mde_for(s, static_cast<double>(more), m, alpha, pooled);
-  });
-  r.runs_a_side = fewest_runs(2, threshold, [&](std::size_t side) {
-    const auto v = static_cast<double>(side);
-    return mde_for(s, v, v, alpha, true);
+    return mde_for(s_base, static_cast<double>(more), 1, alpha, false);
   });
   return r;
 }
@@ -162,18 +173,13 @@ std::string runs_needed_note(const run_test& t, double threshold) {
         t.base_runs);
   }
   if (!t.mde || *t.mde <= threshold) return {};
-  std::string need;
-  if (t.base_runs_needed > 0) {
-    need = fmt::format("needs {} baseline runs", t.base_runs_needed);
-  } else if (t.runs_a_side > 0) {
-    need = fmt::format("no baseline size is enough for {} new run(s): needs about {} runs a side",
-                       t.new_runs, t.runs_a_side);
-  } else {
-    need = fmt::format("runs vary too much to show {:.1f}% with up to {} runs a side",
-                       threshold * 100, most_runs);
-  }
-  return fmt::format("runs vary ±{:.1f}%: detects only changes beyond {:.1f}% ({} and {} runs), {}",
-                     t.spread.value_or(0) * 100, *t.mde * 100, t.base_runs, t.new_runs, need);
+  const std::string need =
+      t.base_runs_needed > 0
+          ? fmt::format("needs {} baseline runs", t.base_runs_needed)
+          : fmt::format("no baseline size lets one run show {:.1f}%", threshold * 100);
+  return fmt::format("runs vary ±{:.1f}%: one run shows only changes beyond {:.1f}% against {} "
+                     "baseline runs, {}",
+                     t.spread.value_or(0) * 100, *t.mde * 100, t.base_runs, need);
 }
 
 }  // namespace pairperf

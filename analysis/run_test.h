@@ -5,15 +5,17 @@
 // Repetitions inside one run share its CPU placement, buffers and the VM's mode, so a run moves
 // as a whole; a test over repetitions calls that move certain. The unit of sampling is the run.
 //
-// Method: the prediction interval for the mean of m future observations from a normal sample
-// (Hahn, Meeker & Escobar, "Statistical Intervals", 2nd ed., Wiley 2017, ch. 4), on the logs of
-// the run values (a slowdown is a ratio). With k baseline runs of log mean x and standard
-// deviation s (pooled with the new runs' own when m >= 2), the statistic
-//   t = (mean(new logs) - x) / (s * sqrt(1/k + 1/m))
-// is Student's t with k-1 (pooled: k+m-2) degrees of freedom when nothing changed; the two-sided
-// p-value is what compare and history adjust over all their metrics (Benjamini-Hochberg). The
-// minimum detectable change at 80% power is (t_{alpha/2} + t_{0.2}) * s * sqrt(1/k + 1/m) in the
-// same degrees of freedom.
+// Method: the prediction interval for a future observation from a normal sample (Hahn, Meeker &
+// Escobar, "Statistical Intervals", 2nd ed., Wiley 2017, ch. 4), on the logs of the run values (a
+// slowdown is a ratio). With k baseline runs of log mean x and standard deviation s, a new run's
+//   t = (its log - x) / (s * sqrt(1/k + 1))
+// is Student's t with k-1 degrees of freedom when nothing changed. With m new runs, the p-value
+// that compare and history adjust over all their metrics (Benjamini-Hochberg) is the mean's
+// (s pooled with the new runs' own spread, k+m-2 degrees of freedom), and a regression must also
+// show in every new run alone (each outside the single-run interval, on the same side: an
+// intersection-union test, Berger 1982, so one run's fluke among several is not a regression).
+// The minimum detectable change is a single run's at 80% power:
+// (t_{alpha/2} + t_{0.2}) * s * sqrt(1/k + 1), k-1 degrees of freedom.
 #include <cstddef>
 #include <optional>
 #include <span>
@@ -30,14 +32,14 @@ double student_t_quantile_two_sided(double p, double dof);
 
 struct run_test {
   std::size_t base_runs = 0, new_runs = 0;
-  double change = 0;               // exp(mean new log - mean base log) - 1
-  std::optional<double> p_value;   // none: fewer than 2 baseline runs, or no spread at all
-  std::optional<double> spread;    // s: the runs' standard deviation of log values (~relative)
-  std::optional<double> mde;       // smallest relative change detected with 80% power
-  // Baseline runs that would bring the MDE to the threshold with this many new runs; 0 when no
-  // baseline size can (the runs vary too much for one new run to show it): see runs_a_side.
+  double change = 0;              // exp(mean new log - mean base log) - 1
+  std::optional<double> p_value;  // the new runs' mean; none: fewer than 2 baseline runs
+  std::optional<double> p_each;   // the largest of each new run's alone (1: not all one side)
+  std::optional<double> spread;   // s: the baseline runs' standard deviation of log values
+  std::optional<double> mde;      // smallest relative change one run shows with 80% power
+  // Baseline runs that would bring the MDE to the threshold; 0 when no baseline size can (the
+  // runs vary too much for one run to show it).
   std::size_t base_runs_needed = 0;
-  std::size_t runs_a_side = 0;  // runs of each side that would (0: spread unknown)
 };
 
 // `base` and `next`: one positive value per run. `threshold` is the relative change that

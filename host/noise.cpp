@@ -270,7 +270,8 @@ cpu_budget read_cpu_budget() noexcept {
   cpu_budget b;
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) == 0) b.usable = static_cast<unsigned>(CPU_COUNT(&set));
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0)
+    b.usable = static_cast<unsigned>(CPU_COUNT(&set));
   try {
     b.quota = smallest_quota_up_to_root();
   } catch (...) {
@@ -282,6 +283,25 @@ cpu_budget read_cpu_budget() noexcept {
 nlohmann::json cpu_budget_json(const cpu_budget& b) {
   return {{"cpus_usable", b.usable},
           {"cpu_quota", b.quota ? nlohmann::json(*b.quota) : nlohmann::json()}};
+}
+
+noise_exposure exposure_of(const nlohmann::json& host_noise, std::uint64_t samples) noexcept {
+  noise_exposure e;
+  if (!host_noise.is_object()) return e;
+  for (const char* side : {"client", "server"}) {
+    const auto it = host_noise.find(side);
+    if (it == host_noise.end() || !it->is_object()) continue;
+    for (const char* key : {"descheduled_share", "steal_share"}) {
+      const auto v = it->find(key);
+      if (v != it->end() && v->is_number()) e.waited = std::max(e.waited, v->get<double>());
+    }
+    const auto sw = it->find("involuntary_switches");
+    if (sw != it->end() && sw->is_number() && samples > 0)
+      e.switched = std::max(e.switched, sw->get<double>() / static_cast<double>(samples));
+  }
+  e.waited = std::clamp(e.waited, 0.0, 1.0);
+  e.switched = std::clamp(e.switched, 0.0, 1.0);
+  return e;
 }
 
 bool is_noisy(const nlohmann::json& host_noise) noexcept {

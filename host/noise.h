@@ -86,6 +86,18 @@ nlohmann::json cpu_budget_json(const cpu_budget& b);
 std::optional<double> cgroup_quota(const std::string& cpu_max, const std::string& quota_us,
                                    const std::string& period_us);
 
+// How much of a case's measurement host noise could have touched, from its host_noise block: the
+// largest share of the measured time a side waited for a CPU or lost to steal, and the largest
+// count of a side's involuntary switches over the `samples` it measured (each switch can delay
+// one sample). A percentile q of latency is within reach of the noise when either reaches 1 - q
+// (p99: 1% of the time or of the samples); bandwidth, when crediting the wait (value / (1 -
+// waited)) removes the change. Zero for a quiet or unmeasured block.
+struct noise_exposure {
+  double waited = 0;
+  double switched = 0;
+};
+noise_exposure exposure_of(const nlohmann::json& host_noise, std::uint64_t samples) noexcept;
+
 // Whether a result's host_noise block says noisy, and its one-line reason ("" when quiet).
 bool is_noisy(const nlohmann::json& host_noise) noexcept;
 std::string noise_reason(const nlohmann::json& host_noise);

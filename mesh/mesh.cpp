@@ -284,18 +284,10 @@ pair_noise noise_of(const std::vector<case_result>& results) {
   for (const auto& r : results) {
     if (!is_noisy(r.host_noise)) continue;
     out.noisy = true;
-    for (const char* side : {"client", "server"}) {
-      const auto it = r.host_noise.find(side);
-      if (it == r.host_noise.end() || !it->is_object()) continue;
-      for (const char* key : {"descheduled_share", "steal_share"}) {
-        const auto v = it->find(key);
-        if (v != it->end() && v->is_number()) out.waited = std::max(out.waited, v->get<double>());
-      }
-    }
+    out.waited = std::max(out.waited, exposure_of(r.host_noise, r.iterations).waited);
     why.push_back(fmt::format("{} {}: {}", r.test.test, format_size(r.test.size_bytes),
                               noise_reason(r.host_noise)));
   }
-  out.waited = std::clamp(out.waited, 0.0, 1.0);
   out.why = fmt::format("{}", fmt::join(why, "; "));
   return out;
 }
@@ -348,16 +340,18 @@ std::string oversubscription(const std::vector<std::string>& names,
   }
   for (const auto& [name, l] : by_host) {
     if (l.cpus > 0 && static_cast<double>(l.nodes) > l.cpus)
-      why.push_back(fmt::format("{} is oversubscribed: {} nodes measure at once on {:.3g} CPU(s) "
-                                "(more busy ranks than cores)",
-                                name, l.nodes, l.cpus));
+      why.push_back(
+          fmt::format("{} is oversubscribed: {} nodes measure at once on {:.3g} CPU(s) "
+                      "(more busy ranks than cores)",
+                      name, l.nodes, l.cpus));
   }
   if (why.empty())
     return "no node is CPU-limited and no host runs more nodes than CPUs: another load or the "
            "hypervisor (steal) took the CPU; see each pair's noise";
-  return fmt::format("{}; give each rank a whole core (mpirun --map-by ppr:N:node with N the "
-                     "free cores, a CPU limit of at least 1 per pod)",
-                     fmt::join(why, "; "));
+  return fmt::format(
+      "{}; give each rank a whole core (mpirun --map-by ppr:N:node with N the "
+      "free cores, a CPU limit of at least 1 per pod)",
+      fmt::join(why, "; "));
 }
 
 nlohmann::json mesh_matrices(int nodes, const std::vector<std::string>& names,

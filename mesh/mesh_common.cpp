@@ -58,7 +58,8 @@ static std::vector<gloo_side> gloo_sides(const std::vector<mesh_node>& nodes) {
 
 // The node comparison, asymmetric links, and gloo between every pair (measured where the mesh ran
 // gloo's own connection).
-static std::vector<finding> mesh_findings(const mesh_plan& plan, const std::vector<mesh_node>& nodes,
+static std::vector<finding> mesh_findings(const mesh_plan& plan,
+                                          const std::vector<mesh_node>& nodes,
                                           const std::vector<std::string>& names,
                                           const std::vector<pair_result>& pairs,
                                           const outlier_rule& rule) {
@@ -235,21 +236,21 @@ int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const 
                "their figures cannot say whether the link is slow: {}\n",
                noisy, busy_hosts);
   print_findings(out, findings);
-  fmt::print(
-      out,
-      "\n{} pair(s) ({}), {} failed, {} slow, {} noisy; rounds {:.1f} s, retests {:.1f} s ({} pairs), total "
-      "{:.1f} s\n",
-      pairs.size(), a.one_way ? "one direction each" : "both directions", bad, slow, noisy,
-      std::accumulate(round_seconds.begin(), round_seconds.end(), 0.0), retest_seconds,
-      retests.size(), total);
+  fmt::print(out,
+             "\n{} pair(s) ({}), {} failed, {} slow, {} noisy; rounds {:.1f} s, retests {:.1f} s "
+             "({} pairs), total {:.1f} s\n",
+             pairs.size(), a.one_way ? "one direction each" : "both directions", bad, slow, noisy,
+             std::accumulate(round_seconds.begin(), round_seconds.end(), 0.0), retest_seconds,
+             retests.size(), total);
   // The exit-code contract: a failed pair is a failed measurement (1); a slow link, a finding
   // or a missed expectation is a check that missed (3).
   verdict_outcome outcome;
   if (bad > 0) outcome.add(exit_status::failed, fmt::format("{} pair(s) failed", bad));
   if (slow > 0) outcome.add(exit_status::missed, fmt::format("{} slow link(s)", slow));
   // `fails` findings miss; `fragile` and `advice` are reported (mesh has no --strict).
-  if (const auto failing = std::count_if(findings.begin(), findings.end(),
-                                         [](const finding& f) { return f.severity == severity::fails; });
+  if (const auto failing =
+          std::count_if(findings.begin(), findings.end(),
+                        [](const finding& f) { return f.severity == severity::fails; });
       failing > 0)
     outcome.add(exit_status::missed, fmt::format("{} finding(s)", failing));
   if (failed_checks > 0)

@@ -57,6 +57,7 @@ struct history_args {
   double change_alpha = 0.05;
   std::size_t window = 20;
   std::size_t last = 100;
+  std::size_t judged = 1;
   std::string json;
   bool all = false;
 };
@@ -68,6 +69,7 @@ int history_command(const history_args& a) {
     throw usage_error("--alpha and --change-alpha must be between 0 and 1");
   if (a.window < 2 || a.window > 1000) throw usage_error("--window must be 2 to 1000 runs");
   if (a.last < 2 || a.last > 1000) throw usage_error("--last must be 2 to 1000 runs");
+  if (a.judged < 1 || a.judged > 100) throw usage_error("--new must be 1 to 100 runs");
   history h;
   try {
     result_set runs;
@@ -77,6 +79,7 @@ int history_command(const history_args& a) {
     o.change.alpha = a.change_alpha;
     o.window = a.window;
     o.last = a.last;
+    o.judged = a.judged;
     h = read_history(runs, o);
   } catch (const compare_error& e) {
     fmt::print(stderr, "pairperf history: {}\n", e.what());
@@ -131,7 +134,8 @@ command add_compare(CLI::App& root) {
       "status changes, missing and new cases, and metrics the runs cannot judge (fewer than 2 "
       "baseline runs, runs that vary more than the threshold allows). Exit 0 none, 3 findings, "
       "4 inconclusive, 2 bad input");
-  app->add_option("base", a->base, "Baseline: a folder of results files (5 or more runs) or one file")
+  app->add_option("base", a->base,
+                  "Baseline: a folder of results files (5 or more runs) or one file")
       ->required();
   app->add_option("new", a->next, "New results files or folders (several: pooled as new runs)")
       ->required();
@@ -167,9 +171,13 @@ command add_history(CLI::App& root) {
       ->capture_default_str();
   app->add_option("--change-alpha", a->change_alpha, "Significance of each change point")
       ->capture_default_str();
-  app->add_option("--window", a->window, "The most runs of a level the newest run is judged against")
+  app->add_option("--window", a->window,
+                  "The most runs of a level the newest run is judged against")
       ->capture_default_str();
   app->add_option("--last", a->last, "Read only the most recent runs")->capture_default_str();
+  app->add_option("--new", a->judged,
+                  "Judge the newest N runs together (a night's runs) against their level")
+      ->capture_default_str();
   app->add_option("--json", a->json, "Also write the history as JSON ('-': stdout only)");
   app->add_flag("--all", a->all, "Print the newest run's every verdict, not only the findings");
   return command{app, [a] { return history_command(*a); }};

@@ -4,16 +4,24 @@ with a baseline of earlier runs by `pairperf compare`, and the series read by `p
 Two network namespaces joined by a veth link; the client's end sends through a token bucket (tc
 tbf) whose rate is the path's bottleneck, as a NIC's or a switch port's is:
 
-  A/A        --runs runs at --rate; each run from the --baseline'th on is compared with the
-             --baseline runs before it (a sliding baseline, as a nightly job keeps): an exit 3 is
-             a false alarm.
-  slowdown   --slowed runs at --rate x (1 - --slowdown), each compared with the last --baseline
-             A/A runs: caught when exit 3 names the bandwidth's regression.
+  A/A        --runs runs at --rate; from the --baseline'th run on, each run (m = 1), and each
+             two consecutive runs (m = 2, a night of two short runs), compared with the
+             --baseline runs before them (a sliding baseline, as a nightly job keeps): an exit 3
+             is a false alarm.
+  slowdown   --slowed runs at --rate x (1 - --slowdown); each run (m = 1) and each two
+             consecutive ones (m = 2) compared with the last --baseline A/A runs: caught when
+             exit 3 names the bandwidth's regression.
   history    `pairperf history` over the A/A runs and the slowed ones: the step must be found at
              the first slowed run.
-  unshaped   --unshaped runs with no rate limit (this VM's TCP swings between its modes by itself):
-             each after the --baseline'th compared with the --baseline before it. Runs that vary
-             more than the threshold must be inconclusive (exit 4), never "no change" (exit 0).
+  unshaped   --unshaped runs with no rate limit: each after the --baseline'th compared with the
+             --baseline before it. Runs that vary more than the threshold allows must be
+             inconclusive (exit 4), never "no change" (exit 0).
+  loopback   the nightly jobs of the issue that asked for runs as the unit, --loopback runs each,
+             on loopback with pairperf's own local server and no shaping (this VM's TCP swings
+             between two modes by itself): `run -t tcp --test tcp_lat,tcp_bw` and `run -t ucx
+             --tls posix,sysv,cma --test tag_lat,tag_bw`, --sizes 8,1M --repeat 10 -d 0.2s; from
+             the --baseline'th run on, m = 1 and 2 runs against the --baseline before them: exit 3
+             is a false alarm.
 
 Needs root (namespaces, tc). Every process it starts is ended by PID; the namespaces are deleted
 at the end. Prints the counts and writes them with every exit code to --json."""
@@ -110,29 +118,52 @@ def bandwidth_verdict(doc):
     return "missing"
 
 
-def compare_with(pairperf, base_files, new_file, folder):
-    """`pairperf compare FOLDER NEW` where FOLDER holds links to base_files (a baseline folder, as a
+def compare_with(pairperf, base_files, new_files, folder):
+    """`pairperf compare FOLDER NEW...` where FOLDER holds links to base_files (a baseline folder, as a
     nightly job keeps one)."""
     os.makedirs(folder, exist_ok=True)
     for name in os.listdir(folder):
         os.unlink(os.path.join(folder, name))
     for f in base_files:
         os.symlink(os.path.abspath(f), os.path.join(folder, os.path.basename(f)))
-    rc, doc = pairperf_json(pairperf, ["compare", folder, new_file])
+    rc, doc = pairperf_json(pairperf, ["compare", folder] + new_files)
     m = next((m for c in doc["cases"] if c["key"] == BW_KEY for m in c["metrics"]), None)
-    return {"new": os.path.basename(new_file), "exit_code": rc, "bandwidth": bandwidth_verdict(doc),
+    findings = [f"{c['key']} {m['metric']} {m['change']:+.1%}" for c in doc["cases"] for m in c["metrics"]
+                if m["regression"]]
+    return {"new": [os.path.basename(f) for f in new_files], "exit_code": rc, "bandwidth": bandwidth_verdict(doc),
+            "regressions": findings,
             "bandwidth_change": m["change"] if m else None,
             "bandwidth_spread": m["run_spread"] if m else None,
             "bandwidth_mde": m["min_detectable_change"] if m else None}
 
 
+LOOPBACK_JOBS = {"tcp": ["-t", "tcp", "--test", "tcp_lat,tcp_bw"],
+                 "ucx": ["-t", "ucx", "--tls", "posix,sysv,cma", "--test", "tag_lat,tag_bw"]}
+
+
+def loopback_runs(pairperf, out, count, log):
+    """The issue's two nightly jobs, `count` runs each, alternating; {job: [files]}."""
+    files = {job: [] for job in LOOPBACK_JOBS}
+    for i in range(count):
+        for job, args in LOOPBACK_JOBS.items():
+            f = os.path.join(out, f"loopback-{job}", f"{job}-{i:02}.json")
+            os.makedirs(os.path.dirname(f), exist_ok=True)
+            p = subprocess.run([pairperf, "run"] + args + ["--sizes", "8,1M", "--repeat", "10", "-d", "0.2s", "-q",
+                                                           "--json", f], capture_output=True, text=True, timeout=600)
+            if p.returncode not in (0, 4):
+                raise RuntimeError(f"run {f}: exit {p.returncode}: {p.stderr[-500:]}")
+            files[job].append(f)
+            log(f"  loopback {job} {i + 1}/{count}")
+    return files
+
+
 def study(pairperf, out, runs=24, baseline=5, slowed=10, unshaped=8, rate=1000, slowdown=0.25,
-          tests="tcp_lat,tcp_bw", sizes="8,1M", repeat=3, duration="0.2s", log=print):
+          tests="tcp_lat,tcp_bw", sizes="8,1M", repeat=3, duration="0.2s", loopback=0, log=print):
     """The whole study; returns its report (a dict)."""
     os.makedirs(out, exist_ok=True)
     report = {"settings": {"runs": runs, "baseline": baseline, "slowed": slowed, "unshaped": unshaped,
                            "rate_mbit": rate, "slowdown": slowdown, "tests": tests, "sizes": sizes,
-                           "repeat": repeat, "duration": duration}}
+                           "repeat": repeat, "duration": duration, "loopback": loopback}}
     started = time.monotonic()
     with Link(pairperf, os.getpid() % 10000) as link:
         def phase(name, count, mbit):
@@ -151,11 +182,18 @@ def study(pairperf, out, runs=24, baseline=5, slowed=10, unshaped=8, rate=1000, 
         aa = phase("aa", runs, rate)
         slow = phase("slowed", slowed, round(rate * (1 - slowdown))) if slowed else []
         free = phase("unshaped", unshaped, None) if unshaped else []
+    looped = loopback_runs(pairperf, out, loopback, log) if loopback else {}
     folder = os.path.join(out, "baseline")
-    report["aa"] = [compare_with(pairperf, aa[i - baseline:i], aa[i], folder) for i in range(baseline, len(aa))]
-    report["slowed"] = [compare_with(pairperf, aa[-baseline:], f, folder) for f in slow]
-    report["unshaped"] = [compare_with(pairperf, free[i - baseline:i], free[i], folder)
-                          for i in range(baseline, len(free))]
+    def sliding(files, m):
+        return [compare_with(pairperf, files[i - baseline:i], files[i:i + m], folder)
+                for i in range(baseline, len(files) - m + 1)]
+
+    for m in (1, 2):
+        report[f"aa_m{m}"] = sliding(aa, m)
+        report[f"slowed_m{m}"] = [compare_with(pairperf, aa[-baseline:], slow[j:j + m], folder)
+                                  for j in range(0, len(slow) - m + 1)]
+        report[f"unshaped_m{m}"] = sliding(free, m)
+        report[f"loopback_m{m}"] = {job: sliding(f, m) for job, f in looped.items()}
     if slow:
         rc, doc = pairperf_json(pairperf, ["history"] + aa + slow)
         series = next((s for s in doc["series"] if s["key"] == BW_KEY and s["metric"] == "bandwidth"), None)
@@ -179,24 +217,32 @@ def summarize(r):
              f"{s['rate_mbit'] * (1 - s['slowdown']):.0f} Mbit/s ({s['slowdown']:.0%} slower), {s['unshaped']} unshaped; "
              f"baseline {s['baseline']} runs; pairperf run -t tcp --test {s['tests']} --sizes {s['sizes']} "
              f"--repeat {s['repeat']} -d {s['duration']}; {r['seconds']} s"]
-    aa, slow, free = r["aa"], r["slowed"], r["unshaped"]
-    alarms = sum(1 for x in aa if x["exit_code"] == 3)
-    lines.append(f"A/A: {len(aa)} comparisons, {alarms} false alarm(s) (exit 3) [{codes(aa)}]")
-    spreads = [x["bandwidth_spread"] for x in aa if x["bandwidth_spread"] is not None]
-    if spreads:
-        lines.append(f"  1 MiB bandwidth: runs spread {min(spreads):.2%}-{max(spreads):.2%}")
-    if slow:
-        caught = sum(1 for x in slow if x["exit_code"] == 3 and x["bandwidth"] == "regression")
-        changes = [x["bandwidth_change"] for x in slow if x["bandwidth_change"] is not None]
-        lines.append(f"slowdown: {caught} of {len(slow)} caught (exit 3, bandwidth regression) [{codes(slow)}]; "
-                     f"measured change {min(changes):+.1%} to {max(changes):+.1%}")
-    if free:
-        said = {}
-        for x in free:
-            said[x["bandwidth"]] = said.get(x["bandwidth"], 0) + 1
-        spreads = [x["bandwidth_spread"] for x in free if x["bandwidth_spread"] is not None]
-        lines.append(f"unshaped: {len(free)} comparisons [{codes(free)}]; 1 MiB bandwidth verdicts {said}; runs spread "
-                     f"{min(spreads):.1%}-{max(spreads):.1%}" if spreads else f"unshaped: {len(free)} comparisons")
+    for m in (1, 2):
+        aa, slow, free = r[f"aa_m{m}"], r[f"slowed_m{m}"], r[f"unshaped_m{m}"]
+        lines.append(f"m = {m} new run(s) a comparison:")
+        alarms = sum(1 for x in aa if x["exit_code"] == 3)
+        lines.append(f"  A/A: {len(aa)} comparisons, {alarms} false alarm(s) (exit 3) [{codes(aa)}]"
+                     + "".join(f"; {x['new']}: {', '.join(x['regressions'])}" for x in aa if x["exit_code"] == 3))
+        spreads = [x["bandwidth_spread"] for x in aa if x["bandwidth_spread"] is not None]
+        if spreads:
+            lines.append(f"    1 MiB bandwidth: runs spread {min(spreads):.2%}-{max(spreads):.2%}")
+        if slow:
+            caught = sum(1 for x in slow if x["exit_code"] == 3 and x["bandwidth"] == "regression")
+            changes = [x["bandwidth_change"] for x in slow if x["bandwidth_change"] is not None]
+            lines.append(f"  slowdown: {caught} of {len(slow)} caught (exit 3, bandwidth regression) [{codes(slow)}]; "
+                         f"measured change {min(changes):+.1%} to {max(changes):+.1%}")
+        if free:
+            said = {}
+            for x in free:
+                said[x["bandwidth"]] = said.get(x["bandwidth"], 0) + 1
+            spreads = [x["bandwidth_spread"] for x in free if x["bandwidth_spread"] is not None]
+            lines.append(f"  unshaped: {len(free)} comparisons [{codes(free)}]; 1 MiB bandwidth verdicts {said}"
+                         + (f"; runs spread {min(spreads):.1%}-{max(spreads):.1%}" if spreads else ""))
+        for job, rows in r[f"loopback_m{m}"].items():
+            alarms = sum(1 for x in rows if x["exit_code"] == 3)
+            lines.append(f"  loopback {job} (no shaping): {len(rows)} comparisons, {alarms} false alarm(s) "
+                         f"[{codes(rows)}]" + "".join(f"; {x['new']}: {', '.join(x['regressions'])}"
+                                                      for x in rows if x["exit_code"] == 3))
     if "history" in r:
         h = r["history"]
         cps = h["change_points"] or []
@@ -213,6 +259,7 @@ def main(argv):
     ap.add_argument("--baseline", type=int, default=5, help="runs in each baseline (default 5)")
     ap.add_argument("--slowed", type=int, default=10, help="runs with the slowdown (default 10)")
     ap.add_argument("--unshaped", type=int, default=8, help="runs without a rate limit (default 8)")
+    ap.add_argument("--loopback", type=int, default=20, help="runs of each loopback job (default 20; 0: none)")
     ap.add_argument("--rate", type=int, default=1000, help="the bottleneck, Mbit/s (default 1000)")
     ap.add_argument("--slowdown", type=float, default=0.25, help="the slowed runs' rate cut (default 0.25)")
     ap.add_argument("--pairperf", default=os.path.join(ROOT, "build", "pairperf"))
@@ -227,7 +274,7 @@ def main(argv):
     if why:
         print(f"regression-study: {why}", file=sys.stderr)
         return 4
-    r = study(a.pairperf, a.out, a.runs, a.baseline, a.slowed, a.unshaped, a.rate, a.slowdown,
+    r = study(a.pairperf, a.out, a.runs, a.baseline, a.slowed, a.unshaped, a.rate, a.slowdown, loopback=a.loopback,
               log=lambda m: print(m, file=sys.stderr, flush=True))
     for line in summarize(r):
         print(line)

@@ -5,6 +5,8 @@ Inputs (files or folders of them), told apart by their "schema" field:
                     log-log, one line per transport / test / TLS set / interface / memory pair
   pairperf.peer     `scripts/compare-peers --curves`: the peer tool's curves (dashed) on the same axes
   pairperf.compare  `pairperf compare --json`: before/after bars of every compared metric
+  pairperf.history  `pairperf history --json`: each series of run values over time, its change
+                    points marked, the newest run's verdict
   pairperf.mesh     `pairperf mesh --json`: bandwidth and latency matrices as heatmaps
 Writes PNG and SVG of each figure and an index.html that shows them with the context (hosts,
 versions, date). Units: bytes, GB/s = 1e9 B/s, microseconds.
@@ -33,7 +35,8 @@ PANEL = (5, 3.6)  # inches per panel of the bandwidth and latency grids (up to t
 DPI = 100  # PNG pixels = inches x 100
 
 
-INPUTS = ("pairperf.result", "pairperf.peer", "pairperf.compare", "pairperf.mesh")
+INPUTS = ("pairperf.result", "pairperf.peer", "pairperf.compare", "pairperf.history", "pairperf.mesh")
+HISTORY_PANELS = 24  # series drawn from one history (changed ones first); the JSON has them all
 
 
 def size_label(v, _pos=None):
@@ -185,7 +188,7 @@ def plot_compare(compare_docs, out, written):
     fig, ax = plt.subplots(figsize=(FIG_SIZE[0] + 2, max(FIG_SIZE[1], 0.42 * len(rows) + 1.6)))
     for i, (_, m) in enumerate(rows):
         base = m["base_median"]
-        # Before: 100% with the spread of its repetitions; after: the new median, as % of before.
+        # Before: 100% with the spread of its runs; after: the new median, as % of before.
         b_lo, b_hi = min(m["base"]) / base * 100, max(m["base"]) / base * 100
         n_lo, n_hi = min(m["new"]) / base * 100, max(m["new"]) / base * 100
         after = m["new_median"] / base * 100
@@ -200,7 +203,7 @@ def plot_compare(compare_docs, out, written):
     ax.set_yticklabels([f"{k}\n{m['metric']}" for k, m in rows], fontsize=6)
     ax.invert_yaxis()
     ax.axvline(100, color="black", linewidth=0.7)
-    ax.set_xlabel("median as % of BASE (whiskers: the repetitions' range)")
+    ax.set_xlabel("median of the runs as % of BASE (whiskers: the runs' range)")
     ax.set_title("pairperf compare: before (grey) and after")
     ax.legend(handles=[Patch(color="#d5dbdb", label="before (BASE)"), Patch(color="#c0392b", label="after: regression"),
                        Patch(color="#27ae60", label="after: improvement"),
@@ -209,6 +212,49 @@ def plot_compare(compare_docs, out, written):
     fig.tight_layout()
     save(fig, out, "compare", written)
     return "compare"
+
+
+def plot_history(history_docs, out, written):
+    """Each history: one panel per series (those with change points or a newest-run finding first), run values
+    over the runs in time order, dashed lines where the level changed, the newest run coloured by its verdict."""
+    names = []
+    for i, (_, doc) in enumerate(history_docs):
+        series = [s for s in doc["series"] if any(v is not None for v in s["values"])]
+        def interest(s):
+            latest = (s.get("latest") or {}).get("verdict")
+            return (0 if s["change_points"] or latest in ("regression", "improvement") else 1, s["key"], s["metric"])
+        series = sorted(series, key=interest)[:HISTORY_PANELS]
+        if not series:
+            continue
+        runs = doc["runs"]
+        fig, axes = grid(len(series))
+        for ax, s in zip(axes, series):
+            bw = s["unit"] == "B/s"
+            scale, unit = (1e-9, "GB/s") if bw else (1e6, "µs")
+            xs = [k for k, v in enumerate(s["values"]) if v is not None]
+            ys = [s["values"][k] * scale for k in xs]
+            ax.plot(xs, ys, marker="o", markersize=3, linewidth=1, color="#2c3e50")
+            for c in s["change_points"]:
+                color = {"regression": "#c0392b", "improvement": "#27ae60"}.get(c["verdict"], "#7f8c8d")
+                ax.axvline(c["run"] - 0.5, color=color, linestyle="--", linewidth=1)
+                ax.text(c["run"] - 0.4, max(ys), f"{c['change'] * 100:+.1f}%", color=color, fontsize=7, va="top")
+            latest = s.get("latest") or {}
+            if latest.get("value") is not None:
+                color = {"regression": "#c0392b", "improvement": "#27ae60"}.get(latest.get("verdict"), "#2c3e50")
+                ax.plot([len(s["values"]) - 1], [latest["value"] * scale], marker="D", markersize=6, color=color,
+                        linestyle="none")
+            ax.set_title(f"{s['key']}\n{s['metric']} (newest: {latest.get('verdict', '-')})", fontsize=7)
+            ax.set_ylabel(unit)
+            ax.set_xlabel("run (time order)")
+            ax.grid(True, alpha=0.3)
+        first, last = runs[0].get("time_utc") or runs[0]["file"], runs[-1].get("time_utc") or runs[-1]["file"]
+        fig.suptitle(f"pairperf history: {len(runs)} runs, {first} to {last}; dashed: change points "
+                     f"(red regression, green improvement, grey shift); diamond: the newest run", fontsize=9)
+        fig.tight_layout()
+        name = "history" if len(history_docs) == 1 else f"history-{i + 1}"
+        save(fig, out, name, written)
+        names.append(name)
+    return names
 
 
 def plot_mesh(mesh_docs, out, written):
@@ -240,9 +286,10 @@ def plot_mesh(mesh_docs, out, written):
                     if verdict in ("unreachable", "error"):
                         ax.text(c, r, "X", ha="center", va="center", color="#c0392b", fontsize=12, fontweight="bold")
                     elif grid[r][c] == grid[r][c]:  # not NaN
-                        ax.text(c, r, f"{grid[r][c]:.3g}", ha="center", va="center", color="white", fontsize=7)
+                        mark = {"slow link": "!", "noisy": "~"}.get(verdict, "")
+                        ax.text(c, r, f"{grid[r][c]:.3g}{mark}", ha="center", va="center", color="white", fontsize=7)
         fig.suptitle(f"pairperf mesh: {n} nodes, {doc['context'].get('pattern', '')} "
-                     f"(X: unreachable or error; grey: not measured)")
+                     f"(X: unreachable or error; !: slow link; ~: noisy alone too; grey: not measured)")
         fig.tight_layout()
         name = "mesh" if len(mesh_docs) == 1 else f"mesh-{i + 1}"
         save(fig, out, name, written)
@@ -289,7 +336,7 @@ microseconds, message sizes in bytes (K = 1024).</p>
 
 def main(argv):
     ap = argparse.ArgumentParser(prog="pairperf report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("inputs", nargs="+", help="results, peer-curve or compare JSON files, or folders of them")
+    ap.add_argument("inputs", nargs="+", help="results, peer-curve, compare, history or mesh JSON files, or folders")
     ap.add_argument("--out", required=True, help="folder for the pictures and index.html")
     a = ap.parse_args(argv)
     try:
@@ -301,6 +348,7 @@ def main(argv):
     peer_docs = [d for d in docs if d[1]["schema"] == "pairperf.peer"]
     compare_docs = [d for d in docs if d[1]["schema"] == "pairperf.compare"]
     mesh_docs = [d for d in docs if d[1]["schema"] == "pairperf.mesh"]
+    history_docs = [d for d in docs if d[1]["schema"] == "pairperf.history"]
     streams, pingpongs = collect(results_docs)
     os.makedirs(a.out, exist_ok=True)
     written, figures = [], []
@@ -308,9 +356,11 @@ def main(argv):
               plot_compare(compare_docs, a.out, written)):
         if f:
             figures.append(f)
+    figures += plot_history(history_docs, a.out, written)
     figures += plot_mesh(mesh_docs, a.out, written)
     if not figures:
-        print("pairperf report: nothing to plot (no ok results and no comparison in the inputs)", file=sys.stderr)
+        print("pairperf report: nothing to plot (no ok results, comparison, history or mesh in the inputs)",
+              file=sys.stderr)
         return 2
     written.append(write_index(a.out, figures, results_docs, a.inputs))
     for w in written:

@@ -117,7 +117,52 @@ class Compare(unittest.TestCase):
         self.assertTrue(all(e["unit"] == "us" and e["value"] > 0 for e in s))
 
 
+class History(unittest.TestCase):
+    def test_two_fixture_runs_a_lane_change_and_one_run_of_level(self):
+        # The fixtures share one time: ordered by file name (base.json, new.json). The newest run's lanes differ
+        # from the run before (cma turned tcp): a finding; its figures have one run of level to be judged against.
+        with pp.tmpdir() as d:
+            out = os.path.join(d, "history.json")
+            proc, _ = pp.run(["history", BASE, NEW, "--all", "--json", out], timeout=60)
+            self.assertEqual(pp.schema_errors(out), [])
+            doc = pp.load(out)
+        self.assertEqual(proc.returncode, 3, proc.stdout + proc.stderr)
+        self.assertEqual(doc["ordered_by"], "time")
+        self.assertEqual([os.path.basename(r["file"]) for r in doc["runs"]], ["base.json", "new.json"])
+        self.assertEqual(len(doc["provenance_changes"]), 7)
+        self.assertIn("PROVENANCE CHANGE (lanes differ from the run before)", proc.stdout)
+        for s in doc["series"]:
+            self.assertEqual(len(s["values"]), 2)
+            self.assertEqual(s["change_points"], [])  # two runs cannot make two levels of 3
+            self.assertIn("spread between runs is unknown", s["latest"]["note"])
+
+    def test_bad_inputs_exit_2(self):
+        with pp.tmpdir() as d:
+            for args, text in (([os.path.join(d, "none")], "no such file"), ([BASE, "--window", "1"], "--window"),
+                               ([BASE, "--change-alpha", "0"], "--change-alpha")):
+                with self.subTest(args=args):
+                    proc, _ = pp.run(["history"] + args, timeout=60)
+                    self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+                    self.assertIn(text, proc.stderr)
+
+
 class Report(unittest.TestCase):
+    def test_history_series_are_drawn(self):
+        with pp.tmpdir() as d:
+            hist = os.path.join(d, "history.json")
+            pp.run(["history", BASE, NEW, "--json", hist], timeout=60)
+            out = os.path.join(d, "report")
+            proc, _ = pp.run(["report", hist, "--out", out], timeout=120)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            # 35 series (21 bandwidth, 14 latency p50/p99): the first 24, 3 a row, 5 x 3.6 in each.
+            self.assertEqual(png_size(os.path.join(out, "history.png")), (1500, 2880))
+            with open(os.path.join(out, "history.svg")) as f:
+                svg = f.read()
+            self.assertIn("pairperf history: 2 runs", svg)
+            with open(os.path.join(out, "index.html")) as f:
+                self.assertIn("history.svg", f.read())
+
+
     def test_pictures_from_fixtures(self):
         with pp.tmpdir() as d:
             cmp_json = os.path.join(d, "cmp.json")

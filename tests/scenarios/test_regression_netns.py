@@ -22,23 +22,28 @@ if REASON:
 class RegressionStudy(unittest.TestCase):
     def test_a_slower_link_is_caught_and_history_finds_the_step(self):
         with pp.tmpdir() as d:
-            r = regression_study.study(pp.BIN, d, runs=6, baseline=5, slowed=5, unshaped=0, rate=1000, slowdown=0.25,
+            r = regression_study.study(pp.BIN, d, runs=7, baseline=5, slowed=5, unshaped=0, rate=1000, slowdown=0.25,
                                        tests="tcp_bw", sizes="1M", repeat=3, duration="0.1s", log=lambda m: None)
         lines = regression_study.summarize(r)
         print("\n".join(lines), flush=True)
-        # A/A through the bottleneck: judged (runs within about 1% of each other) or, under a sanitizer's load,
-        # too spread to judge; never a false alarm.
-        self.assertEqual(len(r["aa"]), 1)
-        self.assertIn(r["aa"][0]["exit_code"], (0, 4), r["aa"])
-        # 25% slower: every run caught, the bandwidth named, the change measured as about -25%.
-        for row in r["slowed"]:
-            self.assertEqual((row["exit_code"], row["bandwidth"]), (3, "regression"), r["slowed"])
-            self.assertAlmostEqual(row["bandwidth_change"], -0.25, delta=0.05)
+        for m, comparisons in ((1, 2), (2, 1)):
+            # A/A through the bottleneck: judged (runs within about 1% of each other) or, under a sanitizer's
+            # load, too spread to judge; never a false alarm.
+            aa = r[f"aa_m{m}"]
+            self.assertEqual(len(aa), comparisons)
+            for row in aa:
+                self.assertIn(row["exit_code"], (0, 4), aa)
+            # 25% slower: every run (and every two) caught, the bandwidth named, the change about -25%.
+            slow = r[f"slowed_m{m}"]
+            self.assertEqual(len(slow), 6 - m)
+            for row in slow:
+                self.assertEqual((row["exit_code"], row["bandwidth"]), (3, "regression"), slow)
+                self.assertAlmostEqual(row["bandwidth_change"], -0.25, delta=0.05)
         # The series: one step, at the first slowed run, a regression; the newest run follows the accepted step,
         # so it is not a regression again.
         h = r["history"]
-        self.assertEqual(h["runs"], 11)
-        self.assertEqual([(c["run"], c["verdict"]) for c in h["change_points"]], [(6, "regression")], h)
+        self.assertEqual(h["runs"], 12)
+        self.assertEqual([(c["run"], c["verdict"]) for c in h["change_points"]], [(7, "regression")], h)
         self.assertLess(h["change_points"][0]["p_value"], 0.05)
         self.assertNotEqual(h["exit_code"], 3, h)
 

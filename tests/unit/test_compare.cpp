@@ -30,17 +30,18 @@ TEST(StudentT, TwoSidedPAndQuantileMatchTheReference) {
 TEST(BenjaminiHochberg, AdjustsInPlaceOrder) {
   const std::vector<double> p{0.04, 0.01, 0.03, 0.5};
   const std::vector<double> q = benjamini_hochberg(p);
-  EXPECT_NEAR(q[1], 0.04, 1e-12);       // 0.01 * 4 / 1
+  EXPECT_NEAR(q[1], 0.04, 1e-12);          // 0.01 * 4 / 1
   EXPECT_NEAR(q[0], 0.04 * 4 / 3, 1e-12);  // 0.053, and 0.03 * 4/2 = 0.06 above it keeps it
   EXPECT_NEAR(q[2], 0.04 * 4 / 3, 1e-12);
   EXPECT_NEAR(q[3], 0.5, 1e-12);
 }
 
-// Noise like this VM's, inside one run. Measured with `pairperf run -t tcp,ucx --test tcp_bw,tcp_lat,tag_bw,
-// tag_lat --tls tcp --tls posix,sysv,cma --sizes 8,1M --repeat 10` (0.2 s a repetition): the
-// coefficient of variation over the 10 repetitions was 1.8-5.7% for 1 MiB bandwidth, 0.1-1.7% for
-// latency p50 (one 9.8%), 0.7-24% for p99. So: bandwidth lognormal 4% with one repetition in
-// twenty dipping by up to 15% (a neighbour took the CPU); p50 lognormal 1.5%; p99 lognormal 15%.
+// Noise like this VM's, inside one run. Measured with `pairperf run -t tcp,ucx --test
+// tcp_bw,tcp_lat,tag_bw, tag_lat --tls tcp --tls posix,sysv,cma --sizes 8,1M --repeat 10` (0.2 s a
+// repetition): the coefficient of variation over the 10 repetitions was 1.8-5.7% for 1 MiB
+// bandwidth, 0.1-1.7% for latency p50 (one 9.8%), 0.7-24% for p99. So: bandwidth lognormal 4% with
+// one repetition in twenty dipping by up to 15% (a neighbour took the CPU); p50 lognormal 1.5%; p99
+// lognormal 15%.
 struct synth {
   std::mt19937_64 rng;
   explicit synth(std::uint64_t seed) : rng(seed) {}
@@ -133,6 +134,47 @@ TEST(CompareProperties, TwentyFivePercentBandwidthDropIsCaughtAgainstFiveRuns) {
   }
   std::printf("25%% drop: caught %d of %d (%.1f%%)\n", caught, trials, 100.0 * caught / trials);
   EXPECT_GE(caught, trials * 95 / 100);
+}
+
+// Two new runs: a regression must show in each. One run 25% off and one at the level is a fluke
+// (this VM's runs switch modes now and then: TCP 1 MiB 6.3 -> 1.9 GB/s in one run of 17), not a
+// regression; both 25% off is.
+TEST(CompareProperties, OneRunsFlukeAmongTwoNewRunsIsNotARegression) {
+  synth g(12);
+  const result_set base = g.runs(8, 10e9, 3e-6, 0.01);
+  result_set fluke = g.runs(1, 7.5e9, 3e-6, 0.01);
+  fluke.add(g.runs(1, 10e9, 3e-6, 0.01));
+  comparison c = compare_results(base, fluke, {});
+  const metric_change& bw = c.cases.at(0).metrics.at(0);
+  EXPECT_FALSE(bw.regression) << nlohmann::json(c).dump(1);
+  EXPECT_TRUE(bw.inconclusive) << bw.note;
+  result_set both = g.runs(1, 7.5e9, 3e-6, 0.01);
+  both.add(g.runs(1, 7.5e9, 3e-6, 0.01));
+  c = compare_results(base, both, {});
+  EXPECT_TRUE(c.cases.at(0).metrics.at(0).regression) << nlohmann::json(c).dump(1);
+  EXPECT_EQ(c.exit_code(), 3);
+}
+
+// Never a regression for want of a CPU: a new run 20% slower that waited 30% of its measurement
+// is inconclusive; one that waited 5% is a regression all the same.
+TEST(CompareProperties, ARegressionTheNewRunsWaitForACpuExplainsIsInconclusive) {
+  synth g(13);
+  const result_set base = g.runs(8, 10e9, 3e-6, 0.01);
+  const auto waited = [&](double share) {
+    result_set r = g.runs(1, 8e9, 3e-6, 0.01);
+    for (auto& x : r.results)
+      x.host_noise = {{"noisy", true},
+                      {"why", "the client was descheduled"},
+                      {"client", {{"descheduled_share", share}, {"involuntary_switches", 0}}}};
+    return r;
+  };
+  comparison c = compare_results(base, waited(0.3), {});
+  const metric_change& bw = c.cases.at(0).metrics.at(0);
+  EXPECT_FALSE(bw.regression);
+  EXPECT_TRUE(bw.inconclusive);
+  EXPECT_NE(bw.note.find("its host noise explains"), std::string::npos) << bw.note;
+  c = compare_results(base, waited(0.05), {});
+  EXPECT_TRUE(c.cases.at(0).metrics.at(0).regression) << nlohmann::json(c).dump(1);
 }
 
 TEST(CompareProperties, ProvenanceChangeIsAlwaysAFinding) {
@@ -296,7 +338,8 @@ TEST(Detectability, AChangeOfTheMdeIsCaughtAboutEightyPercentOfTheTime) {
     return v;
   };
   // The MDE for exactly 5% spread, 8 baseline runs and 1 new run.
-  const double factor = student_t_quantile_two_sided(0.05, 7) + student_t_quantile_two_sided(0.4, 7);
+  const double factor =
+      student_t_quantile_two_sided(0.05, 7) + student_t_quantile_two_sided(0.4, 7);
   const double mde = factor * 0.05 * std::sqrt(1.0 / 8 + 1.0);
   int caught = 0, caught_half = 0;
   const int trials = 4000;
@@ -328,11 +371,11 @@ TEST(Detectability, RunsNeededAreWhatBringsTheMdeUnderTheThreshold) {
   std::vector<double> more(t.base_runs_needed);
   for (std::size_t i = 0; i < more.size(); ++i) more[i] = tight[i % 3];
   EXPECT_LE(*test_runs(more, one, 0.05, 0.05).mde, 0.05 * 1.05);  // the spread estimate moves
-  // Runs 10% apart: no baseline is enough for one new run; the note says runs a side.
+  // Runs 10% apart: no baseline is enough for one new run to show 5%.
   const run_test wide = test_runs(three, one, 0.05, 0.05);
   EXPECT_EQ(wide.base_runs_needed, 0U);
-  EXPECT_GT(wide.runs_a_side, 5U);
-  EXPECT_NE(runs_needed_note(wide, 0.05).find("runs a side"), std::string::npos);
+  EXPECT_NE(runs_needed_note(wide, 0.05).find("no baseline size lets one run show 5.0%"),
+            std::string::npos);
 }
 
 // Runs spread 0.5-1.86 GB/s and a 45% drop: not "no change", inconclusive saying what it needs.
@@ -346,7 +389,7 @@ TEST(Compare, WideBaselineIsInconclusiveNotNoChange) {
   EXPECT_FALSE(bw.regression);
   EXPECT_TRUE(bw.inconclusive) << bw.note;
   EXPECT_NE(bw.note.find("runs vary ±"), std::string::npos) << bw.note;
-  EXPECT_NE(bw.note.find("runs a side"), std::string::npos) << bw.note;
+  EXPECT_NE(bw.note.find("no baseline size lets one run show"), std::string::npos) << bw.note;
   EXPECT_EQ(c.exit_code(), 4);
 }
 
@@ -387,7 +430,8 @@ TEST(Compare, NoisyRunsAreLeftOutOrInconclusive) {
   result_set busy = quiet.run(5e9, 3e-6, 5);
   for (auto& r : busy.results) r.host_noise = next.results[0].host_noise;
   with_busy.add(busy);
-  c = compare_results(with_busy, quiet.runs(1, 10e9, 3e-6, 0.005), compare_options{0.10, 0.5, 0.05});
+  c = compare_results(with_busy, quiet.runs(1, 10e9, 3e-6, 0.005),
+                      compare_options{0.10, 0.5, 0.05});
   const metric_change& bw = c.cases.at(0).metrics.at(0);
   EXPECT_EQ(bw.base.size(), 6U);
   EXPECT_EQ(bw.base_noisy_runs, 1U);

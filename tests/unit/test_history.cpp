@@ -13,8 +13,8 @@
 namespace pairperf {
 namespace {
 
-std::vector<double> series(std::mt19937_64& rng, std::size_t before, std::size_t after,
-                           double step, double spread) {
+std::vector<double> series(std::mt19937_64& rng, std::size_t before, std::size_t after, double step,
+                           double spread) {
   std::normal_distribution<double> noise(0.0, spread);
   std::vector<double> v;
   for (std::size_t i = 0; i < before + after; ++i)
@@ -83,7 +83,8 @@ class Nightly {
     result_set one;
     const std::size_t night = m_runs.files.size();
     one.files = {fmt::format("night-{:02}.json", night)};
-    one.contexts = {nlohmann::json{{"time_utc", fmt::format("2026-11-{:02}T02:00:00Z", night + 1)}}};
+    one.contexts = {
+        nlohmann::json{{"time_utc", fmt::format("2026-11-{:02}T02:00:00Z", night + 1)}}};
     case_result r;
     r.test.transport = "tcp";
     r.test.test = "tcp_bw";
@@ -136,6 +137,29 @@ TEST(History, ANewestRunBelowItsLevelIsARegression) {
   const nlohmann::json j = h;
   EXPECT_EQ(j["schema"], "pairperf.history");
   EXPECT_EQ(j["series"][0]["latest"]["verdict"], "regression");
+}
+
+// A night of two runs: both 25% slower is a regression; one run off by 25% and one at the level is
+// a fluke the pair's own spread shows (not a regression).
+TEST(History, TheNewestRunsOfANightAreJudgedTogether) {
+  history_options o;
+  o.judged = 2;
+  Nightly slow(11);
+  for (int i = 0; i < 10; ++i) slow.add(10e9);
+  slow.add(7.5e9);
+  slow.add(7.5e9);
+  history h = read_history(slow.runs(), o);
+  ASSERT_TRUE(h.series.at(0).latest.has_value());
+  EXPECT_EQ(h.series[0].latest->next.size(), 2U);
+  EXPECT_EQ(h.series[0].latest->base.size(), 10U);
+  EXPECT_EQ(h.regressions, 1U) << nlohmann::json(h).dump(1);
+  Nightly fluke(12);
+  for (int i = 0; i < 10; ++i) fluke.add(10e9);
+  fluke.add(7.5e9);
+  fluke.add(10e9);
+  h = read_history(fluke.runs(), o);
+  EXPECT_EQ(h.regressions, 0U) << nlohmann::json(h).dump(1);
+  EXPECT_NE(h.exit_code(), 3);
 }
 
 TEST(History, RunsAreOrderedByTimeNotByArgumentOrder) {

@@ -147,7 +147,7 @@ TEST(MeshAsymmetry, ADirectionThatWaitedForACpuIsCreditedTheWait) {
   std::vector<pair_result> pairs{{{0, 1}, {noisy_bw(0.3e9, 0.7)}, {}, "ok"},
                                  {{1, 0}, {bw(0.96e9)}, {}, "ok"}};
   EXPECT_TRUE(find_asymmetric(names, pairs, {}).empty());  // 0.3 / 0.3 = 1.0 GB/s credited
-  pairs[0].results = {noisy_bw(0.1e9, 0.2)};                // 0.125 credited: still degraded
+  pairs[0].results = {noisy_bw(0.1e9, 0.2)};               // 0.125 credited: still degraded
   EXPECT_EQ(find_asymmetric(names, pairs, {}).size(), 1U);
 }
 
@@ -158,10 +158,9 @@ TEST(MeshOutliers, OversubscribedAndCpuLimitedNodesAreNamed) {
                           {"process", {{"cpus_usable", cpus}, {"cpu_quota", quota}}}};
   };
   // Four ranks on a 2-core host.
-  const std::string four =
-      oversubscription({"a:1", "a:2", "a:3", "a:4"},
-                       {host("a", 2, nullptr), host("a", 2, nullptr), host("a", 2, nullptr),
-                        host("a", 2, nullptr)});
+  const std::string four = oversubscription(
+      {"a:1", "a:2", "a:3", "a:4"},
+      {host("a", 2, nullptr), host("a", 2, nullptr), host("a", 2, nullptr), host("a", 2, nullptr)});
   EXPECT_NE(four.find("a is oversubscribed: 4 nodes measure at once on 2 CPU(s)"),
             std::string::npos)
       << four;
