@@ -264,17 +264,19 @@ std::string noise_explanation(const metric_change& m) {
     }
     const double change = test_runs(m.base, credited, 0.05, m.threshold).change;
     if (-change > m.threshold) return {};
-    return fmt::format("the new run waited for a CPU up to {:.1f}% of its measurement; credited "
-                       "that, the change is {:+.1f}%",
-                       most * 100, change * 100);
+    return fmt::format(
+        "the new run waited for a CPU up to {:.1f}% of its measurement; credited "
+        "that, the change is {:+.1f}%",
+        most * 100, change * 100);
   }
   const double tail = m.metric == "latency p99" ? 0.01 : 0.5;
   double least = 1;
   for (const auto& e : m.next_noise) least = std::min(least, std::max(e.waited, e.switched));
   if (least < tail) return {};
-  return fmt::format("the new run's waits for a CPU reach {:.1f}% of its time or samples, enough "
-                     "to move its {} ({:.0f}% of samples)",
-                     least * 100, m.metric == "latency p99" ? "p99" : "median", tail * 100);
+  return fmt::format(
+      "the new run's waits for a CPU reach {:.1f}% of its time or samples, enough "
+      "to move its {} ({:.0f}% of samples)",
+      least * 100, m.metric == "latency p99" ? "p99" : "median", tail * 100);
 }
 
 }  // namespace
@@ -317,9 +319,10 @@ judged_counts judge_metrics(const std::vector<metric_change*>& metrics, const co
       notes.push_back("a regression-sized change its host noise explains: " + explained);
     } else if (m->significant && !every_run && std::abs(worse) > m->threshold) {
       m->inconclusive = true;
-      notes.push_back(fmt::format("the mean moved {:+.1f}%, but not every new run did: one run's "
-                                  "fluke, or a change too small for a single run to show",
-                                  m->test.change * 100));
+      notes.push_back(
+          fmt::format("the mean moved {:+.1f}%, but not every new run did: one run's "
+                      "fluke, or a change too small for a single run to show",
+                      m->test.change * 100));
     } else if (!m->regression && !m->improvement && !m->significant) {
       if (std::string need = runs_needed_note(m->test, m->threshold); !need.empty()) {
         m->inconclusive = true;

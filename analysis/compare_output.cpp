@@ -41,6 +41,19 @@ constexpr const char* method_text =
     "is worse than the threshold and is not explained by the new runs' host noise; noisy "
     "baseline runs are left out";
 
+// Said under a regression when the baseline is short: a host switches between modes now and then
+// (on the development VM, 8-byte TCP latency by 50% for a stretch of runs), and a baseline that has
+// not seen a mode cannot tell it from a regression (scripts/regression-study: 7.4% false alarms
+// with 5 baseline runs and 2 new runs, 4.2% with 10).
+std::string short_baseline_note(const comparison& c) {
+  if (c.regressions == 0 || c.base_files.size() >= 10) return {};
+  return fmt::format(
+      "{} baseline run(s): a baseline of fewer than 10 runs may not have seen every mode this "
+      "host switches between, and calls a mode a regression more often (README: Tracking "
+      "regressions in CI)",
+      c.base_files.size());
+}
+
 std::string verdict_word(const comparison& c) {
   switch (c.exit_code()) {
     case 3:
@@ -143,6 +156,8 @@ void print_comparison(std::FILE* out, const comparison& c, bool all_rows) {
   for (const auto& k : c.added) fmt::print(out, "  new in NEW:     {}\n", k);
   if (const std::string why = c.inconclusive_reason(); !why.empty() && !c.has_finding())
     fmt::print(out, "inconclusive: {}\n", why);
+  if (const std::string note = short_baseline_note(c); !note.empty())
+    fmt::print(out, "note: {}\n", note);
   fmt::print(out, "{}: exit {} ({})\n", summary_text(c), c.exit_code(), verdict_word(c));
 }
 
@@ -157,6 +172,8 @@ std::string markdown(const comparison& c) {
       c.options.tail_threshold * 100, c.options.alpha);
   if (const std::string why = c.inconclusive_reason(); !why.empty() && !c.has_finding())
     md += fmt::format("**Inconclusive**: {}.\n\n", why);
+  if (const std::string note = short_baseline_note(c); !note.empty())
+    md += fmt::format("Note: {}.\n\n", note);
   const auto row = [](const case_comparison& k, const metric_change& m) {
     return fmt::format("| `{}` | {} | {} | {} | {:+.1f}% | {} | {} |\n", k.key, m.metric,
                        value_text(m, m.base_median), value_text(m, m.new_median),

@@ -114,8 +114,8 @@ void find_changes(history_series& s, const history_options& o, double threshold)
 }
 
 // The newest run(s) against the quiet runs of their level, at most `window` of them.
-void judge_newest(history_series& s, const std::vector<run_results>& runs,
-                  const history_options& o, double threshold) {
+void judge_newest(history_series& s, const std::vector<run_results>& runs, const history_options& o,
+                  double threshold) {
   const std::size_t newest = s.values.size() - 1;
   if (!s.values[newest]) return;
   metric_change m;

@@ -20,7 +20,7 @@ struct history_options {
   // The newest runs judged together (a nightly job's runs of one night: two short runs tell a
   // regression from one run's fluke better than one long run does).
   std::size_t judged = 1;
-  std::size_t last = 100;     // the most recent runs read (change points are O(n^2))
+  std::size_t last = 100;  // the most recent runs read (change points are O(n^2))
 };
 
 struct history_run {

@@ -133,9 +133,9 @@ run_test test_runs(std::span<const double> base, std::span<const double> next, d
   for (const double x : next) {
     const double d = std::log(x) - b.mean;
     same_side = same_side && (d > 0) == (n.mean > b.mean) && d != 0;
-    p_each = std::max(p_each, s_base > 0 ? student_t_two_sided_p(
-                                               d / (s_base * std::sqrt(1 / k + 1)), base_dof)
-                                         : 0.0);
+    p_each = std::max(
+        p_each,
+        s_base > 0 ? student_t_two_sided_p(d / (s_base * std::sqrt(1 / k + 1)), base_dof) : 0.0);
   }
   r.p_each = same_side ? p_each : 1.0;
   if (s == 0) {
@@ -177,9 +177,10 @@ std::string runs_needed_note(const run_test& t, double threshold) {
       t.base_runs_needed > 0
           ? fmt::format("needs {} baseline runs", t.base_runs_needed)
           : fmt::format("no baseline size lets one run show {:.1f}%", threshold * 100);
-  return fmt::format("runs vary ±{:.1f}%: one run shows only changes beyond {:.1f}% against {} "
-                     "baseline runs, {}",
-                     t.spread.value_or(0) * 100, *t.mde * 100, t.base_runs, need);
+  return fmt::format(
+      "runs vary ±{:.1f}%: one run shows only changes beyond {:.1f}% against {} "
+      "baseline runs, {}",
+      t.spread.value_or(0) * 100, *t.mde * 100, t.base_runs, need);
 }
 
 }  // namespace pairperf

@@ -14,9 +14,9 @@ namespace pairperf::cli {
 namespace {
 
 struct compare_args {
-  std::string base;
-  std::vector<std::string> next;
-  double threshold = 5;  // percent
+  std::vector<std::string> inputs;  // BASE NEW... (or NEW... with --base)
+  std::vector<std::string> base;    // --base, repeatable: the baseline as a list of runs
+  double threshold = 5;             // percent
   double tail_threshold = 20;
   double alpha = 0.05;
   bool markdown = false;
@@ -28,11 +28,22 @@ int compare_command(const compare_args& a) {
   if (a.threshold < 0 || a.threshold > 1000 || a.tail_threshold < 0 || a.tail_threshold > 1000)
     throw usage_error("--threshold and --tail-threshold must be 0 to 1000 (%)");
   if (a.alpha <= 0 || a.alpha >= 1) throw usage_error("--alpha must be between 0 and 1");
+  // Without --base the first input is the baseline (a folder of runs, or one file).
+  const std::size_t first_new = a.base.empty() ? 1 : 0;
+  if (a.inputs.size() <= first_new)
+    throw usage_error(a.base.empty() ? "give BASE and at least one NEW results file or folder"
+                                     : "give at least one NEW results file or folder");
   comparison c;
   try {
+    result_set base;
+    if (a.base.empty()) {
+      base = load_results(a.inputs.front());
+    } else {
+      for (const auto& b : a.base) base.add(load_results(b));
+    }
     result_set next;
-    for (const auto& n : a.next) next.add(load_results(n));
-    c = compare_results(load_results(a.base), next,
+    for (std::size_t i = first_new; i < a.inputs.size(); ++i) next.add(load_results(a.inputs[i]));
+    c = compare_results(base, next,
                         compare_options{a.threshold / 100, a.tail_threshold / 100, a.alpha});
   } catch (const compare_error& e) {
     fmt::print(stderr, "pairperf compare: {}\n", e.what());
@@ -134,11 +145,14 @@ command add_compare(CLI::App& root) {
       "status changes, missing and new cases, and metrics the runs cannot judge (fewer than 2 "
       "baseline runs, runs that vary more than the threshold allows). Exit 0 none, 3 findings, "
       "4 inconclusive, 2 bad input");
-  app->add_option("base", a->base,
-                  "Baseline: a folder of results files (5 or more runs) or one file")
+  app->add_option("inputs", a->inputs,
+                  "BASE NEW...: the baseline (a folder of results files, 5 or more runs, or one "
+                  "file) and the new runs (files or folders; several pool as new runs). With "
+                  "--base, every input is new")
       ->required();
-  app->add_option("new", a->next, "New results files or folders (several: pooled as new runs)")
-      ->required();
+  app->add_option("--base", a->base,
+                  "A baseline run (a results file or folder); repeat it to give the baseline as a "
+                  "list of runs");
   app->add_option("--threshold", a->threshold, "Relative change that matters, in percent")
       ->capture_default_str();
   app->add_option("--tail-threshold", a->tail_threshold,

@@ -4,13 +4,13 @@ with a baseline of earlier runs by `pairperf compare`, and the series read by `p
 Two network namespaces joined by a veth link; the client's end sends through a token bucket (tc
 tbf) whose rate is the path's bottleneck, as a NIC's or a switch port's is:
 
-  A/A        --runs runs at --rate; from the --baseline'th run on, each run (m = 1), and each
-             two consecutive runs (m = 2, a night of two short runs), compared with the
-             --baseline runs before them (a sliding baseline, as a nightly job keeps): an exit 3
-             is a false alarm.
+  A/A        --runs runs at --rate; for each baseline size k (--baseline 5,10), from the k'th
+             run on, each run (m = 1) and each two consecutive runs (m = 2, a night of two short
+             runs) compared with the k runs before them (a sliding baseline, as a nightly job
+             keeps): an exit 3 is a false alarm.
   slowdown   --slowed runs at --rate x (1 - --slowdown); each run (m = 1) and each two
-             consecutive ones (m = 2) compared with the last --baseline A/A runs: caught when
-             exit 3 names the bandwidth's regression.
+             consecutive ones (m = 2) compared with the last k A/A runs: caught when exit 3
+             names the bandwidth's regression.
   history    `pairperf history` over the A/A runs and the slowed ones: the step must be found at
              the first slowed run.
   unshaped   --unshaped runs with no rate limit: each after the --baseline'th compared with the
@@ -19,12 +19,12 @@ tbf) whose rate is the path's bottleneck, as a NIC's or a switch port's is:
   loopback   the nightly jobs of the issue that asked for runs as the unit, --loopback runs each,
              on loopback with pairperf's own local server and no shaping (this VM's TCP swings
              between two modes by itself): `run -t tcp --test tcp_lat,tcp_bw` and `run -t ucx
-             --tls posix,sysv,cma --test tag_lat,tag_bw`, --sizes 8,1M --repeat 10 -d 0.2s; from
-             the --baseline'th run on, m = 1 and 2 runs against the --baseline before them: exit 3
-             is a false alarm.
+             --tls posix,sysv,cma --test tag_lat,tag_bw`, --sizes 8,1M --repeat 10 -d 0.2s; judged
+             as the A/A runs are.
 
 Needs root (namespaces, tc). Every process it starts is ended by PID; the namespaces are deleted
-at the end. Prints the counts and writes them with every exit code to --json."""
+at the end. Prints the counts and writes them with every exit code to --json; --judge-only judges
+the runs of an earlier study again (after a change to the method)."""
 import argparse
 import json
 import os
@@ -157,13 +157,13 @@ def loopback_runs(pairperf, out, count, log):
     return files
 
 
-def study(pairperf, out, runs=24, baseline=5, slowed=10, unshaped=8, rate=1000, slowdown=0.25,
+def study(pairperf, out, runs=30, baselines=(5, 10), slowed=10, unshaped=14, rate=1000, slowdown=0.25,
           tests="tcp_lat,tcp_bw", sizes="8,1M", repeat=3, duration="0.2s", loopback=0, log=print):
-    """The whole study; returns its report (a dict)."""
+    """Makes the runs (in `out`), then judges them (judge()); returns the report (a dict)."""
     os.makedirs(out, exist_ok=True)
-    report = {"settings": {"runs": runs, "baseline": baseline, "slowed": slowed, "unshaped": unshaped,
-                           "rate_mbit": rate, "slowdown": slowdown, "tests": tests, "sizes": sizes,
-                           "repeat": repeat, "duration": duration, "loopback": loopback}}
+    settings = {"runs": runs, "baselines": list(baselines), "slowed": slowed, "unshaped": unshaped,
+                "rate_mbit": rate, "slowdown": slowdown, "tests": tests, "sizes": sizes, "repeat": repeat,
+                "duration": duration, "loopback": loopback}
     started = time.monotonic()
     with Link(pairperf, os.getpid() % 10000) as link:
         def phase(name, count, mbit):
@@ -179,28 +179,47 @@ def study(pairperf, out, runs=24, baseline=5, slowed=10, unshaped=8, rate=1000, 
                 log(f"  {name} {i + 1}/{count} ({mbit or 'unshaped'} Mbit/s)")
             return files
 
-        aa = phase("aa", runs, rate)
-        slow = phase("slowed", slowed, round(rate * (1 - slowdown))) if slowed else []
-        free = phase("unshaped", unshaped, None) if unshaped else []
-    looped = loopback_runs(pairperf, out, loopback, log) if loopback else {}
-    folder = os.path.join(out, "baseline")
-    def sliding(files, m):
-        return [compare_with(pairperf, files[i - baseline:i], files[i:i + m], folder)
-                for i in range(baseline, len(files) - m + 1)]
+        phase("aa", runs, rate)
+        if slowed:
+            phase("slowed", slowed, round(rate * (1 - slowdown)))
+        if unshaped:
+            phase("unshaped", unshaped, None)
+    if loopback:
+        loopback_runs(pairperf, out, loopback, log)
+    report = judge(pairperf, out, baselines)
+    report["settings"] = settings
+    report["seconds"] = round(time.monotonic() - started, 1)
+    return report
 
-    for m in (1, 2):
-        report[f"aa_m{m}"] = sliding(aa, m)
-        report[f"slowed_m{m}"] = [compare_with(pairperf, aa[-baseline:], slow[j:j + m], folder)
+
+def judge(pairperf, out, baselines=(5, 10)):
+    """Every comparison of the runs in `out` (made by study()): for each baseline size k and m = 1 or 2
+    new runs, the A/A sets with a sliding baseline, the slowed runs against the last k A/A runs; and the
+    history over the A/A and slowed runs."""
+    def runs_of(name):
+        folder = os.path.join(out, name)
+        return sorted(os.path.join(folder, f) for f in os.listdir(folder)) if os.path.isdir(folder) else []
+
+    aa, slow = runs_of("aa"), runs_of("slowed")
+    same_build = {"shaped": aa, "unshaped": runs_of("unshaped"),
+                  **{f"loopback {job}": runs_of(f"loopback-{job}") for job in LOOPBACK_JOBS}}
+    folder = os.path.join(out, "baseline")
+    report = {"configurations": []}
+    for k in baselines:
+        for m in (1, 2):
+            conf = {"baseline_runs": k, "new_runs": m, "aa": {}, "slowed": []}
+            for name, files in same_build.items():
+                conf["aa"][name] = [compare_with(pairperf, files[i - k:i], files[i:i + m], folder)
+                                    for i in range(k, len(files) - m + 1)]
+            if len(aa) >= k:
+                conf["slowed"] = [compare_with(pairperf, aa[-k:], slow[j:j + m], folder)
                                   for j in range(0, len(slow) - m + 1)]
-        report[f"unshaped_m{m}"] = sliding(free, m)
-        report[f"loopback_m{m}"] = {job: sliding(f, m) for job, f in looped.items()}
+            report["configurations"].append(conf)
     if slow:
         rc, doc = pairperf_json(pairperf, ["history"] + aa + slow)
         series = next((s for s in doc["series"] if s["key"] == BW_KEY and s["metric"] == "bandwidth"), None)
-        report["history"] = {"exit_code": rc, "runs": len(doc["runs"]),
-                             "first_slowed_run": len(aa),
+        report["history"] = {"exit_code": rc, "runs": len(doc["runs"]), "first_slowed_run": len(aa),
                              "change_points": series["change_points"] if series else None}
-    report["seconds"] = round(time.monotonic() - started, 1)
     return report
 
 
@@ -212,37 +231,38 @@ def summarize(r):
             out[row["exit_code"]] = out.get(row["exit_code"], 0) + 1
         return ", ".join(f"exit {k}: {v}" for k, v in sorted(out.items()))
 
-    s = r["settings"]
-    lines = [f"regression study: {s['runs']} A/A runs at {s['rate_mbit']} Mbit/s, {s['slowed']} at "
-             f"{s['rate_mbit'] * (1 - s['slowdown']):.0f} Mbit/s ({s['slowdown']:.0%} slower), {s['unshaped']} unshaped; "
-             f"baseline {s['baseline']} runs; pairperf run -t tcp --test {s['tests']} --sizes {s['sizes']} "
-             f"--repeat {s['repeat']} -d {s['duration']}; {r['seconds']} s"]
-    for m in (1, 2):
-        aa, slow, free = r[f"aa_m{m}"], r[f"slowed_m{m}"], r[f"unshaped_m{m}"]
-        lines.append(f"m = {m} new run(s) a comparison:")
-        alarms = sum(1 for x in aa if x["exit_code"] == 3)
-        lines.append(f"  A/A: {len(aa)} comparisons, {alarms} false alarm(s) (exit 3) [{codes(aa)}]"
-                     + "".join(f"; {x['new']}: {', '.join(x['regressions'])}" for x in aa if x["exit_code"] == 3))
-        spreads = [x["bandwidth_spread"] for x in aa if x["bandwidth_spread"] is not None]
-        if spreads:
-            lines.append(f"    1 MiB bandwidth: runs spread {min(spreads):.2%}-{max(spreads):.2%}")
+    s = r.get("settings", {})
+    lines = []
+    if s:
+        lines.append(f"regression study: {s['runs']} A/A runs at {s['rate_mbit']} Mbit/s, {s['slowed']} at "
+                     f"{s['rate_mbit'] * (1 - s['slowdown']):.0f} Mbit/s ({s['slowdown']:.0%} slower), {s['unshaped']} "
+                     f"unshaped (pairperf run -t tcp --test {s['tests']} --sizes {s['sizes']} --repeat {s['repeat']} "
+                     f"-d {s['duration']}); {s['loopback']} runs of each loopback job; {r.get('seconds', '?')} s")
+    for conf in r["configurations"]:
+        k, m = conf["baseline_runs"], conf["new_runs"]
+        rows = [x for v in conf["aa"].values() for x in v]
+        alarms = [x for x in rows if x["exit_code"] == 3]
+        lines.append(f"baseline {k} runs, {m} new run(s) a comparison: A/A {len(alarms)} false alarm(s) (exit 3) in "
+                     f"{len(rows)} comparisons [{codes(rows)}]")
+        for name, v in conf["aa"].items():
+            if v:
+                lines.append(f"  {name}: {sum(1 for x in v if x['exit_code'] == 3)} of {len(v)} [{codes(v)}]"
+                             + "".join(f"; {', '.join(x['new'])}: {'; '.join(x['regressions'])}"
+                                       for x in v if x["exit_code"] == 3))
+        slow = conf["slowed"]
         if slow:
             caught = sum(1 for x in slow if x["exit_code"] == 3 and x["bandwidth"] == "regression")
             changes = [x["bandwidth_change"] for x in slow if x["bandwidth_change"] is not None]
             lines.append(f"  slowdown: {caught} of {len(slow)} caught (exit 3, bandwidth regression) [{codes(slow)}]; "
                          f"measured change {min(changes):+.1%} to {max(changes):+.1%}")
+        free = conf["aa"].get("unshaped", [])
         if free:
             said = {}
             for x in free:
                 said[x["bandwidth"]] = said.get(x["bandwidth"], 0) + 1
             spreads = [x["bandwidth_spread"] for x in free if x["bandwidth_spread"] is not None]
-            lines.append(f"  unshaped: {len(free)} comparisons [{codes(free)}]; 1 MiB bandwidth verdicts {said}"
+            lines.append(f"  unshaped 1 MiB bandwidth verdicts {said}"
                          + (f"; runs spread {min(spreads):.1%}-{max(spreads):.1%}" if spreads else ""))
-        for job, rows in r[f"loopback_m{m}"].items():
-            alarms = sum(1 for x in rows if x["exit_code"] == 3)
-            lines.append(f"  loopback {job} (no shaping): {len(rows)} comparisons, {alarms} false alarm(s) "
-                         f"[{codes(rows)}]" + "".join(f"; {x['new']}: {', '.join(x['regressions'])}"
-                                                      for x in rows if x["exit_code"] == 3))
     if "history" in r:
         h = r["history"]
         cps = h["change_points"] or []
@@ -255,27 +275,35 @@ def summarize(r):
 def main(argv):
     ap = argparse.ArgumentParser(prog="regression-study", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--runs", type=int, default=24, help="A/A runs (default 24)")
-    ap.add_argument("--baseline", type=int, default=5, help="runs in each baseline (default 5)")
+    ap.add_argument("--runs", type=int, default=30, help="A/A runs (default 30)")
+    ap.add_argument("--baseline", default="5,10", help="baseline sizes to judge with, runs (default 5,10)")
     ap.add_argument("--slowed", type=int, default=10, help="runs with the slowdown (default 10)")
-    ap.add_argument("--unshaped", type=int, default=8, help="runs without a rate limit (default 8)")
-    ap.add_argument("--loopback", type=int, default=20, help="runs of each loopback job (default 20; 0: none)")
+    ap.add_argument("--unshaped", type=int, default=14, help="runs without a rate limit (default 14)")
+    ap.add_argument("--judge-only", action="store_true", help="judge the runs already in --out again")
+    ap.add_argument("--loopback", type=int, default=24, help="runs of each loopback job (default 24; 0: none)")
     ap.add_argument("--rate", type=int, default=1000, help="the bottleneck, Mbit/s (default 1000)")
     ap.add_argument("--slowdown", type=float, default=0.25, help="the slowed runs' rate cut (default 0.25)")
     ap.add_argument("--pairperf", default=os.path.join(ROOT, "build", "pairperf"))
     ap.add_argument("--out", default="regression-study", help="folder for the runs (default ./regression-study)")
     ap.add_argument("--json", help="write the report here")
     a = ap.parse_args(argv)
-    if a.baseline < 2 or a.runs <= a.baseline or not 0 < a.slowdown < 1 or a.rate <= 0:
-        print("regression-study: needs --baseline >= 2, --runs > --baseline, 0 < --slowdown < 1, --rate > 0",
+    try:
+        baselines = [int(x) for x in a.baseline.split(",")]
+    except ValueError:
+        baselines = []
+    if not baselines or min(baselines) < 2 or a.runs <= max(baselines) or not 0 < a.slowdown < 1 or a.rate <= 0:
+        print("regression-study: needs --baseline sizes >= 2, --runs above the largest, 0 < --slowdown < 1, --rate > 0",
               file=sys.stderr)
         return 2
-    why = netns.unavailable(os.getpid() % 10000)
-    if why:
-        print(f"regression-study: {why}", file=sys.stderr)
-        return 4
-    r = study(a.pairperf, a.out, a.runs, a.baseline, a.slowed, a.unshaped, a.rate, a.slowdown, loopback=a.loopback,
-              log=lambda m: print(m, file=sys.stderr, flush=True))
+    if a.judge_only:
+        r = judge(a.pairperf, a.out, baselines)
+    else:
+        why = netns.unavailable(os.getpid() % 10000)
+        if why:
+            print(f"regression-study: {why}", file=sys.stderr)
+            return 4
+        r = study(a.pairperf, a.out, a.runs, baselines, a.slowed, a.unshaped, a.rate, a.slowdown,
+                  loopback=a.loopback, log=lambda m: print(m, file=sys.stderr, flush=True))
     for line in summarize(r):
         print(line)
     if a.json:

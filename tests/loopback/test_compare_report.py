@@ -40,6 +40,11 @@ class Compare(unittest.TestCase):
             proc, _ = pp.run(["compare", base, files[-1], "--all", "--json", cmp_json], timeout=60)
             self.assertEqual(pp.schema_errors(cmp_json), [])
             doc = pp.load(cmp_json)
+            # The same baseline as a list of runs (--base, repeated): the same verdicts.
+            listed, _ = pp.run(["compare", "--base", files[0], "--base", files[1], "--base", files[2], files[-1],
+                                "--json", "-"], timeout=60)
+            self.assertEqual(listed.returncode, proc.returncode, listed.stderr)
+            self.assertEqual(json.loads(listed.stdout)["base_files"], doc["base_files"])
         self.assertIn(proc.returncode, (0, 3, 4), proc.stderr)  # real noise: judged, or too wide to judge
         self.assertEqual(doc["exit_code"], proc.returncode)
         self.assertIn("tcp tcp_bw stream_uni iface=lo mem=host,host size=64K", proc.stdout)
@@ -92,6 +97,7 @@ class Compare(unittest.TestCase):
                 json.dump({"context": {}, "benchmarks": []}, f)
             for args, text in (([BASE, broken], "not JSON"), ([foreign, BASE], "schema '(none)' is not pairperf.result"),
                                ([BASE, os.path.join(d, "none.json")], "no such file"),
+                               ([BASE], "give BASE and at least one NEW"),
                                ([BASE, NEW, "--alpha", "2"], "--alpha must be between 0 and 1")):
                 with self.subTest(args=args[-1]):
                     proc, _ = pp.run(["compare"] + args, timeout=60)

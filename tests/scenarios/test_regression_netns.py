@@ -22,19 +22,21 @@ if REASON:
 class RegressionStudy(unittest.TestCase):
     def test_a_slower_link_is_caught_and_history_finds_the_step(self):
         with pp.tmpdir() as d:
-            r = regression_study.study(pp.BIN, d, runs=7, baseline=5, slowed=5, unshaped=0, rate=1000, slowdown=0.25,
-                                       tests="tcp_bw", sizes="1M", repeat=3, duration="0.1s", log=lambda m: None)
+            r = regression_study.study(pp.BIN, d, runs=7, baselines=(5,), slowed=5, unshaped=0, rate=1000,
+                                       slowdown=0.25, tests="tcp_bw", sizes="1M", repeat=3, duration="0.1s",
+                                       log=lambda m: None)
         lines = regression_study.summarize(r)
         print("\n".join(lines), flush=True)
-        for m, comparisons in ((1, 2), (2, 1)):
+        for conf, (m, comparisons) in zip(r["configurations"], ((1, 2), (2, 1))):
+            self.assertEqual((conf["baseline_runs"], conf["new_runs"]), (5, m))
             # A/A through the bottleneck: judged (runs within about 1% of each other) or, under a sanitizer's
             # load, too spread to judge; never a false alarm.
-            aa = r[f"aa_m{m}"]
+            aa = conf["aa"]["shaped"]
             self.assertEqual(len(aa), comparisons)
             for row in aa:
                 self.assertIn(row["exit_code"], (0, 4), aa)
             # 25% slower: every run (and every two) caught, the bandwidth named, the change about -25%.
-            slow = r[f"slowed_m{m}"]
+            slow = conf["slowed"]
             self.assertEqual(len(slow), 6 - m)
             for row in slow:
                 self.assertEqual((row["exit_code"], row["bandwidth"]), (3, "regression"), slow)
