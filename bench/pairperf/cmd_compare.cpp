@@ -152,7 +152,8 @@ command add_compare(CLI::App& root) {
       ->required();
   app->add_option("--base", a->base,
                   "A baseline run (a results file or folder); repeat it to give the baseline as a "
-                  "list of runs");
+                  "list of runs")
+      ->allow_extra_args(false);
   app->add_option("--threshold", a->threshold, "Relative change that matters, in percent")
       ->capture_default_str();
   app->add_option("--tail-threshold", a->tail_threshold,

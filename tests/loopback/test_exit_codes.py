@@ -145,12 +145,13 @@ class CompareAndExportExitCodes(unittest.TestCase):
     def tearDownClass(cls):
         cls.dir.__exit__(None, None, None)
 
-    def test_half_the_bandwidth_without_repetitions_is_inconclusive_in_the_default_output(self):
-        # Before: "0 regression(s)", exit 0; "not tested" only with --all.
+    def test_half_the_bandwidth_against_one_baseline_run_is_inconclusive_in_the_default_output(self):
+        # One baseline run shows no spread between runs: the halved bandwidth cannot be judged, and the
+        # default output says so and what it needs (before: "0 regression(s)", exit 0).
         proc, _ = pp.run(["compare", self.a, self.half], timeout=60)
         self.assertEqual(proc.returncode, 4, proc.stdout + proc.stderr)
         self.assertIn("inconclusive (", proc.stdout)  # "noisy: ...; " comes first on a busy host
-        self.assertIn("one value on a side", proc.stdout)
+        self.assertIn("1 baseline run: the spread between runs is unknown", proc.stdout)
         self.assertIn("-50.0%", proc.stdout)
         self.assertIn("exit 4 (inconclusive)", proc.stdout)
 
