@@ -163,13 +163,15 @@ metric_change compare_metric(const std::string& metric, const side_cases& base,
   m.metric = metric;
   m.higher_is_better = metric == "bandwidth";
   m.threshold = metric == "latency p99" ? o.tail_threshold : o.threshold;
-  m.base = run_values(quiet_runs(base, m.base_noisy_runs), metric);
+  auto base_runs = quiet_runs(base, m.base_noisy_runs);
   m.next = run_values(next.runs, metric);
   m.next_noise = run_exposures(next.runs, metric);
-  if (m.base.empty() && m.base_noisy_runs > 0) {
+  if (run_values(base_runs, metric).empty() && m.base_noisy_runs > 0) {
     m.base_noisy_runs = 0;  // every baseline run was noisy: judge them, the case is marked noisy
-    m.base = run_values(base.runs, metric);
+    base_runs = base.runs;
   }
+  m.base = run_values(base_runs, metric);
+  m.base_noise = run_exposures(base_runs, metric);
   if (m.base.empty() || m.next.empty()) {
     m.note = "no value on one side";
     return m;
@@ -249,34 +251,43 @@ std::vector<noise_exposure> run_exposures(const std::vector<std::vector<const ca
 
 namespace {
 
-// Whether the new runs' host noise could have made a regression-sized change (host/noise.h): a
-// percentile of latency within reach of every new run's waits or switches, or bandwidth whose
-// change stays within the threshold once each new run is credited the time it waited.
+// Whether the new runs' host noise could have made a regression-sized change (host/noise.h), as
+// far as it exceeds the baseline runs' (a host busy through the baseline and the new runs alike
+// slows both, and explains no difference between them): a percentile of latency within reach of
+// every new run's waits or switches but not of the baseline's, or bandwidth whose change stays
+// within the threshold once each new run is credited the time it waited beyond the baseline's.
 std::string noise_explanation(const metric_change& m) {
   if (m.next_noise.size() != m.next.size() || m.next.empty()) return {};
+  std::vector<double> base_waited, base_reach;
+  for (const auto& e : m.base_noise) {
+    base_waited.push_back(e.waited);
+    base_reach.push_back(std::max(e.waited, e.switched));
+  }
+  const double usual_wait = std::min(median_of(base_waited), 0.95);
   if (m.higher_is_better) {
     std::vector<double> credited;
     double most = 0;
     for (std::size_t i = 0; i < m.next.size(); ++i) {
       const double w = std::min(m.next_noise[i].waited, 0.95);
-      credited.push_back(m.next[i] / (1 - w));
+      credited.push_back(w > usual_wait ? m.next[i] * (1 - usual_wait) / (1 - w) : m.next[i]);
       most = std::max(most, w);
     }
     const double change = test_runs(m.base, credited, 0.05, m.threshold).change;
     if (-change > m.threshold) return {};
     return fmt::format(
-        "the new run waited for a CPU up to {:.1f}% of its measurement; credited "
-        "that, the change is {:+.1f}%",
-        most * 100, change * 100);
+        "the new run waited for a CPU up to {:.1f}% of its measurement (the baseline's runs "
+        "{:.1f}%); credited the difference, the change is {:+.1f}%",
+        most * 100, usual_wait * 100, change * 100);
   }
   const double tail = m.metric == "latency p99" ? 0.01 : 0.5;
   double least = 1;
   for (const auto& e : m.next_noise) least = std::min(least, std::max(e.waited, e.switched));
-  if (least < tail) return {};
+  if (least < tail || median_of(base_reach) >= tail) return {};
   return fmt::format(
-      "the new run's waits for a CPU reach {:.1f}% of its time or samples, enough "
-      "to move its {} ({:.0f}% of samples)",
-      least * 100, m.metric == "latency p99" ? "p99" : "median", tail * 100);
+      "the new run's waits for a CPU reach {:.1f}% of its time or samples (the baseline's runs "
+      "{:.1f}%), enough to move its {} ({:.0f}% of samples)",
+      least * 100, median_of(base_reach) * 100, m.metric == "latency p99" ? "p99" : "median",
+      tail * 100);
 }
 
 }  // namespace

@@ -65,6 +65,7 @@ struct metric_change {
   double base_median = 0, new_median = 0;  // of the run values
   std::size_t base_noisy_runs = 0;         // left out of `base`: their host took the CPU
   std::vector<noise_exposure> next_noise;  // each new run's (host/noise.h), as `next`
+  std::vector<noise_exposure> base_noise;  // each baseline run's, as `base`
   run_test test;                           // change, p, spread, MDE, runs needed
   std::optional<double> q_value;  // p adjusted over the whole comparison (Benjamini-Hochberg)
   bool significant = false;

@@ -131,6 +131,7 @@ void judge_newest(history_series& s, const std::vector<run_results>& runs, const
     judged.insert(judged.begin(), runs[i]);
     first_judged = i;
   }
+  std::vector<run_results> base_runs;
   for (std::size_t i = first_judged; i-- > *s.level_since && m.base.size() < o.window;) {
     if (!s.values[i]) continue;
     if (noisy(runs[i])) {
@@ -138,8 +139,10 @@ void judge_newest(history_series& s, const std::vector<run_results>& runs, const
       continue;
     }
     m.base.push_back(*s.values[i]);
+    base_runs.push_back(runs[i]);
   }
   m.next_noise = run_exposures(judged, s.metric);
+  m.base_noise = run_exposures(base_runs, s.metric);
   s.newest_noisy = std::any_of(judged.begin(), judged.end(), noisy);
   if (!m.base.empty()) {
     m.base_median = median_of(m.base);

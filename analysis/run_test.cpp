@@ -168,8 +168,8 @@ std::vector<double> benjamini_hochberg(std::span<const double> p) {
 std::string runs_needed_note(const run_test& t, double threshold) {
   if (t.base_runs < 2) {
     return fmt::format(
-        "{} baseline run: the spread between runs is unknown; keep at least 5 runs in the "
-        "baseline (a folder of results files)",
+        "{} baseline run: the spread between runs is unknown; keep 10 runs in the baseline (a "
+        "folder of results files)",
         t.base_runs);
   }
   if (!t.mde || *t.mde <= threshold) return {};

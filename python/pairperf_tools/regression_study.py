@@ -134,7 +134,8 @@ def compare_with(pairperf, base_files, new_files, folder):
             "regressions": findings,
             "bandwidth_change": m["change"] if m else None,
             "bandwidth_spread": m["run_spread"] if m else None,
-            "bandwidth_mde": m["min_detectable_change"] if m else None}
+            "bandwidth_mde": m["min_detectable_change"] if m else None,
+            "bandwidth_note": m.get("note", "") if m else ""}
 
 
 LOOPBACK_JOBS = {"tcp": ["-t", "tcp", "--test", "tcp_lat,tcp_bw"],

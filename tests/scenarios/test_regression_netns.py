@@ -35,18 +35,30 @@ class RegressionStudy(unittest.TestCase):
             self.assertEqual(len(aa), comparisons)
             for row in aa:
                 self.assertIn(row["exit_code"], (0, 4), aa)
-            # 25% slower: every run (and every two) caught, the bandwidth named, the change about -25%.
+            # 25% slower: every run (and every two) caught, the bandwidth named, the change about -25%; unless
+            # the slowed runs' own noise meter says they waited for a CPU long enough to explain the drop (a
+            # CPU hog beside the test): then inconclusive, saying so, and never "no change".
             slow = conf["slowed"]
             self.assertEqual(len(slow), 6 - m)
             for row in slow:
-                self.assertEqual((row["exit_code"], row["bandwidth"]), (3, "regression"), slow)
                 self.assertAlmostEqual(row["bandwidth_change"], -0.25, delta=0.05)
+                if row["exit_code"] == 3:
+                    self.assertEqual(row["bandwidth"], "regression", slow)
+                else:
+                    self.assertEqual((row["exit_code"], row["bandwidth"]), (4, "inconclusive"), slow)
+                    self.assertIn("its host noise explains", row["bandwidth_note"], slow)
         # The series: one step, at the first slowed run, a regression; the newest run follows the accepted step,
         # so it is not a regression again.
         h = r["history"]
         self.assertEqual(h["runs"], 12)
-        self.assertEqual([(c["run"], c["verdict"]) for c in h["change_points"]], [(7, "regression")], h)
-        self.assertLess(h["change_points"][0]["p_value"], 0.05)
+        # The shaped runs are so steady (0.02-0.4% apart) that a 0.1% move between A/A runs can be a real,
+        # significant level change: a "shift" within the threshold, never a regression.
+        steps = [(c["run"], c["verdict"]) for c in h["change_points"] if c["verdict"] != "shift"]
+        self.assertEqual(steps, [(7, "regression")], h)
+        for c in h["change_points"]:
+            self.assertLess(c["p_value"], 0.05, c)
+            if c["verdict"] == "shift":
+                self.assertLess(abs(c["change"]), 0.05, c)
         self.assertNotEqual(h["exit_code"], 3, h)
 
 
