@@ -30,8 +30,9 @@ if(PAIRPERF_HELP2MAN AND PAIRPERF_GZIP)
     "server|serve pairperf clients on the control port"
     "info|interfaces, RDMA devices, GPUs and transports of this host"
     "doctor|which interface reaches a server, fast path or fallback"
-    "compare|regressions between two sets of pairperf results"
+    "compare|regressions of new runs against a baseline of runs"
     "export|pairperf results as Bencher Metric Format"
+    "history|change points over a series of runs, the newest runs judged"
     "report|pictures and an index.html from pairperf results"
     "mesh|all pairs of many nodes")
   foreach(_entry IN LISTS _names)
