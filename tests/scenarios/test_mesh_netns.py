@@ -98,14 +98,21 @@ class LocalMesh(unittest.TestCase):
 
     def test_four_ranks_on_localhost(self):
         # The job: 4 ranks on this 2-core host, retests on. Pairs whose processes waited for a CPU are
-        # never slow links: ok, contention, or noisy (then exit 4, naming the oversubscribed host).
+        # never slow links: ok, contention, or noisy (then exit 4, naming the oversubscribed host). This VM's
+        # loopback TCP also runs some connections at 1.4-3 GB/s and others at 6.3, quiet and alone too: the two
+        # directions of a pair can differ that much, an asymmetric link finding (3), the only finding allowed.
         with pp.tmpdir() as d:
             out = os.path.join(d, "mesh.json")
             proc = subprocess.run(self.mpirun() + ["-np", "4", pp.BIN, "mesh", "--iface", "lo", "--duration", "0.05s",
                                                    "--json", out], capture_output=True, text=True, timeout=300, env=mpi_env())
-            self.assertIn(proc.returncode, (0, 4), proc.stdout + proc.stderr)
+            self.assertIn(proc.returncode, (0, 3, 4), proc.stdout + proc.stderr)
             self.assertEqual(pp.schema_errors(out), [])
             doc = pp.load(out)
+        print(proc.stdout[-2500:], flush=True)
+        failing = [f for f in doc["findings"] if f["severity"] == "fails"]
+        self.assertTrue(all(f["subject"] == "asymmetric link" for f in failing), failing)
+        if proc.returncode == 3:
+            self.assertTrue(failing, doc["outcome"])
         self.assertEqual(doc["schema"], "pairperf.mesh")
         self.assertEqual(doc["context"]["directions"], "both")
         m = doc["mesh"]
@@ -114,7 +121,7 @@ class LocalMesh(unittest.TestCase):
         for i in range(4):
             for j in range(4):
                 if i != j:
-                    self.assertIn(m["verdict"][i][j], ("ok", "contention", "noisy"), m["pairs"])
+                    self.assertIn(m["verdict"][i][j], ("ok", "contention", "noisy"), m["pairs"])  # never "slow link"
                     self.assertGreater(m["bandwidth_Bps"][i][j], 0)
                     self.assertGreater(m["latency_p50_s"][i][j], 0)
                 else:
