@@ -163,7 +163,13 @@ asymmetry asymmetry_of(const pair_result& there, const pair_result& back, const 
     return n.noisy ? bw / (1 - std::min(n.waited, 0.95)) : bw;
   };
   const bool there_slower = bw1 && bw2 && *bw1 < *bw2;
-  if (bw1 && bw2 &&
+  // A slower direction whose processes waited for a CPU most of the time, far more than the other
+  // direction's did, measured the CPU, not the link (a cgroup-throttled process waits more than
+  // its share shows): no verdict. A host busy for both directions alike starves neither.
+  const pair_noise& slow_noise = there_slower ? n1 : n2;
+  const pair_noise& fast_noise = there_slower ? n2 : n1;
+  const bool starved = slow_noise.waited >= 0.5 && slow_noise.waited - fast_noise.waited >= 0.25;
+  if (bw1 && bw2 && !starved &&
       (there_slower ? credited(*bw1, n1) < rule.bw_fraction * *bw2
                     : credited(*bw2, n2) < rule.bw_fraction * *bw1)) {
     out.what.push_back(fmt::format("bandwidth {} -> {} {}, {} -> {} {} ({:.1f}x)", name(a), name(b),

@@ -149,6 +149,13 @@ TEST(MeshAsymmetry, ADirectionThatWaitedForACpuIsCreditedTheWait) {
   EXPECT_TRUE(find_asymmetric(names, pairs, {}).empty());  // 0.3 / 0.3 = 1.0 GB/s credited
   pairs[0].results = {noisy_bw(0.1e9, 0.2)};               // 0.125 credited: still degraded
   EXPECT_EQ(find_asymmetric(names, pairs, {}).size(), 1U);
+  // Starved (waited 80%, the other direction quiet): 24x slower and the credit (5x) would not cover
+  // it, but a direction that waited most of its time measured the CPU. Both directions as busy:
+  // the host explains no difference between them, and the link is judged.
+  pairs[0].results = {noisy_bw(0.04e9, 0.8)};
+  EXPECT_TRUE(find_asymmetric(names, pairs, {}).empty());
+  pairs[1].results = {noisy_bw(0.96e9, 0.7)};
+  EXPECT_EQ(find_asymmetric(names, pairs, {}).size(), 1U);
 }
 
 TEST(MeshOutliers, OversubscribedAndCpuLimitedNodesAreNamed) {
