@@ -120,6 +120,11 @@ struct judged_counts {
 };
 judged_counts judge_metrics(const std::vector<metric_change*>& metrics, const compare_options& o);
 
+// What compare and history say in words for their exit code (0, 3, 4), and a metric's value with
+// its unit (GB/s for bandwidth, time for latency): one wording for both.
+std::string verdict_for_exit(int exit_code);
+std::string metric_value_text(bool higher_is_better, double v);
+
 void to_json(nlohmann::json& j, const comparison& c);
 void print_comparison(std::FILE* out, const comparison& c, bool all_rows);
 std::string markdown(const comparison& c);

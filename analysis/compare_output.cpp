@@ -8,7 +8,7 @@ namespace pairperf {
 namespace {
 
 std::string value_text(const metric_change& m, double v) {
-  return m.higher_is_better ? format_rate(v, rate_unit::gb) : format_seconds(v);
+  return metric_value_text(m.higher_is_better, v);
 }
 
 std::string verdict_text(const metric_change& m) {
@@ -54,8 +54,12 @@ std::string short_baseline_note(const comparison& c) {
       c.base_files.size());
 }
 
-std::string verdict_word(const comparison& c) {
-  switch (c.exit_code()) {
+std::string verdict_word(const comparison& c) { return verdict_for_exit(c.exit_code()); }
+
+}  // namespace
+
+std::string verdict_for_exit(int exit_code) {
+  switch (exit_code) {
     case 3:
       return "findings";
     case 4:
@@ -65,7 +69,9 @@ std::string verdict_word(const comparison& c) {
   }
 }
 
-}  // namespace
+std::string metric_value_text(bool higher_is_better, double v) {
+  return higher_is_better ? format_rate(v, rate_unit::gb) : format_seconds(v);
+}
 
 void to_json(nlohmann::json& j, const comparison& c) {
   nlohmann::json cases = nlohmann::json::array();

@@ -7,20 +7,7 @@
 namespace pairperf {
 namespace {
 
-std::string value_text(bool higher_is_better, double v) {
-  return higher_is_better ? format_rate(v, rate_unit::gb) : format_seconds(v);
-}
-
-std::string verdict_word(const history& h) {
-  switch (h.exit_code()) {
-    case 3:
-      return "findings";
-    case 4:
-      return "inconclusive";
-    default:
-      return "no regression";
-  }
-}
+std::string verdict_word(const history& h) { return verdict_for_exit(h.exit_code()); }
 
 std::string latest_verdict(const metric_change& m) {
   if (m.regression) return "regression";
@@ -128,8 +115,9 @@ void print_history(std::FILE* out, const history& h, bool all_rows) {
     for (const auto& c : s.changes) {
       fmt::print(out, "  {:<64} {:<12} at {} ({} run(s) ago): {} -> {} ({:+.1f}%, p {:.3g}) {}\n",
                  s.key, s.metric, run_name(h, c.run), h.runs.size() - 1 - c.run,
-                 value_text(s.higher_is_better, c.before), value_text(s.higher_is_better, c.after),
-                 c.change * 100, c.p_value, c.verdict);
+                 metric_value_text(s.higher_is_better, c.before),
+                 metric_value_text(s.higher_is_better, c.after), c.change * 100, c.p_value,
+                 c.verdict);
     }
   }
   if (!h.runs.empty())
@@ -147,9 +135,9 @@ void print_history(std::FILE* out, const history& h, bool all_rows) {
     }
     fmt::print(out, "  {:<64} {:<12} {:>12} -> {:>12} {:>+7.1f}% ({} run(s) since {}) {}{}\n",
                s.key, s.metric,
-               m.base.empty() ? "-" : value_text(m.higher_is_better, m.base_median),
-               value_text(m.higher_is_better, m.new_median), m.test.change * 100, m.base.size(),
-               s.level_since ? run_name(h, *s.level_since) : "-", latest_verdict(m),
+               m.base.empty() ? "-" : metric_value_text(m.higher_is_better, m.base_median),
+               metric_value_text(m.higher_is_better, m.new_median), m.test.change * 100,
+               m.base.size(), s.level_since ? run_name(h, *s.level_since) : "-", latest_verdict(m),
                m.note.empty() ? "" : " (" + m.note + ")");
   }
   if (quiet > 0)
