@@ -136,16 +136,31 @@ class ImageAndManifests(unittest.TestCase):
     def test_mesh_job_finds_the_daemonset_through_the_service(self):
         r, jobs, claims = self.kube("namespace.yaml", "server-daemonset.yaml", "mesh-job.yaml", nodes=3)
         out = r.stdout + r.stderr
-        self.assertIn(jobs.get("pairperf-mesh"), (0, 3), out)  # 3: a slow link on a busy host
+        code = jobs.get("pairperf-mesh")
         doc = pp.load(os.path.join(claims, "pairperf-results", "mesh.json"))
         self.assertEqual(sorted(doc["mesh"]["nodes"]), ["node-1", "node-2", "node-3"])
         pairs = doc["mesh"]["pairs"]
         self.assertEqual(len(pairs), 6)  # every pair, both directions
-        # Every pair measured: "contention" (slow in its round, fine when retested alone) and
-        # "slow link" (slow alone too) are measurements of a busy host, not failures; "error" or
-        # "unreachable" would be.
-        self.assertTrue(all(p["verdict"] in ("ok", "contention", "slow link") for p in pairs),
-                        [(p["client_name"], p["server_name"], p["verdict"]) for p in pairs])
+        verdicts = [(p["client_name"], p["server_name"], p["verdict"]) for p in pairs]
+        print(f"mesh job exit {code}: {verdicts}", flush=True)
+        # Every pair measured: "contention" (slow in its round, fine when retested alone),
+        # "slow link" (slow alone too) and "noisy" (slow alone while its processes waited for a
+        # CPU: three nodes on this 2-core host) are measurements of a busy host, not failures;
+        # "error" or "unreachable" would be.
+        self.assertTrue(all(v in ("ok", "contention", "slow link", "noisy") for *_, v in verdicts),
+                        verdicts)
+        # The exit code is the one contract's reading of those verdicts: a slow link misses (3);
+        # noisy pairs alone make the mesh inconclusive (4), and it says why.
+        kinds = {v for *_, v in verdicts}
+        failing = [f for f in doc.get("findings", []) if f.get("severity") == "fails"]
+        self.assertEqual(doc["outcome"]["exit_code"], code, out)
+        if "slow link" in kinds or failing:  # failing: an asymmetric link on a busy host
+            self.assertEqual(code, 3, out)
+        elif "noisy" in kinds:
+            self.assertEqual(code, 4, out)
+            self.assertIn("stayed noisy measured alone", out)
+        else:
+            self.assertEqual(code, 0, out)
 
     def test_two_nodes_pod_network(self):
         r, jobs, _ = self.kube("two-nodes-pod-network.yaml", nodes=2)
