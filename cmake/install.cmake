@@ -2,6 +2,7 @@
 #
 #   bin/pairperf                         the command (component runtime, package pairperf)
 #   libexec/pairperf/report              `pairperf report`'s script (runtime), which starts
+#   libexec/pairperf/explain-catalog.json  `pairperf explain`'s signatures (runtime)
 #   share/pairperf/python/pairperf_tools  the tools' Python package (runtime)
 #   libexec/pairperf/pairperf-mpi        `pairperf mesh` under mpirun/srun (component mpi, package
 #                                        pairperf-mpi: Open MPI's libraries stay optional)
@@ -13,6 +14,7 @@
 # change at install time and a copied tree still works; no build or source path is compiled in.
 
 install(PROGRAMS scripts/report DESTINATION ${PAIRPERF_INSTALL_LIBEXECDIR} COMPONENT runtime)
+install(FILES diagnose/explain-catalog.json DESTINATION ${PAIRPERF_INSTALL_LIBEXECDIR} COMPONENT runtime)
 install(DIRECTORY python/pairperf_tools DESTINATION ${CMAKE_INSTALL_DATADIR}/pairperf/python COMPONENT runtime
         FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE)
 file(GLOB _schemas CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/results/*schema.json)
@@ -34,6 +36,7 @@ if(PAIRPERF_HELP2MAN AND PAIRPERF_GZIP)
     "export|pairperf results as Bencher Metric Format"
     "history|change points over a series of runs, the newest runs judged"
     "report|pictures and an index.html from pairperf results"
+    "explain|from an application's failure logs to the cause and the check that proves it"
     "mesh|all pairs of many nodes")
   foreach(_entry IN LISTS _names)
     string(REPLACE "|" ";" _parts "${_entry}")

@@ -40,6 +40,7 @@ command add_compare(CLI::App& root);
 command add_export(CLI::App& root);
 command add_history(CLI::App& root);
 command add_report(CLI::App& root);
+command add_explain(CLI::App& root, const std::vector<std::string>& argv);
 command add_mesh(CLI::App& root, const std::vector<std::string>& argv);
 
 }  // namespace pairperf::cli

@@ -21,7 +21,8 @@ int main(int argc, char** argv) {
       pairperf::cli::add_run(app, args), pairperf::cli::add_server(app),
       pairperf::cli::add_info(app),      pairperf::cli::add_doctor(app, args),
       pairperf::cli::add_compare(app),   pairperf::cli::add_export(app),
-      pairperf::cli::add_history(app),   pairperf::cli::add_report(app)};
+      pairperf::cli::add_history(app),   pairperf::cli::add_report(app),
+      pairperf::cli::add_explain(app, args)};
   commands.push_back(pairperf::cli::add_mesh(app, args));
   app.footer(pairperf::exit_code_help);
   for (const auto& c : commands) c.app->footer(pairperf::exit_code_help);

@@ -11,7 +11,9 @@ namespace pairperf::cli {
 
 // The path of `name` among pairperf's private files, or "" when none exists. `also` is a folder
 // to look in first (a tool-specific override such as $PAIRPERF_SCRIPTS), ignored when empty.
-std::string find_private_file(std::string_view name, std::string_view also = {});
+// A program must be executable; a data file (explain's catalog) need only be readable.
+std::string find_private_file(std::string_view name, std::string_view also = {},
+                              bool program = true);
 
 // The folders find_private_file looks in, in order (for error messages).
 std::vector<std::string> private_file_folders(std::string_view also = {});

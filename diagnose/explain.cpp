@@ -1,0 +1,383 @@
+#include "diagnose/explain.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <regex>
+#include <set>
+
+#include "core/errors.h"
+
+namespace pairperf {
+namespace {
+
+// std::regex recurses per character: a bounded line keeps a pathological log from the stack.
+constexpr std::size_t max_line_chars = 2048;
+constexpr std::size_t max_lines = 2'000'000;
+
+std::string trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) s.pop_back();
+  std::size_t start = 0;
+  while (start < s.size() && (s[start] == ' ' || s[start] == '\t')) ++start;
+  s.erase(0, start);
+  if (s.size() > max_line_chars) s.resize(max_line_chars);
+  return s;
+}
+
+bool is_traceback_frame(const std::string& line) {
+  static const std::regex frame(R"(^\s+File ".*", line \d+)");
+  return line.find("File \"") != std::string::npos && std::regex_search(line, frame);
+}
+
+bool is_loopback(const std::string& addr) {
+  return addr.rfind("127.", 0) == 0 || addr == "::1" || addr == "localhost";
+}
+
+void add_distinct(std::vector<std::string>& values, const std::string& v) {
+  if (!v.empty() && std::find(values.begin(), values.end(), v) == values.end())
+    values.push_back(v);
+}
+
+std::string where_of(const explanation& e, std::size_t log, std::size_t line) {
+  return fmt::format("{}:{}", e.logs[log], line);
+}
+
+// Fills {field} placeholders; an optional part "[ ... ]" is dropped when a field it names is
+// unknown. Returns the command and the required fields it lacks.
+std::pair<std::string, std::vector<std::string>> fill(
+    const std::string& tmpl, const std::map<std::string, std::string>& values) {
+  std::string out;
+  std::vector<std::string> missing;
+  std::size_t i = 0;
+  auto fill_part = [&](const std::string& part, bool optional) -> std::optional<std::string> {
+    std::string text;
+    std::vector<std::string> lacks;
+    for (std::size_t k = 0; k < part.size(); ++k) {
+      if (part[k] != '{') {
+        text += part[k];
+        continue;
+      }
+      const auto end = part.find('}', k);
+      const std::string name = part.substr(k + 1, end - k - 1);
+      const auto v = values.find(name);
+      if (v == values.end() || v->second.empty()) {
+        lacks.push_back(name);
+        text += "<" + name + ">";
+      } else {
+        text += v->second;
+      }
+      k = end;
+    }
+    if (!lacks.empty()) {
+      if (optional) return std::nullopt;
+      for (auto& l : lacks) add_distinct(missing, l);
+    }
+    return text;
+  };
+  while (i < tmpl.size()) {
+    const auto open = tmpl.find('[', i);
+    if (open == std::string::npos) {
+      out += *fill_part(tmpl.substr(i), false);
+      break;
+    }
+    out += *fill_part(tmpl.substr(i, open - i), false);
+    const auto close = tmpl.find(']', open);
+    if (close == std::string::npos) {
+      out += *fill_part(tmpl.substr(open), false);
+      break;
+    }
+    if (auto part = fill_part(tmpl.substr(open + 1, close - open - 1), true)) out += *part;
+    i = close + 1;
+  }
+  return {out, missing};
+}
+
+std::string fill_text(const std::string& tmpl, const std::map<std::string, std::string>& values) {
+  return fill(tmpl, values).first;
+}
+
+void find_facts(explanation& e) {
+  // Settings per log (var -> log -> value and where), addresses each log advertises.
+  std::map<std::string, std::map<std::size_t, std::pair<std::string, std::string>>> settings;
+  std::map<std::string, std::vector<std::pair<std::size_t, std::string>>> advertised;  // addr ->
+  for (const auto& m : e.matches) {
+    if (!m.sig->implies.empty())
+      e.facts.push_back({m.sig->implies,
+                         fmt::format("{}: {}", e.logs[m.log], m.sig->meaning.empty()
+                                                                  ? m.text
+                                                                  : fill_text(m.sig->meaning,
+                                                                              m.fields)),
+                         {where_of(e, m.log, m.line)}});
+    const auto var = m.fields.find("var");
+    const auto value = m.fields.find("value");
+    if (var != m.fields.end() && value != m.fields.end())
+      settings[var->second].emplace(m.log,
+                                    std::make_pair(value->second, where_of(e, m.log, m.line)));
+    if (const auto a = m.fields.find("local_addr"); a != m.fields.end()) {
+      const auto iface = m.fields.find("iface");
+      advertised[a->second].emplace_back(
+          m.log, fmt::format("{}{}|{}", a->second,
+                             iface != m.fields.end() ? " on " + iface->second : "",
+                             where_of(e, m.log, m.line)));
+      if (is_loopback(a->second))
+        e.facts.push_back({"loopback",
+                           fmt::format("{} uses the loopback address {}, which no other node "
+                                       "can reach",
+                                       e.logs[m.log], a->second),
+                           {where_of(e, m.log, m.line)}});
+    }
+  }
+  if (e.logs.size() > 1) {
+    for (const auto& [var, per_log] : settings) {
+      std::set<std::string> values;
+      for (const auto& [log, v] : per_log) values.insert(v.first);
+      if (values.size() < 2 && per_log.size() == e.logs.size()) continue;
+      std::vector<std::string> parts, where;
+      for (std::size_t log = 0; log < e.logs.size(); ++log) {
+        const auto it = per_log.find(log);
+        parts.push_back(it == per_log.end()
+                            ? fmt::format("not printed in {}", e.logs[log])
+                            : fmt::format("{} in {}", it->second.first, e.logs[log]));
+        if (it != per_log.end()) where.push_back(it->second.second);
+      }
+      e.facts.push_back({"setting_differs",
+                         fmt::format("{} differs between the nodes: {}", var, fmt::join(parts, "; ")),
+                         where});
+    }
+  }
+  for (const auto& m : e.matches) {
+    if (m.sig->kind == line_kind::context) continue;
+    const auto addr = m.fields.find("addr");
+    if (addr == m.fields.end()) continue;
+    if (is_loopback(addr->second))
+      e.facts.push_back({"loopback",
+                         fmt::format("{} tried to reach the loopback address {}: a peer advertised "
+                                     "an address only it can reach",
+                                     e.logs[m.log], addr->second),
+                         {where_of(e, m.log, m.line)}});
+    const auto adv = advertised.find(addr->second);
+    if (adv == advertised.end()) continue;
+    // One fact per failing line and advertising log, with every line that advertises it.
+    std::map<std::size_t, std::pair<std::string, std::vector<std::string>>> by_log;
+    for (const auto& [log, what] : adv->second) {
+      if (log == m.log) continue;
+      const auto bar = what.find('|');
+      auto& [text, where] = by_log[log];
+      text = what.substr(0, bar);
+      where.push_back(what.substr(bar + 1));
+    }
+    for (auto& [log, fact] : by_log) {
+      fact.second.push_back(where_of(e, m.log, m.line));
+      e.facts.push_back({"advertised_elsewhere",
+                         fmt::format("{} advertises {}; {} could not reach it", e.logs[log],
+                                     fact.first, e.logs[m.log]),
+                         fact.second});
+    }
+  }
+}
+
+bool has_fact(const explanation& e, const std::string& kind, const diagnosis& d) {
+  for (const auto& f : e.facts) {
+    if (f.kind != kind) continue;
+    if (kind != "advertised_elsewhere") return true;
+    // Only a fact about this diagnosis's own lines.
+    for (const auto i : d.matches) {
+      const auto here = where_of(e, e.matches[i].log, e.matches[i].line);
+      if (std::find(f.evidence.begin(), f.evidence.end(), here) != f.evidence.end()) return true;
+    }
+  }
+  return false;
+}
+
+void rank_causes(const explanation& e, diagnosis& d) {
+  std::vector<ranked_cause> supported, plain, unshown;
+  const auto first_values = [&] {
+    std::map<std::string, std::string> v;
+    for (const auto& [k, vals] : d.fields) v[k] = vals.front();
+    return v;
+  }();
+  for (const auto& rule : d.sig->causes) {
+    ranked_cause c{fill_text(rule.text, first_values), false, {}};
+    if (rule.when_field.empty() && rule.when_evidence.empty()) {
+      plain.push_back(std::move(c));
+      continue;
+    }
+    bool field_ok = true, evidence_ok = true;
+    if (!rule.when_field.empty()) {
+      field_ok = false;
+      if (const auto vals = d.fields.find(rule.when_field); vals != d.fields.end()) {
+        for (const auto& v : vals->second) {
+          if (std::regex_search(v, *rule.when_matches)) {
+            field_ok = true;
+            c.because = fmt::format("{} is '{}'", rule.when_field, v);
+            break;
+          }
+        }
+      }
+    }
+    if (!rule.when_evidence.empty()) {
+      if (rule.when_evidence == "several_logs") {
+        // Failures in more than one log: the nodes failed together (a pair that cannot connect).
+        std::set<std::size_t> failing;
+        for (const auto& m : e.matches) {
+          if (m.sig->kind == line_kind::failure) failing.insert(m.log);
+        }
+        evidence_ok = failing.size() > 1;
+        if (evidence_ok) c.because = fmt::format("failures in {} of the logs", failing.size());
+      } else {
+        evidence_ok = has_fact(e, rule.when_evidence, d);
+        if (evidence_ok) {
+          for (const auto& f : e.facts) {
+            if (f.kind == rule.when_evidence) {
+              c.because = f.text;
+              break;
+            }
+          }
+        }
+      }
+    }
+    c.supported = field_ok && evidence_ok;
+    if (!c.supported) {
+      c.because = !field_ok ? fmt::format("not shown: no {} matching '{}'", rule.when_field,
+                                          rule.when_matches_text)
+                            : fmt::format("not shown by these logs ({})", rule.when_evidence);
+      unshown.push_back(std::move(c));
+    } else {
+      supported.push_back(std::move(c));
+    }
+  }
+  d.causes = std::move(supported);
+  d.causes.insert(d.causes.end(), plain.begin(), plain.end());
+  d.causes.insert(d.causes.end(), unshown.begin(), unshown.end());
+}
+
+void suggest_checks(const explanation& e, diagnosis& d, const explain_options& o) {
+  std::set<std::string> seen;
+  // One set of values per match (the fields of one line belong together).
+  for (const auto i : d.matches) {
+    const log_match& m = e.matches[i];
+    std::map<std::string, std::string> values = m.fields;
+    values["pairperf_port"] = std::to_string(o.pairperf_port);
+    for (const auto& tmpl : d.sig->checks) {
+      auto [command, missing] = fill(tmpl, values);
+      if (!seen.insert(command).second) continue;
+      suggested_check c;
+      c.command = std::move(command);
+      const auto host = m.fields.find("host");
+      c.run_on = host != m.fields.end()
+                     ? fmt::format("on {} (the node that wrote {})", host->second, e.logs[m.log])
+                     : fmt::format("on the node that wrote {}", e.logs[m.log]);
+      c.runnable = missing.empty();
+      c.missing = fmt::format("{}", fmt::join(missing, ", "));
+      d.checks.push_back(std::move(c));
+    }
+  }
+}
+
+}  // namespace
+
+log_input read_log(const std::string& name) {
+  log_input in{name, {}};
+  std::ifstream file;
+  std::istream* s = &std::cin;
+  if (name != "-") {
+    file.open(name, std::ios::binary);
+    if (!file) throw usage_error(fmt::format("cannot read log {}: {}", name, std::strerror(errno)));
+    s = &file;
+  }
+  std::string line;
+  while (std::getline(*s, line)) {
+    if (in.lines.size() >= max_lines)
+      throw usage_error(fmt::format("log {} has more than {} lines: give the part around the "
+                                    "failure",
+                                    name, max_lines));
+    in.lines.push_back(std::move(line));
+  }
+  if (s->bad()) throw usage_error(fmt::format("cannot read log {}: read error", name));
+  return in;
+}
+
+explanation explain_logs(const explain_catalog& catalog, const std::vector<log_input>& logs,
+                         const explain_options& options) {
+  explanation e;
+  e.catalog_path = catalog.path;
+  e.catalog_version = catalog.version;
+  for (std::size_t log = 0; log < logs.size(); ++log) {
+    e.logs.push_back(logs[log].name);
+    e.line_counts.push_back(logs[log].lines.size());
+    for (std::size_t n = 0; n < logs[log].lines.size(); ++n) {
+      std::string text = trimmed(logs[log].lines[n]);
+      if (text.empty()) continue;
+      const signature* hit = nullptr;
+      std::smatch groups;
+      for (const auto& sig : catalog.signatures) {
+        if (text.find(sig.contains) == std::string::npos) continue;
+        if (std::regex_search(text, groups, sig.re)) {
+          hit = &sig;
+          break;
+        }
+      }
+      if (hit != nullptr) {
+        log_match m{log, n + 1, text, hit, {}};
+        for (std::size_t g = 0; g < hit->fields.size(); ++g) {
+          if (groups[g + 1].matched && groups[g + 1].length() > 0)
+            m.fields[hit->fields[g]] = groups[g + 1].str();
+        }
+        e.matches.push_back(std::move(m));
+        continue;
+      }
+      // A Python traceback quotes source code under each frame ("File ..., line N, in f"):
+      // code that says timeout= is not a failure.
+      if (n > 0 && is_traceback_frame(logs[log].lines[n - 1])) continue;
+      if (std::any_of(catalog.failure_looking.begin(), catalog.failure_looking.end(),
+                      [&](const std::regex& re) { return std::regex_search(text, re); })) {
+        ++e.unexplained_total;
+        if (e.unexplained.size() < options.max_unexplained)
+          e.unexplained.push_back({log, n + 1, std::move(text)});
+      }
+    }
+  }
+  find_facts(e);
+  // One diagnosis per signature that is not context, failures first.
+  for (const line_kind kind : {line_kind::failure, line_kind::warning}) {
+    std::map<const signature*, std::size_t> index;
+    for (std::size_t i = 0; i < e.matches.size(); ++i) {
+      const log_match& m = e.matches[i];
+      if (m.sig->kind != kind) continue;
+      auto [it, fresh] = index.emplace(m.sig, e.diagnoses.size());
+      if (fresh) e.diagnoses.push_back(diagnosis{m.sig, {}, {}, {}, {}, {}, {}});
+      diagnosis& d = e.diagnoses[it->second];
+      d.matches.push_back(i);
+      for (const auto& [k, v] : m.fields) add_distinct(d.fields[k], v);
+      add_distinct(d.logs, e.logs[m.log]);
+    }
+  }
+  for (auto& d : e.diagnoses) {
+    std::map<std::string, std::string> first;
+    for (const auto& [k, vals] : d.fields) first[k] = vals.front();
+    d.meaning = fill_text(d.sig->meaning, first);
+    rank_causes(e, d);
+    suggest_checks(e, d, options);
+  }
+  return e;
+}
+
+int exit_code(const explanation& e) {
+  for (const auto& d : e.diagnoses) {
+    for (const auto& c : d.checks) {
+      if (c.result && c.result->outcome == "failed") return 1;
+    }
+  }
+  if (std::any_of(e.diagnoses.begin(), e.diagnoses.end(),
+                  [](const diagnosis& d) { return d.sig->kind == line_kind::failure; }))
+    return 3;
+  if (e.unexplained_total > 0) return 4;
+  return 0;
+}
+
+}  // namespace pairperf

@@ -1,0 +1,240 @@
+#include "diagnose/explain_catalog.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+namespace pairperf {
+namespace {
+
+constexpr const char* catalog_schema = "pairperf.explain-catalog";
+constexpr int catalog_major = 1;
+
+const std::vector<std::string> evidence_names{"loopback", "advertised_elsewhere", "setting_differs",
+                                              "several_logs"};
+
+[[noreturn]] void fail(const std::string& path, const std::string& where, const std::string& what) {
+  throw catalog_error(fmt::format("explain catalog {}: {}: {}", path, where, what));
+}
+
+std::string text_of(const nlohmann::json& j, const char* key, const std::string& path,
+                    const std::string& where, bool required = true) {
+  const auto it = j.find(key);
+  if (it == j.end()) {
+    if (required) fail(path, where, fmt::format("'{}' is missing", key));
+    return {};
+  }
+  if (!it->is_string()) fail(path, where, fmt::format("'{}' must be a string", key));
+  return it->get<std::string>();
+}
+
+std::vector<std::string> texts_of(const nlohmann::json& j, const char* key, const std::string& path,
+                                  const std::string& where) {
+  std::vector<std::string> out;
+  const auto it = j.find(key);
+  if (it == j.end()) return out;
+  if (!it->is_array()) fail(path, where, fmt::format("'{}' must be a list of strings", key));
+  for (const auto& v : *it) {
+    if (!v.is_string()) fail(path, where, fmt::format("'{}' must be a list of strings", key));
+    out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
+void only_keys(const nlohmann::json& j, std::initializer_list<const char*> keys,
+               const std::string& path, const std::string& where) {
+  for (const auto& [k, v] : j.items()) {
+    if (std::none_of(keys.begin(), keys.end(), [&](const char* known) { return k == known; }))
+      fail(path, where, fmt::format("unknown key '{}' (known: {})", k, fmt::join(keys, ", ")));
+  }
+}
+
+std::regex compile(const std::string& pattern, const std::string& path, const std::string& where) {
+  try {
+    return std::regex(pattern, std::regex::ECMAScript | std::regex::optimize);
+  } catch (const std::regex_error& e) {
+    fail(path, where, fmt::format("pattern '{}' is not a valid regular expression: {}", pattern,
+                                  e.what()));
+  }
+}
+
+bool is_field(const std::string& name) {
+  const auto& f = known_fields();
+  return std::find(f.begin(), f.end(), name) != f.end();
+}
+
+// Every {name} in `text` must be a known field (or pairperf_port in checks).
+void check_placeholders(const std::string& text, const std::string& path, const std::string& where,
+                        bool allow_port) {
+  for (std::size_t at = text.find('{'); at != std::string::npos; at = text.find('{', at + 1)) {
+    const auto end = text.find('}', at);
+    if (end == std::string::npos) fail(path, where, fmt::format("unclosed '{{' in '{}'", text));
+    const std::string name = text.substr(at + 1, end - at - 1);
+    if (!is_field(name) && !(allow_port && name == "pairperf_port"))
+      fail(path, where, fmt::format("'{{{}}}' in '{}' is not a field", name, text));
+  }
+}
+
+line_kind parse_kind(const std::string& s, const std::string& path, const std::string& where) {
+  if (s == "failure") return line_kind::failure;
+  if (s == "warning") return line_kind::warning;
+  if (s == "context") return line_kind::context;
+  fail(path, where, fmt::format("kind '{}' is not one of failure, warning, context", s));
+}
+
+cause_rule parse_cause(const nlohmann::json& c, const std::string& path, const std::string& where) {
+  if (!c.is_object()) fail(path, where, "a cause must be an object");
+  only_keys(c, {"text", "when"}, path, where);
+  cause_rule r;
+  r.text = text_of(c, "text", path, where);
+  check_placeholders(r.text, path, where, false);
+  if (const auto w = c.find("when"); w != c.end()) {
+    if (!w->is_object()) fail(path, where, "'when' must be an object");
+    only_keys(*w, {"field", "matches", "evidence"}, path, where + " when");
+    r.when_field = text_of(*w, "field", path, where, false);
+    r.when_matches_text = text_of(*w, "matches", path, where, false);
+    r.when_evidence = text_of(*w, "evidence", path, where, false);
+    if (r.when_field.empty() != r.when_matches_text.empty())
+      fail(path, where, "'when' needs both 'field' and 'matches', or 'evidence'");
+    if (!r.when_field.empty()) {
+      if (!is_field(r.when_field))
+        fail(path, where, fmt::format("'when' names '{}', not a field", r.when_field));
+      r.when_matches = compile(r.when_matches_text, path, where);
+    }
+    if (!r.when_evidence.empty() &&
+        std::find(evidence_names.begin(), evidence_names.end(), r.when_evidence) ==
+            evidence_names.end())
+      fail(path, where, fmt::format("evidence '{}' is not one of {}", r.when_evidence,
+                                    fmt::join(evidence_names, ", ")));
+    if (r.when_field.empty() && r.when_evidence.empty())
+      fail(path, where, "'when' is empty");
+  }
+  return r;
+}
+
+signature parse_signature(const nlohmann::json& e, std::size_t index, const std::string& path) {
+  std::string where = fmt::format("signature {}", index + 1);
+  if (!e.is_object()) fail(path, where, "must be an object");
+  only_keys(e, {"id", "library", "kind", "stage", "contains", "pattern", "fields", "meaning",
+                "causes", "checks", "source", "implies"},
+            path, where);
+  signature s;
+  s.id = text_of(e, "id", path, where);
+  where = fmt::format("signature '{}'", s.id);
+  if (s.id.empty() || s.id.find('.') == std::string::npos)
+    fail(path, where, "an id is library.what");
+  s.library = text_of(e, "library", path, where);
+  if (s.library.empty()) fail(path, where, "'library' is empty");
+  s.kind = parse_kind(text_of(e, "kind", path, where), path, where);
+  s.stage = text_of(e, "stage", path, where);
+  s.contains = text_of(e, "contains", path, where);
+  if (s.contains.empty()) fail(path, where, "'contains' is empty (it filters lines cheaply)");
+  s.pattern = text_of(e, "pattern", path, where);
+  s.re = compile(s.pattern, path, where);
+  s.fields = texts_of(e, "fields", path, where);
+  for (const auto& f : s.fields) {
+    if (!is_field(f))
+      fail(path, where,
+           fmt::format("field '{}' is not one of {}", f, fmt::join(known_fields(), ", ")));
+  }
+  if (s.re.mark_count() != s.fields.size())
+    fail(path, where,
+         fmt::format("the pattern has {} group(s) and {} field name(s): name every group, and "
+                     "use (?: ) for the others",
+                     s.re.mark_count(), s.fields.size()));
+  s.meaning = text_of(e, "meaning", path, where);
+  check_placeholders(s.meaning, path, where, false);
+  if (const auto c = e.find("causes"); c != e.end()) {
+    if (!c->is_array()) fail(path, where, "'causes' must be a list");
+    for (const auto& cause : *c) s.causes.push_back(parse_cause(cause, path, where));
+  }
+  s.checks = texts_of(e, "checks", path, where);
+  for (const auto& check : s.checks) {
+    if (check.rfind("pairperf ", 0) != 0)
+      fail(path, where, fmt::format("check '{}' is not a pairperf command", check));
+    check_placeholders(check, path, where, true);
+  }
+  s.source = text_of(e, "source", path, where, false);
+  s.implies = text_of(e, "implies", path, where, false);
+  if (!s.implies.empty() &&
+      std::find(evidence_names.begin(), evidence_names.end(), s.implies) == evidence_names.end())
+    fail(path, where, fmt::format("'implies' {} is not one of {}", s.implies,
+                                  fmt::join(evidence_names, ", ")));
+  if (s.kind != line_kind::context && s.meaning.empty())
+    fail(path, where, "a failure or warning needs its meaning");
+  return s;
+}
+
+}  // namespace
+
+const char* to_string(line_kind k) noexcept {
+  switch (k) {
+    case line_kind::failure:
+      return "failure";
+    case line_kind::warning:
+      return "warning";
+    case line_kind::context:
+      return "context";
+  }
+  return "?";
+}
+
+const std::vector<std::string>& known_fields() {
+  // addr/port: the peer a line names; local_addr: an address this node advertises or binds;
+  // error: the system's or library's error text; var/value: a setting the log prints.
+  static const std::vector<std::string> fields{
+      "addr",  "port",   "local_addr", "iface",   "host",     "rank",    "pid",
+      "error", "var",    "value",      "version", "timeout_ms", "timeout", "transport", "device",
+      "provider", "op",  "peer_rank"};
+  return fields;
+}
+
+explain_catalog parse_catalog(const std::string& text, const std::string& path) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, "JSON", e.what());
+  }
+  if (!doc.is_object()) fail(path, "document", "must be an object");
+  only_keys(doc, {"$comment", "schema", "schema_version", "failure_looking", "signatures"}, path,
+            "document");
+  if (text_of(doc, "schema", path, "document") != catalog_schema)
+    fail(path, "document", fmt::format("'schema' must be '{}'", catalog_schema));
+  explain_catalog c;
+  c.path = path;
+  c.version = text_of(doc, "schema_version", path, "document");
+  int major = -1;
+  if (std::sscanf(c.version.c_str(), "%d.", &major) != 1 || major != catalog_major)
+    fail(path, "document",
+         fmt::format("schema_version {} is not {}.x, the catalog this pairperf reads",
+                     c.version, catalog_major));
+  for (const auto& p : texts_of(doc, "failure_looking", path, "document"))
+    c.failure_looking.push_back(compile(p, path, "failure_looking"));
+  const auto sigs = doc.find("signatures");
+  if (sigs == doc.end() || !sigs->is_array() || sigs->empty())
+    fail(path, "document", "'signatures' must be a non-empty list");
+  std::set<std::string> ids;
+  for (std::size_t i = 0; i < sigs->size(); ++i) {
+    signature s = parse_signature((*sigs)[i], i, path);
+    if (!ids.insert(s.id).second)
+      fail(path, fmt::format("signature '{}'", s.id), "the id is used twice");
+    c.signatures.push_back(std::move(s));
+  }
+  return c;
+}
+
+explain_catalog load_catalog(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw catalog_error(fmt::format("explain catalog {}: cannot be read", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_catalog(text.str(), path);
+}
+
+}  // namespace pairperf

@@ -1,0 +1,166 @@
+// explain's output: the text a user reads and the JSON (results/explain.schema.json).
+#include <fmt/format.h>
+
+#include "diagnose/explain.h"
+
+namespace pairperf {
+namespace {
+
+constexpr std::size_t evidence_shown = 6;  // lines per diagnosis in the text; the JSON has all
+
+const char* verdict_of(int code) {
+  switch (code) {
+    case 0:
+      return "no failure in the logs";
+    case 1:
+      return "a check failed";
+    case 3:
+      return "failures recognized and explained";
+    case 4:
+      return "failure-looking lines no signature explains";
+    default:
+      return "?";
+  }
+}
+
+std::string count_of(std::size_t n, const char* one, const char* many) {
+  return fmt::format("{} {}", n, n == 1 ? one : many);
+}
+
+}  // namespace
+
+void to_json(nlohmann::json& j, const explanation& e) {
+  j = nlohmann::json::object();
+  nlohmann::json logs = nlohmann::json::array();
+  for (std::size_t i = 0; i < e.logs.size(); ++i)
+    logs.push_back({{"name", e.logs[i]}, {"lines", e.line_counts[i]}});
+  nlohmann::json diagnoses = nlohmann::json::array();
+  for (const auto& d : e.diagnoses) {
+    nlohmann::json evidence = nlohmann::json::array();
+    for (const auto i : d.matches) {
+      const log_match& m = e.matches[i];
+      evidence.push_back(
+          {{"log", e.logs[m.log]}, {"line", m.line}, {"text", m.text}, {"fields", m.fields}});
+    }
+    nlohmann::json causes = nlohmann::json::array();
+    for (const auto& c : d.causes)
+      causes.push_back({{"text", c.text}, {"supported", c.supported}, {"because", c.because}});
+    nlohmann::json checks = nlohmann::json::array();
+    for (const auto& c : d.checks) {
+      nlohmann::json check{{"command", c.command}, {"run_on", c.run_on}, {"runnable", c.runnable}};
+      if (!c.runnable) check["missing"] = c.missing;
+      if (c.result)
+        check["result"] = {{"exit_code", c.result->exit_code},
+                           {"outcome", c.result->outcome},
+                           {"elapsed_s", c.result->elapsed_s},
+                           {"output_tail", c.result->output_tail}};
+      checks.push_back(std::move(check));
+    }
+    diagnoses.push_back({{"id", d.sig->id},
+                         {"library", d.sig->library},
+                         {"kind", to_string(d.sig->kind)},
+                         {"stage", d.sig->stage},
+                         {"meaning", d.meaning},
+                         {"source", d.sig->source},
+                         {"logs", d.logs},
+                         {"fields", d.fields},
+                         {"evidence", std::move(evidence)},
+                         {"causes", std::move(causes)},
+                         {"checks", std::move(checks)}});
+  }
+  nlohmann::json facts = nlohmann::json::array();
+  for (const auto& f : e.facts)
+    facts.push_back({{"kind", f.kind}, {"text", f.text}, {"evidence", f.evidence}});
+  nlohmann::json context_lines = nlohmann::json::array();
+  for (const auto& m : e.matches) {
+    if (m.sig->kind != line_kind::context) continue;
+    context_lines.push_back({{"id", m.sig->id},
+                             {"log", e.logs[m.log]},
+                             {"line", m.line},
+                             {"fields", m.fields}});
+  }
+  nlohmann::json unexplained = nlohmann::json::array();
+  for (const auto& u : e.unexplained)
+    unexplained.push_back({{"log", e.logs[u.log]}, {"line", u.line}, {"text", u.text}});
+  const int code = exit_code(e);
+  j["logs"] = std::move(logs);
+  j["catalog"] = {{"path", e.catalog_path}, {"version", e.catalog_version}};
+  j["diagnoses"] = std::move(diagnoses);
+  j["facts"] = std::move(facts);
+  j["context_lines"] = std::move(context_lines);
+  j["unexplained"] = std::move(unexplained);
+  j["unexplained_total"] = e.unexplained_total;
+  j["checked"] = e.checked;
+  j["outcome"] = {{"exit_code", code}, {"verdict", verdict_of(code)}};
+}
+
+void print_explanation(std::FILE* out, const explanation& e) {
+  std::size_t lines = 0;
+  for (const auto n : e.line_counts) lines += n;
+  fmt::print(out, "pairperf explain: {} ({} lines), catalog {} ({})\n",
+             count_of(e.logs.size(), "log", "logs"), lines, e.catalog_version, e.catalog_path);
+  std::size_t failures = 0, warnings = 0;
+  for (const auto& d : e.diagnoses) ++(d.sig->kind == line_kind::failure ? failures : warnings);
+  std::size_t n = 0;
+  for (const auto& d : e.diagnoses) {
+    ++n;
+    fmt::print(out, "\n{} {}: {}, {} ({})\n",
+               d.sig->kind == line_kind::failure ? "FAILURE" : "WARNING", n, d.sig->library,
+               d.sig->stage, d.sig->id);
+    for (std::size_t k = 0; k < d.matches.size() && k < evidence_shown; ++k) {
+      const log_match& m = e.matches[d.matches[k]];
+      fmt::print(out, "  {}:{}  {}\n", e.logs[m.log], m.line, m.text);
+    }
+    if (d.matches.size() > evidence_shown)
+      fmt::print(out, "  ... and {} more line(s) like these\n", d.matches.size() - evidence_shown);
+    fmt::print(out, "  What it means: {}\n", d.meaning);
+    if (!d.causes.empty()) {
+      fmt::print(out, "  Causes, most likely first:\n");
+      std::size_t k = 0;
+      for (const auto& c : d.causes) {
+        fmt::print(out, "    {}. {}{}\n", ++k, c.text,
+                   c.because.empty() ? ""
+                   : c.supported     ? fmt::format(" [shown: {}]", c.because)
+                                     : fmt::format(" [{}]", c.because));
+      }
+    }
+    if (!d.checks.empty()) {
+      fmt::print(out, "  Prove it:\n");
+      for (const auto& c : d.checks) {
+        fmt::print(out, "    {}: {}\n", c.run_on, c.command);
+        if (!c.runnable) fmt::print(out, "      (fill in {}: the logs do not name it)\n", c.missing);
+        if (c.result) {
+          fmt::print(out, "      --check: exit {}, {} ({:.1f} s)\n", c.result->exit_code,
+                     c.result->outcome, c.result->elapsed_s);
+          // Its last line says what it found (or why it could not run).
+          std::string last = c.result->output_tail;
+          while (!last.empty() && (last.back() == '\n' || last.back() == ' ')) last.pop_back();
+          if (const auto nl = last.rfind('\n'); nl != std::string::npos) last.erase(0, nl + 1);
+          if (!last.empty()) fmt::print(out, "        {}\n", last);
+        }
+      }
+    }
+    if (!d.sig->source.empty()) fmt::print(out, "  Message format: {}\n", d.sig->source);
+  }
+  if (!e.facts.empty()) {
+    fmt::print(out, "\nAcross the logs:\n");
+    for (const auto& f : e.facts)
+      fmt::print(out, "  - {} ({})\n", f.text, fmt::join(f.evidence, ", "));
+  }
+  if (e.unexplained_total > 0) {
+    fmt::print(out,
+               "\nLines that look like failures but match no signature ({}; add them to the "
+               "catalog):\n",
+               e.unexplained_total);
+    for (const auto& u : e.unexplained)
+      fmt::print(out, "  {}:{}  {}\n", e.logs[u.log], u.line, u.text);
+    if (e.unexplained_total > e.unexplained.size())
+      fmt::print(out, "  ... and {} more\n", e.unexplained_total - e.unexplained.size());
+  }
+  const int code = exit_code(e);
+  fmt::print(out, "\n{}, {}, {} unexplained: {} (exit {})\n",
+             count_of(failures, "failure", "failures"), count_of(warnings, "warning", "warnings"),
+             e.unexplained_total, verdict_of(code), code);
+}
+
+}  // namespace pairperf
