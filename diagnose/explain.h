@@ -43,7 +43,10 @@ struct ranked_cause {
 
 struct check_run {
   int exit_code = 0;
-  std::string outcome;  // confirmed, not reproduced, inconclusive, failed
+  // confirmed (the check finds the failure: a doctor `fails` finding on the diagnosis's subject,
+  // or exit 3), not reproduced, inconclusive (exit 4), failed (it could not run: exit 1 or 2)
+  std::string outcome;
+  std::string findings;  // a doctor check's `fails` findings, one a line: "SUBJECT: problem"
   std::string output_tail;
   double elapsed_s = 0;
 };

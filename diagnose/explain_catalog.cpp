@@ -121,7 +121,7 @@ signature parse_signature(const nlohmann::json& e, std::size_t index, const std:
   std::string where = fmt::format("signature {}", index + 1);
   if (!e.is_object()) fail(path, where, "must be an object");
   only_keys(e, {"id", "library", "kind", "stage", "contains", "pattern", "fields", "meaning",
-                "causes", "checks", "source", "implies"},
+                "causes", "checks", "subjects", "source", "implies"},
             path, where);
   signature s;
   s.id = text_of(e, "id", path, where);
@@ -158,6 +158,10 @@ signature parse_signature(const nlohmann::json& e, std::size_t index, const std:
     if (check.rfind("pairperf ", 0) != 0)
       fail(path, where, fmt::format("check '{}' is not a pairperf command", check));
     check_placeholders(check, path, where, true);
+  }
+  s.subjects = texts_of(e, "subjects", path, where);
+  for (const auto& subject : s.subjects) {
+    if (subject.empty()) fail(path, where, "a subject is empty");
   }
   s.source = text_of(e, "source", path, where, false);
   s.implies = text_of(e, "implies", path, where, false);

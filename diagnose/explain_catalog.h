@@ -47,6 +47,10 @@ struct signature {
   std::string meaning;              // may name fields as {field}
   std::vector<cause_rule> causes;   // in the order of their likelihood without evidence
   std::vector<std::string> checks;  // pairperf commands; {field}, optional parts in [ ]
+  // The doctor finding subjects this failure is about (GLOO_SOCKET_IFNAME, UCX_NET_DEVICES,
+  // path): a doctor check confirms it only with a `fails` finding on one of them; empty = its
+  // exit code decides.
+  std::vector<std::string> subjects;
   std::string source;               // where the message format comes from (file, version)
   // A cross-log fact the line proves by itself (a cause rule's evidence name, such as loopback
   // for torch's "Using the loopback address" warning); "" for none.

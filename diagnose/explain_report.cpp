@@ -52,6 +52,7 @@ void to_json(nlohmann::json& j, const explanation& e) {
       if (c.result)
         check["result"] = {{"exit_code", c.result->exit_code},
                            {"outcome", c.result->outcome},
+                           {"findings", c.result->findings},
                            {"elapsed_s", c.result->elapsed_s},
                            {"output_tail", c.result->output_tail}};
       checks.push_back(std::move(check));
@@ -132,8 +133,14 @@ void print_explanation(std::FILE* out, const explanation& e) {
         if (c.result) {
           fmt::print(out, "      --check: exit {}, {} ({:.1f} s)\n", c.result->exit_code,
                      c.result->outcome, c.result->elapsed_s);
-          // Its last line says what it found (or why it could not run).
-          std::string last = c.result->output_tail;
+          if (!c.result->findings.empty()) {
+            std::string lines = c.result->findings;
+            for (std::size_t at = 0; (at = lines.find('\n', at)) != std::string::npos; at += 9)
+              lines.replace(at, 1, "\n        ");
+            fmt::print(out, "        {}\n", lines);
+          }
+          // A check that could not run says why in its last line.
+          std::string last = c.result->outcome == "failed" ? c.result->output_tail : "";
           while (!last.empty() && (last.back() == '\n' || last.back() == ' ')) last.pop_back();
           if (const auto nl = last.rfind('\n'); nl != std::string::npos) last.erase(0, nl + 1);
           if (!last.empty()) fmt::print(out, "        {}\n", last);

@@ -3,12 +3,14 @@
 // the same binary, each bounded, and folds their verdicts into the answer.
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -33,6 +35,7 @@ namespace {
 
 constexpr const char* catalog_name = "explain-catalog.json";
 constexpr std::size_t tail_chars = 2000;
+constexpr std::size_t max_json_chars = 8u << 20;  // a doctor report is far smaller
 
 struct explain_args {
   std::vector<std::string> logs;
@@ -56,14 +59,20 @@ std::string catalog_path(const explain_args& a) {
   return found;
 }
 
-// Runs one check: this binary with the command's arguments, its output captured, killed (by its
-// PID) when it outlives `bound`.
-check_run run_check(const std::string& command, std::chrono::nanoseconds bound,
-                    const std::string& token) {
-  check_run r;
-  std::vector<std::string> args;
-  std::istringstream words(command);
-  for (std::string w; words >> w;) args.push_back(w);
+// What a check printed, each stream bounded to its tail (stdout kept whole up to a limit: a
+// doctor check's JSON report).
+struct child_output {
+  std::string out, err;
+  int exit_code = 1;
+  bool timed_out = false;
+  double elapsed_s = 0;
+};
+
+// Runs this binary with `args` (args[0] is replaced), the token in its environment, killed (by
+// its PID) when it outlives `bound`.
+child_output run_child(std::vector<std::string> args, std::chrono::nanoseconds bound,
+                       const std::string& token) {
+  child_output r;
   args.front() = "/proc/self/exe";
   std::vector<char*> argv;
   for (auto& s : args) argv.push_back(s.data());
@@ -77,66 +86,125 @@ check_run run_check(const std::string& command, std::chrono::nanoseconds bound,
   for (auto& s : env_store) envp.push_back(s.data());
   envp.push_back(nullptr);
 
-  int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC) != 0)
+  int out_fds[2], err_fds[2];
+  if (::pipe2(out_fds, O_CLOEXEC) != 0 || ::pipe2(err_fds, O_CLOEXEC) != 0)
     throw std::runtime_error(fmt::format("explain --check: pipe: {}", std::strerror(errno)));
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDERR_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, out_fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, err_fds[1], STDERR_FILENO);
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   pid_t pid = -1;
   const auto start = std::chrono::steady_clock::now();
   const int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
-  ::close(pipe_fds[1]);
+  ::close(out_fds[1]);
+  ::close(err_fds[1]);
   if (rc != 0) {
-    ::close(pipe_fds[0]);
-    r.exit_code = 1;
-    r.outcome = "failed";
-    r.output_tail = fmt::format("cannot start: {}", std::strerror(rc));
+    ::close(out_fds[0]);
+    ::close(err_fds[0]);
+    r.err = fmt::format("cannot start: {}", std::strerror(rc));
     return r;
   }
-  std::string output;
-  bool timed_out = false;
-  for (;;) {
+  pollfd fds[2] = {{out_fds[0], POLLIN, 0}, {err_fds[0], POLLIN, 0}};
+  std::string* sinks[2] = {&r.out, &r.err};
+  int open_fds = 2;
+  while (open_fds > 0) {
     const auto left = bound - (std::chrono::steady_clock::now() - start);
     if (left <= std::chrono::nanoseconds::zero()) {
-      timed_out = true;
+      r.timed_out = true;
       ::kill(pid, SIGKILL);
       break;
     }
-    pollfd p{pipe_fds[0], POLLIN, 0};
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(left).count() + 1;
-    const int ready = ::poll(&p, 1, static_cast<int>(std::min<long long>(ms, 1000)));
+    const int ready = ::poll(fds, 2, static_cast<int>(std::min<long long>(ms, 1000)));
     if (ready < 0 && errno != EINTR) break;
-    if (ready <= 0) continue;
-    char buf[4096];
-    const ssize_t n = ::read(pipe_fds[0], buf, sizeof buf);
-    if (n <= 0) break;  // the child closed its output: it is ending
-    output.append(buf, static_cast<std::size_t>(n));
-    if (output.size() > 4 * tail_chars) output.erase(0, output.size() - tail_chars);
+    for (int i = 0; i < 2 && ready > 0; ++i) {
+      if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+      char buf[4096];
+      const ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+      if (n <= 0) {
+        ::close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+        continue;
+      }
+      sinks[i]->append(buf, static_cast<std::size_t>(n));
+      const std::size_t keep = i == 0 ? max_json_chars : tail_chars;
+      if (sinks[i]->size() > 2 * keep) sinks[i]->erase(0, sinks[i]->size() - keep);
+    }
   }
-  ::close(pipe_fds[0]);
+  for (auto& f : fds) {
+    if (f.fd >= 0) ::close(f.fd);
+  }
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   r.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (output.size() > tail_chars) output.erase(0, output.size() - tail_chars);
-  r.output_tail = output;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  if (timed_out) {
+  return r;
+}
+
+std::string tail_of(std::string s) {
+  if (s.size() > tail_chars) s.erase(0, s.size() - tail_chars);
+  return s;
+}
+
+// Runs one check and reads its verdict. A doctor check reports as JSON: it confirms the
+// diagnosis only with a `fails` finding on one of `subjects` (doctor judges every variable and
+// the path; another failing finding is not this failure). Any other check: its exit code.
+check_run run_check(const std::string& command, const std::vector<std::string>& subjects,
+                    std::chrono::nanoseconds bound, const std::string& token) {
+  std::vector<std::string> args;
+  std::istringstream words(command);
+  for (std::string w; words >> w;) args.push_back(w);
+  const bool doctor = args.size() > 1 && args[1] == "doctor";
+  if (doctor) {
+    args.emplace_back("--json");
+    args.emplace_back("-");
+  }
+  const child_output c = run_child(args, bound, token);
+  check_run r;
+  r.exit_code = c.exit_code;
+  r.elapsed_s = c.elapsed_s;
+  r.output_tail = tail_of(doctor ? c.err : c.out + c.err);
+  if (c.timed_out) {
     r.outcome = "failed";
     r.output_tail += fmt::format("\n(killed: it ran past --check-timeout, {:.0f} s)",
                                  std::chrono::duration<double>(bound).count());
-  } else if (r.exit_code == 3) {
-    r.outcome = "confirmed";  // the check finds what the log shows
-  } else if (r.exit_code == 0) {
-    r.outcome = "not reproduced";  // the path works now: the cause lies elsewhere or has passed
-  } else if (r.exit_code == 4) {
-    r.outcome = "inconclusive";
-  } else {
+    return r;
+  }
+  if (c.exit_code != 0 && c.exit_code != 3 && c.exit_code != 4) {
     r.outcome = "failed";
+    return r;
+  }
+  bool on_subject = false;
+  if (doctor) {
+    nlohmann::json report;
+    try {
+      report = nlohmann::json::parse(c.out);
+    } catch (const nlohmann::json::exception&) {
+      r.outcome = "failed";
+      r.output_tail = tail_of(c.out + c.err);
+      return r;
+    }
+    std::vector<std::string> lines;
+    for (const auto& f : report.value("findings", nlohmann::json::array())) {
+      if (f.value("severity", "") != "fails") continue;
+      const std::string subject = f.value("subject", "");
+      on_subject = on_subject ||
+                   std::find(subjects.begin(), subjects.end(), subject) != subjects.end();
+      lines.push_back(fmt::format("{}: {} (fix: {})", subject, f.value("problem", ""),
+                                  f.value("fix", "")));
+    }
+    r.findings = fmt::format("{}", fmt::join(lines, "\n"));
+  }
+  if (doctor && !subjects.empty()) {
+    r.outcome = on_subject              ? "confirmed"
+                : c.exit_code == 4      ? "inconclusive"
+                                        : "not reproduced";
+  } else {
+    r.outcome = c.exit_code == 3 ? "confirmed" : c.exit_code == 4 ? "inconclusive" : "not reproduced";
   }
   return r;
 }
@@ -164,10 +232,11 @@ int explain_command(const explain_args& a, const std::vector<std::string>& argv)
     for (auto& d : e.diagnoses) {
       for (auto& c : d.checks) {
         if (!c.runnable) continue;
-        auto it = done.find(c.command);
+        const std::string key = fmt::format("{} {}", c.command, fmt::join(d.sig->subjects, ","));
+        auto it = done.find(key);
         if (it == done.end()) {
           if (a.json != "-") fmt::print(stderr, "pairperf explain: checking: {}\n", c.command);
-          it = done.emplace(c.command, run_check(c.command, bound, token)).first;
+          it = done.emplace(key, run_check(c.command, d.sig->subjects, bound, token)).first;
         }
         c.result = it->second;
       }

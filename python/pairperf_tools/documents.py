@@ -20,6 +20,8 @@ SCHEMA_FILES = {
     "pairperf.peer": "peer.schema.json",               # scripts/compare-peers --curves
     "pairperf.peer_ratios": "peer_ratios.schema.json", # scripts/compare-peers --json
     "pairperf.kube_local": "kube-local.schema.json",   # scripts/kube-local --json
+    "pairperf.explain": "explain.schema.json",         # pairperf explain --json
+    "pairperf.explain-catalog": "explain-catalog.schema.json",  # explain's signatures (its --catalog)
 }
 # Formats defined by others, which pairperf export writes and which cannot name themselves: checked
 # when asked for by name (validate-results --as NAME).

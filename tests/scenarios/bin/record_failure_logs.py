@@ -88,11 +88,12 @@ def start(topo, node, command, env, path):
 
 
 def finish(proc, bound=BOUND_S):
+    """The program's exit code (negative: the signal that ended it; the recorder sends SIGTERM to a
+    program that outlives its bound). Its log holds only what it wrote."""
     try:
         proc.wait(timeout=bound)
     except subprocess.TimeoutExpired:
         stop(proc)
-        proc.log_file.write("\n(killed by the recorder: it outlived its bound)\n")
     proc.log_file.close()
     return proc.returncode
 
@@ -125,7 +126,9 @@ def perftest(topo, out, port, a_env, b_env=None):
         wait_listening(topo, "B", port)
         client = start(topo, "A", ["ucx_perftest", B_ADDR, "-p", str(port), "-t", "tag_bw", "-n", "1000"], a_env,
                        os.path.join(out, "nodea-client.log"))
-        codes = [finish(client, 60)]
+        # After a refused connect, ucx_perftest 1.13 either dies of SIGPIPE at once or retries
+        # until killed: 15 s is its bound.
+        codes = [finish(client, 15)]
     finally:
         stop(server)
         server.log_file.close()
@@ -169,7 +172,7 @@ CASES = {
     "ucx-wrong-nic": (
         "ucx_perftest on A with UCX_NET_DEVICES=ib0 towards B (UCX_TLS=tcp)",
         lambda t, o: perftest(t, o, 13611, clean_env(UCX_TLS="tcp", UCX_NET_DEVICES="ib0")),
-        ["ucx.connect_failed", "ucx.backlog_advice"], 3),
+        ["ucx.connect_failed", "ucx.backlog_advice", "ucx.destination_unreachable"], 3),
     "ucx-no-such-device": (
         "ucx_perftest with UCX_NET_DEVICES naming a device A lacks",
         lambda t, o: perftest(t, o, 13613, clean_env(UCX_TLS="tcp", UCX_NET_DEVICES="nosuch0")),
@@ -177,7 +180,7 @@ CASES = {
     "ucx-transport-unavailable": (
         "ucx_perftest with UCX_TLS=rc on a node without an RDMA device",
         lambda t, o: perftest(t, o, 13615, clean_env(UCX_TLS="rc")),
-        ["ucx.transport_not_available", "ucx.no_usable_transports"], 3),
+        ["ucx.transport_not_available", "ucx.no_usable_transports", "ucx.perftest_failed"], 3),
     "ucx-healthy": (
         "ucx_perftest over eth0 (no failure)",
         lambda t, o: perftest(t, o, 13617, clean_env(UCX_TLS="tcp", UCX_NET_DEVICES="eth0")),
@@ -189,7 +192,7 @@ CASES = {
     "fi-no-endpoint": (
         "fi_pingpong over the tcp provider with its default datagram endpoint, which tcp does not offer",
         lambda t, o: fi_pair(t, o),
-        ["libfabric.getinfo_failed"], 3),
+        ["libfabric.getinfo_failed", "libfabric.ctrl_read"], 3),
     "pairperf-refused": (
         "pairperf run towards B, where no pairperf server listens",
         lambda t, o: single(t, o, "A", [PAIRPERF, "run", f"{B_ADDR}:18611", "-t", "tcp", "--no-json"], clean_env(), "nodea-run.log"),
