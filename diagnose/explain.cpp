@@ -12,6 +12,7 @@
 #include <set>
 
 #include "core/errors.h"
+#include "core/exit_codes.h"
 
 namespace pairperf {
 namespace {
@@ -370,14 +371,14 @@ explanation explain_logs(const explain_catalog& catalog, const std::vector<log_i
 int exit_code(const explanation& e) {
   for (const auto& d : e.diagnoses) {
     for (const auto& c : d.checks) {
-      if (c.result && c.result->outcome == "failed") return 1;
+      if (c.result && c.result->outcome == "failed") return code(exit_status::failed);
     }
   }
   if (std::any_of(e.diagnoses.begin(), e.diagnoses.end(),
                   [](const diagnosis& d) { return d.sig->kind == line_kind::failure; }))
-    return 3;
-  if (e.unexplained_total > 0) return 4;
-  return 0;
+    return code(exit_status::missed);
+  if (e.unexplained_total > 0) return code(exit_status::inconclusive);
+  return code(exit_status::held);
 }
 
 }  // namespace pairperf

@@ -3,6 +3,7 @@
 code of another meaning."""
 import json
 import os
+import subprocess
 import sys
 import unittest
 
@@ -115,10 +116,23 @@ class RunExitCodes(unittest.TestCase):
             self.assertIn("--cpu", proc.stderr)
 
     def test_help_states_the_contract(self):
-        for cmd in ("run", "compare", "doctor", "mesh", "export"):
+        for cmd in ("run", "compare", "doctor", "mesh", "export", "explain"):
             proc, _ = pp.run([cmd, "--help"], timeout=30)
             self.assertEqual(proc.returncode, 0)
             self.assertIn("4 inconclusive", proc.stdout, cmd)
+
+
+class ExplainCodes(unittest.TestCase):
+    """explain's reading of the contract: 0 nothing failed, 3 failures explained, 4 failure-looking
+    lines no signature explains, 2 unreadable input (the fixtures are real programs' logs)."""
+
+    def test_each_code(self):
+        rec = os.path.join(pp.SOURCE_DIR, "tests", "fixtures", "explain", "recorded")
+        for args, code in ((["ucx-healthy/nodea-client.log"], 0), (["fi-refused/nodea-client.log"], 3),
+                           (["-"], 4), (["no-such.log"], 2)):
+            proc = subprocess.run([pp.BIN, "explain"] + [a if a == "-" else os.path.join(rec, a) for a in args],
+                                  input="mystery ERROR: the widget failed\n", capture_output=True, text=True, timeout=60)
+            self.assertEqual(proc.returncode, code, f"{args}: {proc.stdout}{proc.stderr}")
 
 
 def halve_bandwidth(src, dst):

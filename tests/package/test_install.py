@@ -46,7 +46,8 @@ class Installed(unittest.TestCase):
         files = sorted(os.path.relpath(p, self.prefix)
                        for p in glob.glob(os.path.join(self.prefix, "**"), recursive=True)
                        if os.path.isfile(p))
-        for want in ["bin/pairperf", "libexec/pairperf/report", "share/doc/pairperf/README.md",
+        for want in ["bin/pairperf", "libexec/pairperf/report", "libexec/pairperf/explain-catalog.json",
+                     "share/doc/pairperf/README.md",
                      "share/pairperf/python/pairperf_tools/report.py",
                      "share/pairperf/python/pairperf_tools/documents.py"]:
             self.assertIn(want, files)
@@ -111,11 +112,19 @@ class Installed(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertTrue(os.path.exists(os.path.join(pics, "index.html")), os.listdir(pics))
 
+    def test_explain_reads_the_installed_catalog(self):
+        log = os.path.join(pp.SOURCE_DIR, "tests", "fixtures", "explain", "source", "issue-quotes", "ucx-refused.log")
+        r = self.run_installed("explain", log)
+        self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
+        self.assertIn(f"({os.path.join(self.prefix, 'libexec', 'pairperf', 'explain-catalog.json')})", r.stdout)
+        self.assertIn("ucx.connect_failed", r.stdout)
+
     def test_info_names_the_files_beside_the_binary(self):
         r = self.run_installed("info", "--json")
         self.assertEqual(r.returncode, 0, r.stderr)
         files = json.loads(r.stdout)["private_files"]
         self.assertEqual(files["report"], os.path.join(self.prefix, "libexec", "pairperf", "report"))
+        self.assertEqual(files["explain-catalog.json"], os.path.join(self.prefix, "libexec", "pairperf", "explain-catalog.json"))
         if HAVE_MPI:
             self.assertEqual(files["pairperf-mpi"],
                              os.path.join(self.prefix, "libexec", "pairperf", "pairperf-mpi"))
@@ -137,7 +146,7 @@ class Installed(unittest.TestCase):
         r = subprocess.run([os.path.join(bare, "bin", "pairperf"), "info", "--json"],
                            capture_output=True, text=True, timeout=60, cwd=self.tmp.name, env=self.env)
         info = json.loads(r.stdout)
-        self.assertEqual(info["private_files"], {"report": None, "pairperf-mpi": None})
+        self.assertEqual(info["private_files"], {"report": None, "pairperf-mpi": None, "explain-catalog.json": None})
         self.assertEqual(pp.schema_errors_of(info), [])  # null where none is found (a GPU bundle's info)
 
     @unittest.skipUnless(HAVE_MPI, "built without MPI")

@@ -1,0 +1,165 @@
+// pairperf explain's engine on small catalogs: what the catalog loader refuses, how fields fill
+// checks, how facts across logs raise causes, and the exit code. (The shipped catalog against
+// real programs' logs is loopback.explain and scenarios.explain.)
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "diagnose/explain.h"
+
+namespace pairperf {
+namespace {
+
+nlohmann::json sig(const std::string& id, const std::string& kind, const std::string& contains,
+                   const std::string& pattern, std::vector<std::string> fields) {
+  return {{"id", id},         {"library", id.substr(0, id.find('.'))},
+          {"kind", kind},     {"stage", "connect"},
+          {"contains", contains}, {"pattern", pattern},
+          {"fields", fields}, {"meaning", "reached {addr}"}};
+}
+
+nlohmann::json base_catalog() {
+  nlohmann::json fail = sig("lib.connect", "failure", "connect to", R"(connect to (\S+?):(\d+) failed: (.+)$)",
+                            {"addr", "port", "error"});
+  fail["causes"] = {{{"text", "generic"}},
+                    {{"text", "refused by {addr}"}, {"when", {{"field", "error"}, {"matches", "refused"}}}},
+                    {{"text", "the setting differs"}, {"when", {{"evidence", "setting_differs"}}}},
+                    {{"text", "advertised by another"}, {"when", {{"evidence", "advertised_elsewhere"}}}}};
+  fail["checks"] = {"pairperf doctor {addr}:{pairperf_port}[ --iface {iface}]", "pairperf doctor"};
+  nlohmann::json setting = sig("lib.setting", "context", "set to", R"((LIB_\w+) set to (\S+))", {"var", "value"});
+  nlohmann::json using_ = sig("lib.using", "context", "Using", R"(Using (\w+):(\S+))", {"iface", "local_addr"});
+  nlohmann::json loop = sig("lib.loopback", "warning", "loopback", "using loopback", {});
+  loop["implies"] = "loopback";
+  return {{"schema", "pairperf.explain-catalog"},
+          {"schema_version", "1.0.0"},
+          {"failure_looking", {R"(\bERROR\b)", R"(timeout)"}},
+          {"signatures", {fail, setting, using_, loop}}};
+}
+
+explain_catalog catalog_of(const nlohmann::json& j) { return parse_catalog(j.dump(), "test"); }
+
+std::string refusal(const std::function<void(nlohmann::json&)>& change) {
+  nlohmann::json j = base_catalog();
+  change(j);
+  try {
+    catalog_of(j);
+  } catch (const catalog_error& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+TEST(ExplainCatalog, RefusesWhatItCannotUse) {
+  EXPECT_NE(refusal([](auto& j) { j["signatures"][0]["fields"] = {"addr"}; }).find("3 group(s) and 1 field name(s)"),
+            std::string::npos);
+  EXPECT_NE(refusal([](auto& j) { j["signatures"][0]["kind"] = "fatal"; }).find("kind 'fatal'"), std::string::npos);
+  EXPECT_NE(refusal([](auto& j) { j["signatures"][0]["fields"][0] = "address"; }).find("field 'address'"),
+            std::string::npos);
+  EXPECT_NE(refusal([](auto& j) { j["signatures"][0]["causes"][1]["when"]["evidence"] = "vibes"; })
+                .find("evidence 'vibes'"),
+            std::string::npos);
+  EXPECT_NE(refusal([](auto& j) { j["signatures"][0]["checks"] = {"pairperf doctor {peer}"}; }).find("'{peer}'"),
+            std::string::npos);
+  EXPECT_NE(refusal([](auto& j) { j["signatures"][0]["contains"] = ""; }).find("'contains' is empty"),
+            std::string::npos);
+  EXPECT_NE(refusal([](auto& j) { j["signatures"][0]["pattern"] = "(a"; }).find("not a valid regular expression"),
+            std::string::npos);
+  EXPECT_NE(refusal([](auto& j) { j["signatures"].push_back(j["signatures"][1]); }).find("used twice"),
+            std::string::npos);
+  EXPECT_NE(refusal([](auto& j) { j["schema"] = "other"; }).find("'schema' must be"), std::string::npos);
+  EXPECT_NE(refusal([](auto& j) { j["signatures"] = nlohmann::json::array(); }).find("non-empty"),
+            std::string::npos);
+  EXPECT_EQ(refusal([](auto&) {}), "(accepted)");
+  EXPECT_THROW(parse_catalog("{not json", "x"), catalog_error);
+}
+
+log_input log(const std::string& name, std::vector<std::string> lines) { return {name, std::move(lines)}; }
+
+TEST(Explain, OneDiagnosisPerSignatureWithEveryLineAndItsFields) {
+  const auto c = catalog_of(base_catalog());
+  const auto e = explain_logs(c,
+                              {log("a.log", {"start", "connect to 10.0.0.2:99 failed: Connection refused",
+                                             "connect to 10.0.0.3:98 failed: Connection refused"})},
+                              {});
+  ASSERT_EQ(e.diagnoses.size(), 1U);
+  const diagnosis& d = e.diagnoses[0];
+  EXPECT_EQ(d.matches.size(), 2U);
+  EXPECT_EQ(d.fields.at("addr"), (std::vector<std::string>{"10.0.0.2", "10.0.0.3"}));
+  EXPECT_EQ(d.meaning, "reached 10.0.0.2");
+  // The cause the error shows first, then the unconditional one, then those not shown.
+  ASSERT_EQ(d.causes.size(), 4U);
+  EXPECT_EQ(d.causes[0].text, "refused by 10.0.0.2");
+  EXPECT_TRUE(d.causes[0].supported);
+  EXPECT_EQ(d.causes[1].text, "generic");
+  EXPECT_FALSE(d.causes[2].supported);
+  // One check per line's values; the optional --iface part left out (no iface in the line); the
+  // port from the options; a check needing no field is suggested once.
+  ASSERT_EQ(d.checks.size(), 3U);
+  EXPECT_EQ(d.checks[0].command, "pairperf doctor 10.0.0.2:18515");
+  EXPECT_TRUE(d.checks[0].runnable);
+  EXPECT_EQ(d.checks[1].command, "pairperf doctor");
+  EXPECT_EQ(d.checks[2].command, "pairperf doctor 10.0.0.3:18515");
+  EXPECT_EQ(exit_code(e), 3);
+}
+
+TEST(Explain, FactsAcrossLogsRaiseTheirCauses) {
+  const auto c = catalog_of(base_catalog());
+  const auto e = explain_logs(c,
+                              {log("n1.log", {"LIB_IFNAME set to eth0", "connect to 10.9.0.5:7 failed: No route"}),
+                               log("n2.log", {"Using ib0:10.9.0.5", "LIB_IFNAME set to ib0"})},
+                              {});
+  std::vector<std::string> kinds;
+  for (const auto& f : e.facts) kinds.push_back(f.kind);
+  EXPECT_EQ(kinds, (std::vector<std::string>{"setting_differs", "advertised_elsewhere"}));
+  EXPECT_NE(e.facts[0].text.find("eth0 in n1.log; ib0 in n2.log"), std::string::npos) << e.facts[0].text;
+  EXPECT_EQ(e.facts[1].evidence, (std::vector<std::string>{"n2.log:1", "n1.log:2"}));
+  const diagnosis& d = e.diagnoses.at(0);
+  EXPECT_EQ(d.causes[0].text, "the setting differs");
+  EXPECT_EQ(d.causes[1].text, "advertised by another");
+  EXPECT_TRUE(d.causes[1].supported);
+}
+
+TEST(Explain, WarningsAloneExitZeroAndImplyTheirFact) {
+  const auto c = catalog_of(base_catalog());
+  const auto e = explain_logs(c, {log("w.log", {"using loopback", "all good"})}, {});
+  ASSERT_EQ(e.diagnoses.size(), 1U);
+  EXPECT_EQ(e.diagnoses[0].sig->kind, line_kind::warning);
+  ASSERT_EQ(e.facts.size(), 1U);
+  EXPECT_EQ(e.facts[0].kind, "loopback");
+  EXPECT_EQ(exit_code(e), 0);
+}
+
+TEST(Explain, UnexplainedLinesAreCountedListedAndBounded) {
+  const auto c = catalog_of(base_catalog());
+  std::vector<std::string> lines;
+  for (int i = 0; i < 50; ++i) lines.push_back("ERROR something new");
+  // A traceback's quoted code says timeout= without being a failure.
+  lines.emplace_back("  File \"job.py\", line 3, in <module>");
+  lines.emplace_back("    dist.init_process_group(timeout=timeout)");
+  explain_options o;
+  o.max_unexplained = 5;
+  const auto e = explain_logs(c, {log("u.log", lines)}, o);
+  EXPECT_EQ(e.unexplained_total, 50U);
+  EXPECT_EQ(e.unexplained.size(), 5U);
+  EXPECT_EQ(exit_code(e), 4);
+  const auto clean = explain_logs(c, {log("ok.log", {"all fine", ""})}, {});
+  EXPECT_EQ(exit_code(clean), 0);
+}
+
+TEST(Explain, ACheckThatCouldNotRunMakesExitOne) {
+  const auto c = catalog_of(base_catalog());
+  auto e = explain_logs(c, {log("a.log", {"connect to 10.0.0.2:99 failed: refused"})}, {});
+  e.diagnoses[0].checks[0].result = check_run{1, "failed", "", "cannot reach", 0.1};
+  EXPECT_EQ(exit_code(e), 1);
+  e.diagnoses[0].checks[0].result->outcome = "confirmed";
+  EXPECT_EQ(exit_code(e), 3);
+}
+
+TEST(Explain, TheShippedCatalogLoads) {
+  const auto c = load_catalog(std::string(PAIRPERF_SOURCE_DIR) + "/diagnose/explain-catalog.json");
+  EXPECT_GE(c.signatures.size(), 30U);
+  EXPECT_THROW(load_catalog("/nonexistent/catalog.json"), catalog_error);
+}
+
+}  // namespace
+}  // namespace pairperf
