@@ -280,6 +280,29 @@ void suggest_checks(const explanation& e, diagnosis& d, const explain_options& o
   }
 }
 
+// Failures on two or more named hosts: the mesh over them shows every pair at once.
+void suggest_mesh(explanation& e, const explain_options& o) {
+  std::vector<std::string> hosts;
+  bool failed = false;
+  std::string transport;  // the first failure's library's, as the catalog names it
+  for (const auto& m : e.matches) {
+    if (const auto h = m.fields.find("host"); h != m.fields.end()) add_distinct(hosts, h->second);
+    if (m.sig->kind == line_kind::failure) {
+      failed = true;
+      if (transport.empty()) transport = m.sig->transport;
+    }
+  }
+  if (!failed || hosts.size() < 2) return;
+  std::vector<std::string> targets;
+  for (const auto& h : hosts) targets.push_back(fmt::format("{}:{}", h, o.pairperf_port));
+  suggested_check c;
+  c.command = fmt::format("pairperf mesh --hosts {}{}", fmt::join(targets, ","),
+                          transport.empty() ? "" : " --transport " + transport);
+  c.run_on = "on any node, with a pairperf server on each (server --allow-drive)";
+  c.runnable = true;
+  e.across.push_back(std::move(c));
+}
+
 }  // namespace
 
 log_input read_log(const std::string& name) {
@@ -358,6 +381,7 @@ explanation explain_logs(const explain_catalog& catalog, const std::vector<log_i
       add_distinct(d.logs, e.logs[m.log]);
     }
   }
+  suggest_mesh(e, options);
   for (auto& d : e.diagnoses) {
     std::map<std::string, std::string> first;
     for (const auto& [k, vals] : d.fields) first[k] = vals.front();
@@ -373,6 +397,9 @@ int exit_code(const explanation& e) {
     for (const auto& c : d.checks) {
       if (c.result && c.result->outcome == "failed") return code(exit_status::failed);
     }
+  }
+  for (const auto& c : e.across) {
+    if (c.result && c.result->outcome == "failed") return code(exit_status::failed);
   }
   if (std::any_of(e.diagnoses.begin(), e.diagnoses.end(),
                   [](const diagnosis& d) { return d.sig->kind == line_kind::failure; }))

@@ -91,6 +91,10 @@ struct explanation {
   std::vector<cross_log_fact> facts;
   std::vector<unexplained_line> unexplained;
   std::size_t unexplained_total = 0;  // beyond the listed ones too
+  // Checks of the logs together: failures on two or more named hosts get `pairperf mesh --hosts`
+  // over them, with the transport the first failure's signature names (gloo's own connections
+  // where gloo failed).
+  std::vector<suggested_check> across;
   bool checked = false;               // --check ran the runnable checks
 };
 

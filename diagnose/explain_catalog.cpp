@@ -121,7 +121,7 @@ signature parse_signature(const nlohmann::json& e, std::size_t index, const std:
   std::string where = fmt::format("signature {}", index + 1);
   if (!e.is_object()) fail(path, where, "must be an object");
   only_keys(e, {"id", "library", "kind", "stage", "contains", "pattern", "fields", "meaning",
-                "causes", "checks", "subjects", "source", "implies"},
+                "causes", "checks", "subjects", "transport", "source", "implies"},
             path, where);
   signature s;
   s.id = text_of(e, "id", path, where);
@@ -163,6 +163,7 @@ signature parse_signature(const nlohmann::json& e, std::size_t index, const std:
   for (const auto& subject : s.subjects) {
     if (subject.empty()) fail(path, where, "a subject is empty");
   }
+  s.transport = text_of(e, "transport", path, where, false);
   s.source = text_of(e, "source", path, where, false);
   s.implies = text_of(e, "implies", path, where, false);
   if (!s.implies.empty() &&

@@ -51,6 +51,9 @@ struct signature {
   // path): a doctor check confirms it only with a `fails` finding on one of them; empty = its
   // exit code decides.
   std::vector<std::string> subjects;
+  // The pairperf transport that connects as this library does (gloo, ucx, ofi, tcp): the mesh
+  // over the hosts of the logs uses it; "" = the default.
+  std::string transport;
   std::string source;               // where the message format comes from (file, version)
   // A cross-log fact the line proves by itself (a cause rule's evidence name, such as loopback
   // for torch's "Using the loopback address" warning); "" for none.

@@ -1,5 +1,6 @@
 // explain's output: the text a user reads and the JSON (results/explain.schema.json).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "diagnose/explain.h"
 
@@ -27,6 +28,37 @@ std::string count_of(std::size_t n, const char* one, const char* many) {
   return fmt::format("{} {}", n, n == 1 ? one : many);
 }
 
+nlohmann::json check_json(const suggested_check& c) {
+  nlohmann::json check{{"command", c.command}, {"run_on", c.run_on}, {"runnable", c.runnable}};
+  if (!c.runnable) check["missing"] = c.missing;
+  if (c.result)
+    check["result"] = {{"exit_code", c.result->exit_code},
+                       {"outcome", c.result->outcome},
+                       {"findings", c.result->findings},
+                       {"elapsed_s", c.result->elapsed_s},
+                       {"output_tail", c.result->output_tail}};
+  return check;
+}
+
+void print_check(std::FILE* out, const suggested_check& c) {
+  fmt::print(out, "    {}: {}\n", c.run_on, c.command);
+  if (!c.runnable) fmt::print(out, "      (fill in {}: the logs do not name it)\n", c.missing);
+  if (!c.result) return;
+  fmt::print(out, "      --check: exit {}, {} ({:.1f} s)\n", c.result->exit_code, c.result->outcome,
+             c.result->elapsed_s);
+  if (!c.result->findings.empty()) {
+    std::string lines = c.result->findings;
+    for (std::size_t at = 0; (at = lines.find('\n', at)) != std::string::npos; at += 9)
+      lines.replace(at, 1, "\n        ");
+    fmt::print(out, "        {}\n", lines);
+  }
+  // A check that could not run says why in its last line.
+  std::string last = c.result->outcome == "failed" ? c.result->output_tail : "";
+  while (!last.empty() && (last.back() == '\n' || last.back() == ' ')) last.pop_back();
+  if (const auto nl = last.rfind('\n'); nl != std::string::npos) last.erase(0, nl + 1);
+  if (!last.empty()) fmt::print(out, "        {}\n", last);
+}
+
 }  // namespace
 
 void to_json(nlohmann::json& j, const explanation& e) {
@@ -46,17 +78,7 @@ void to_json(nlohmann::json& j, const explanation& e) {
     for (const auto& c : d.causes)
       causes.push_back({{"text", c.text}, {"supported", c.supported}, {"because", c.because}});
     nlohmann::json checks = nlohmann::json::array();
-    for (const auto& c : d.checks) {
-      nlohmann::json check{{"command", c.command}, {"run_on", c.run_on}, {"runnable", c.runnable}};
-      if (!c.runnable) check["missing"] = c.missing;
-      if (c.result)
-        check["result"] = {{"exit_code", c.result->exit_code},
-                           {"outcome", c.result->outcome},
-                           {"findings", c.result->findings},
-                           {"elapsed_s", c.result->elapsed_s},
-                           {"output_tail", c.result->output_tail}};
-      checks.push_back(std::move(check));
-    }
+    for (const auto& c : d.checks) checks.push_back(check_json(c));
     diagnoses.push_back({{"id", d.sig->id},
                          {"library", d.sig->library},
                          {"kind", to_string(d.sig->kind)},
@@ -88,6 +110,9 @@ void to_json(nlohmann::json& j, const explanation& e) {
   j["catalog"] = {{"path", e.catalog_path}, {"version", e.catalog_version}};
   j["diagnoses"] = std::move(diagnoses);
   j["facts"] = std::move(facts);
+  nlohmann::json across = nlohmann::json::array();
+  for (const auto& c : e.across) across.push_back(check_json(c));
+  j["checks_across"] = std::move(across);
   j["context_lines"] = std::move(context_lines);
   j["unexplained"] = std::move(unexplained);
   j["unexplained_total"] = e.unexplained_total;
@@ -127,32 +152,16 @@ void print_explanation(std::FILE* out, const explanation& e) {
     }
     if (!d.checks.empty()) {
       fmt::print(out, "  Prove it:\n");
-      for (const auto& c : d.checks) {
-        fmt::print(out, "    {}: {}\n", c.run_on, c.command);
-        if (!c.runnable) fmt::print(out, "      (fill in {}: the logs do not name it)\n", c.missing);
-        if (c.result) {
-          fmt::print(out, "      --check: exit {}, {} ({:.1f} s)\n", c.result->exit_code,
-                     c.result->outcome, c.result->elapsed_s);
-          if (!c.result->findings.empty()) {
-            std::string lines = c.result->findings;
-            for (std::size_t at = 0; (at = lines.find('\n', at)) != std::string::npos; at += 9)
-              lines.replace(at, 1, "\n        ");
-            fmt::print(out, "        {}\n", lines);
-          }
-          // A check that could not run says why in its last line.
-          std::string last = c.result->outcome == "failed" ? c.result->output_tail : "";
-          while (!last.empty() && (last.back() == '\n' || last.back() == ' ')) last.pop_back();
-          if (const auto nl = last.rfind('\n'); nl != std::string::npos) last.erase(0, nl + 1);
-          if (!last.empty()) fmt::print(out, "        {}\n", last);
-        }
-      }
+      for (const auto& c : d.checks) print_check(out, c);
     }
     if (!d.sig->source.empty()) fmt::print(out, "  Message format: {}\n", d.sig->source);
   }
-  if (!e.facts.empty()) {
+  if (!e.facts.empty() || !e.across.empty()) {
     fmt::print(out, "\nAcross the logs:\n");
     for (const auto& f : e.facts)
       fmt::print(out, "  - {} ({})\n", f.text, fmt::join(f.evidence, ", "));
+    if (!e.across.empty()) fmt::print(out, "  Prove it on every pair:\n");
+    for (const auto& c : e.across) print_check(out, c);
   }
   if (e.unexplained_total > 0) {
     fmt::print(out,

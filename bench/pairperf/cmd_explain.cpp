@@ -241,6 +241,10 @@ int explain_command(const explain_args& a, const std::vector<std::string>& argv)
         c.result = it->second;
       }
     }
+    for (auto& c : e.across) {
+      if (a.json != "-") fmt::print(stderr, "pairperf explain: checking: {}\n", c.command);
+      c.result = run_check(c.command, {}, bound, token);
+    }
   }
   const nlohmann::json j = e;
   nlohmann::json doc{{"schema", "pairperf.explain"},

@@ -101,6 +101,15 @@ class ExplainsRealLogs(unittest.TestCase):
         self.assertTrue(hang["causes"][0]["supported"], hang["causes"])  # the 30-minute start-up
         self.assertIn("start-up", hang["causes"][0]["text"])
 
+    def test_failures_on_two_hosts_get_the_mesh_over_them(self):
+        two = os.path.join(FIXTURES, "source", "nccl-two-nodes")
+        code, doc, _ = explain(os.path.join(two, "node1.log"), os.path.join(two, "node2.log"))
+        self.assertEqual([c["command"] for c in doc["checks_across"]],
+                         ["pairperf mesh --hosts node1:18515,node2:18515 --transport tcp"])
+        # One log, one host: no mesh.
+        code, doc, _ = explain(os.path.join(two, "node1.log"))
+        self.assertEqual(doc["checks_across"], [])
+
     def test_a_healthy_log_says_so(self):
         log = os.path.join(FIXTURES, "recorded", "ucx-healthy", "nodea-client.log")
         r = subprocess.run([pp.BIN, "explain", log], capture_output=True, text=True, timeout=60)
