@@ -40,8 +40,7 @@ bool is_loopback(const std::string& addr) {
 }
 
 void add_distinct(std::vector<std::string>& values, const std::string& v) {
-  if (!v.empty() && std::find(values.begin(), values.end(), v) == values.end())
-    values.push_back(v);
+  if (!v.empty() && std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
 }
 
 std::string where_of(const explanation& e, std::size_t log, std::size_t line) {
@@ -108,12 +107,11 @@ void find_facts(explanation& e) {
   std::map<std::string, std::vector<std::pair<std::size_t, std::string>>> advertised;  // addr ->
   for (const auto& m : e.matches) {
     if (!m.sig->implies.empty())
-      e.facts.push_back({m.sig->implies,
-                         fmt::format("{}: {}", e.logs[m.log], m.sig->meaning.empty()
-                                                                  ? m.text
-                                                                  : fill_text(m.sig->meaning,
-                                                                              m.fields)),
-                         {where_of(e, m.log, m.line)}});
+      e.facts.push_back(
+          {m.sig->implies,
+           fmt::format("{}: {}", e.logs[m.log],
+                       m.sig->meaning.empty() ? m.text : fill_text(m.sig->meaning, m.fields)),
+           {where_of(e, m.log, m.line)}});
     const auto var = m.fields.find("var");
     const auto value = m.fields.find("value");
     if (var != m.fields.end() && value != m.fields.end())
@@ -122,9 +120,9 @@ void find_facts(explanation& e) {
     if (const auto a = m.fields.find("local_addr"); a != m.fields.end()) {
       const auto iface = m.fields.find("iface");
       advertised[a->second].emplace_back(
-          m.log, fmt::format("{}{}|{}", a->second,
-                             iface != m.fields.end() ? " on " + iface->second : "",
-                             where_of(e, m.log, m.line)));
+          m.log,
+          fmt::format("{}{}|{}", a->second, iface != m.fields.end() ? " on " + iface->second : "",
+                      where_of(e, m.log, m.line)));
       if (is_loopback(a->second))
         e.facts.push_back({"loopback",
                            fmt::format("{} uses the loopback address {}, which no other node "
@@ -146,9 +144,9 @@ void find_facts(explanation& e) {
                             : fmt::format("{} in {}", it->second.first, e.logs[log]));
         if (it != per_log.end()) where.push_back(it->second.second);
       }
-      e.facts.push_back({"setting_differs",
-                         fmt::format("{} differs between the nodes: {}", var, fmt::join(parts, "; ")),
-                         where});
+      e.facts.push_back(
+          {"setting_differs",
+           fmt::format("{} differs between the nodes: {}", var, fmt::join(parts, "; ")), where});
     }
   }
   for (const auto& m : e.matches) {
@@ -294,6 +292,7 @@ void suggest_mesh(explanation& e, const explain_options& o) {
   }
   if (!failed || hosts.size() < 2) return;
   std::vector<std::string> targets;
+  targets.reserve(hosts.size());
   for (const auto& h : hosts) targets.push_back(fmt::format("{}:{}", h, o.pairperf_port));
   suggested_check c;
   c.command = fmt::format("pairperf mesh --hosts {}{}", fmt::join(targets, ","),
@@ -317,9 +316,10 @@ log_input read_log(const std::string& name) {
   std::string line;
   while (std::getline(*s, line)) {
     if (in.lines.size() >= max_lines)
-      throw usage_error(fmt::format("log {} has more than {} lines: give the part around the "
-                                    "failure",
-                                    name, max_lines));
+      throw usage_error(
+          fmt::format("log {} has more than {} lines: give the part around the "
+                      "failure",
+                      name, max_lines));
     in.lines.push_back(std::move(line));
   }
   if (s->bad()) throw usage_error(fmt::format("cannot read log {}: read error", name));

@@ -52,10 +52,10 @@ struct check_run {
 };
 
 struct suggested_check {
-  std::string command;    // pairperf ..., with the evidence filled in
-  std::string run_on;     // where it must run (the node that wrote the log)
-  bool runnable = false;  // every field it needs was found
-  std::string missing;    // the fields it lacks, when not runnable
+  std::string command;              // pairperf ..., with the evidence filled in
+  std::string run_on;               // where it must run (the node that wrote the log)
+  bool runnable = false;            // every field it needs was found
+  std::string missing;              // the fields it lacks, when not runnable
   std::optional<check_run> result;  // --check
 };
 
@@ -95,7 +95,7 @@ struct explanation {
   // over them, with the transport the first failure's signature names (gloo's own connections
   // where gloo failed).
   std::vector<suggested_check> across;
-  bool checked = false;               // --check ran the runnable checks
+  bool checked = false;  // --check ran the runnable checks
 };
 
 struct explain_options {

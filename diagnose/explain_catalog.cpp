@@ -48,7 +48,8 @@ std::vector<std::string> texts_of(const nlohmann::json& j, const char* key, cons
 
 void only_keys(const nlohmann::json& j, std::initializer_list<const char*> keys,
                const std::string& path, const std::string& where) {
-  for (const auto& [k, v] : j.items()) {
+  for (const auto& item : j.items()) {
+    const std::string& k = item.key();
     if (std::none_of(keys.begin(), keys.end(), [&](const char* known) { return k == known; }))
       fail(path, where, fmt::format("unknown key '{}' (known: {})", k, fmt::join(keys, ", ")));
   }
@@ -58,8 +59,8 @@ std::regex compile(const std::string& pattern, const std::string& path, const st
   try {
     return std::regex(pattern, std::regex::ECMAScript | std::regex::optimize);
   } catch (const std::regex_error& e) {
-    fail(path, where, fmt::format("pattern '{}' is not a valid regular expression: {}", pattern,
-                                  e.what()));
+    fail(path, where,
+         fmt::format("pattern '{}' is not a valid regular expression: {}", pattern, e.what()));
   }
 }
 
@@ -106,13 +107,12 @@ cause_rule parse_cause(const nlohmann::json& c, const std::string& path, const s
         fail(path, where, fmt::format("'when' names '{}', not a field", r.when_field));
       r.when_matches = compile(r.when_matches_text, path, where);
     }
-    if (!r.when_evidence.empty() &&
-        std::find(evidence_names.begin(), evidence_names.end(), r.when_evidence) ==
-            evidence_names.end())
-      fail(path, where, fmt::format("evidence '{}' is not one of {}", r.when_evidence,
-                                    fmt::join(evidence_names, ", ")));
-    if (r.when_field.empty() && r.when_evidence.empty())
-      fail(path, where, "'when' is empty");
+    if (!r.when_evidence.empty() && std::find(evidence_names.begin(), evidence_names.end(),
+                                              r.when_evidence) == evidence_names.end())
+      fail(path, where,
+           fmt::format("evidence '{}' is not one of {}", r.when_evidence,
+                       fmt::join(evidence_names, ", ")));
+    if (r.when_field.empty() && r.when_evidence.empty()) fail(path, where, "'when' is empty");
   }
   return r;
 }
@@ -120,8 +120,9 @@ cause_rule parse_cause(const nlohmann::json& c, const std::string& path, const s
 signature parse_signature(const nlohmann::json& e, std::size_t index, const std::string& path) {
   std::string where = fmt::format("signature {}", index + 1);
   if (!e.is_object()) fail(path, where, "must be an object");
-  only_keys(e, {"id", "library", "kind", "stage", "contains", "pattern", "fields", "meaning",
-                "causes", "checks", "subjects", "transport", "source", "implies"},
+  only_keys(e,
+            {"id", "library", "kind", "stage", "contains", "pattern", "fields", "meaning", "causes",
+             "checks", "subjects", "transport", "source", "implies"},
             path, where);
   signature s;
   s.id = text_of(e, "id", path, where);
@@ -168,8 +169,8 @@ signature parse_signature(const nlohmann::json& e, std::size_t index, const std:
   s.implies = text_of(e, "implies", path, where, false);
   if (!s.implies.empty() &&
       std::find(evidence_names.begin(), evidence_names.end(), s.implies) == evidence_names.end())
-    fail(path, where, fmt::format("'implies' {} is not one of {}", s.implies,
-                                  fmt::join(evidence_names, ", ")));
+    fail(path, where,
+         fmt::format("'implies' {} is not one of {}", s.implies, fmt::join(evidence_names, ", ")));
   if (s.kind != line_kind::context && s.meaning.empty())
     fail(path, where, "a failure or warning needs its meaning");
   return s;
@@ -193,9 +194,9 @@ const std::vector<std::string>& known_fields() {
   // addr/port: the peer a line names; local_addr: an address this node advertises or binds;
   // error: the system's or library's error text; var/value: a setting the log prints.
   static const std::vector<std::string> fields{
-      "addr",  "port",   "local_addr", "iface",   "host",     "rank",    "pid",
-      "error", "var",    "value",      "version", "timeout_ms", "timeout", "transport", "device",
-      "provider", "op",  "peer_rank"};
+      "addr",    "port",      "local_addr", "iface",    "host",    "rank",
+      "pid",     "error",     "var",        "value",    "version", "timeout_ms",
+      "timeout", "transport", "device",     "provider", "op",      "peer_rank"};
   return fields;
 }
 
@@ -217,8 +218,8 @@ explain_catalog parse_catalog(const std::string& text, const std::string& path) 
   int major = -1;
   if (std::sscanf(c.version.c_str(), "%d.", &major) != 1 || major != catalog_major)
     fail(path, "document",
-         fmt::format("schema_version {} is not {}.x, the catalog this pairperf reads",
-                     c.version, catalog_major));
+         fmt::format("schema_version {} is not {}.x, the catalog this pairperf reads", c.version,
+                     catalog_major));
   for (const auto& p : texts_of(doc, "failure_looking", path, "document"))
     c.failure_looking.push_back(compile(p, path, "failure_looking"));
   const auto sigs = doc.find("signatures");

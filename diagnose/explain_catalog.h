@@ -39,7 +39,7 @@ struct signature {
   std::string id;       // library.what, unique
   std::string library;  // gloo, torch, nccl, ucx, libfabric, pairperf, vllm, python
   line_kind kind = line_kind::failure;
-  std::string stage;  // init, rendezvous, connect, transport selection, collective, ...
+  std::string stage;     // init, rendezvous, connect, transport selection, collective, ...
   std::string contains;  // a literal every matching line contains
   std::string pattern;
   std::regex re;
@@ -54,7 +54,7 @@ struct signature {
   // The pairperf transport that connects as this library does (gloo, ucx, ofi, tcp): the mesh
   // over the hosts of the logs uses it; "" = the default.
   std::string transport;
-  std::string source;               // where the message format comes from (file, version)
+  std::string source;  // where the message format comes from (file, version)
   // A cross-log fact the line proves by itself (a cause rule's evidence name, such as loopback
   // for torch's "Using the loopback address" warning); "" for none.
   std::string implies;

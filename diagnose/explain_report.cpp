@@ -97,10 +97,8 @@ void to_json(nlohmann::json& j, const explanation& e) {
   nlohmann::json context_lines = nlohmann::json::array();
   for (const auto& m : e.matches) {
     if (m.sig->kind != line_kind::context) continue;
-    context_lines.push_back({{"id", m.sig->id},
-                             {"log", e.logs[m.log]},
-                             {"line", m.line},
-                             {"fields", m.fields}});
+    context_lines.push_back(
+        {{"id", m.sig->id}, {"log", e.logs[m.log]}, {"line", m.line}, {"fields", m.fields}});
   }
   nlohmann::json unexplained = nlohmann::json::array();
   for (const auto& u : e.unexplained)

@@ -5,18 +5,18 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <poll.h>
-#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <map>
+#include <memory>
 #include <sstream>
 
 #include "bench/pairperf/commands.h"
@@ -51,11 +51,11 @@ std::string catalog_path(const explain_args& a) {
   if (!a.catalog.empty()) return a.catalog;
   if (const char* env = std::getenv("PAIRPERF_EXPLAIN_CATALOG"); env != nullptr && *env != '\0')
     return env;
-  const std::string found = find_private_file(catalog_name, {}, false);
+  std::string found = find_private_file(catalog_name, {}, false);
   if (found.empty())
-    throw std::runtime_error(fmt::format(
-        "explain's catalog {} is not installed (looked in {}); name one with --catalog",
-        catalog_name, fmt::join(private_file_folders(), ", ")));
+    throw std::runtime_error(
+        fmt::format("explain's catalog {} is not installed (looked in {}); name one with --catalog",
+                    catalog_name, fmt::join(private_file_folders(), ", ")));
   return found;
 }
 
@@ -75,6 +75,7 @@ child_output run_child(std::vector<std::string> args, std::chrono::nanoseconds b
   child_output r;
   args.front() = "/proc/self/exe";
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (auto& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
   std::vector<std::string> env_store;
@@ -83,6 +84,7 @@ child_output run_child(std::vector<std::string> args, std::chrono::nanoseconds b
   }
   if (!token.empty()) env_store.push_back("PAIRPERF_TOKEN=" + token);
   std::vector<char*> envp;
+  envp.reserve(env_store.size() + 1);
   for (auto& s : env_store) envp.push_back(s.data());
   envp.push_back(nullptr);
 
@@ -192,19 +194,19 @@ check_run run_check(const std::string& command, const std::vector<std::string>& 
     for (const auto& f : report.value("findings", nlohmann::json::array())) {
       if (f.value("severity", "") != "fails") continue;
       const std::string subject = f.value("subject", "");
-      on_subject = on_subject ||
-                   std::find(subjects.begin(), subjects.end(), subject) != subjects.end();
-      lines.push_back(fmt::format("{}: {} (fix: {})", subject, f.value("problem", ""),
-                                  f.value("fix", "")));
+      on_subject =
+          on_subject || std::find(subjects.begin(), subjects.end(), subject) != subjects.end();
+      lines.push_back(
+          fmt::format("{}: {} (fix: {})", subject, f.value("problem", ""), f.value("fix", "")));
     }
     r.findings = fmt::format("{}", fmt::join(lines, "\n"));
   }
   if (doctor && !subjects.empty()) {
-    r.outcome = on_subject              ? "confirmed"
-                : c.exit_code == 4      ? "inconclusive"
-                                        : "not reproduced";
+    r.outcome = on_subject ? "confirmed" : c.exit_code == 4 ? "inconclusive" : "not reproduced";
   } else {
-    r.outcome = c.exit_code == 3 ? "confirmed" : c.exit_code == 4 ? "inconclusive" : "not reproduced";
+    r.outcome = c.exit_code == 3   ? "confirmed"
+                : c.exit_code == 4 ? "inconclusive"
+                                   : "not reproduced";
   }
   return r;
 }
@@ -247,12 +249,11 @@ int explain_command(const explain_args& a, const std::vector<std::string>& argv)
     }
   }
   const nlohmann::json j = e;
-  nlohmann::json doc{{"schema", "pairperf.explain"},
-                     {"schema_version", "1.0.0"},
-                     {"context",
-                      {{"tool", tool_context()},
-                       {"argv", redact_argv(argv)},
-                       {"time_utc", utc_timestamp()}}}};
+  nlohmann::json doc{
+      {"schema", "pairperf.explain"},
+      {"schema_version", "1.0.0"},
+      {"context",
+       {{"tool", tool_context()}, {"argv", redact_argv(argv)}, {"time_utc", utc_timestamp()}}}};
   doc.update(j);
   if (a.json == "-") {
     fmt::print("{}\n", doc.dump(2));

@@ -29,7 +29,8 @@ std::string find_private_file(std::string_view name, std::string_view also, bool
   for (const auto& folder : private_file_folders(also)) {
     const fs::path candidate = fs::path(folder) / name;
     std::error_code ec;
-    if (fs::is_regular_file(candidate, ec) && ::access(candidate.c_str(), program ? X_OK : R_OK) == 0)
+    if (fs::is_regular_file(candidate, ec) &&
+        ::access(candidate.c_str(), program ? X_OK : R_OK) == 0)
       return candidate.string();
   }
   return {};

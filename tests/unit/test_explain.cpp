@@ -12,22 +12,29 @@ namespace {
 
 nlohmann::json sig(const std::string& id, const std::string& kind, const std::string& contains,
                    const std::string& pattern, std::vector<std::string> fields) {
-  return {{"id", id},         {"library", id.substr(0, id.find('.'))},
-          {"kind", kind},     {"stage", "connect"},
-          {"contains", contains}, {"pattern", pattern},
-          {"fields", fields}, {"meaning", "reached {addr}"}};
+  return {{"id", id},
+          {"library", id.substr(0, id.find('.'))},
+          {"kind", kind},
+          {"stage", "connect"},
+          {"contains", contains},
+          {"pattern", pattern},
+          {"fields", fields},
+          {"meaning", "reached {addr}"}};
 }
 
 nlohmann::json base_catalog() {
-  nlohmann::json fail = sig("lib.connect", "failure", "connect to", R"(connect to (\S+?):(\d+) failed: (.+)$)",
-                            {"addr", "port", "error"});
-  fail["causes"] = {{{"text", "generic"}},
-                    {{"text", "refused by {addr}"}, {"when", {{"field", "error"}, {"matches", "refused"}}}},
-                    {{"text", "the setting differs"}, {"when", {{"evidence", "setting_differs"}}}},
-                    {{"text", "advertised by another"}, {"when", {{"evidence", "advertised_elsewhere"}}}}};
+  nlohmann::json fail = sig("lib.connect", "failure", "connect to",
+                            R"(connect to (\S+?):(\d+) failed: (.+)$)", {"addr", "port", "error"});
+  fail["causes"] = {
+      {{"text", "generic"}},
+      {{"text", "refused by {addr}"}, {"when", {{"field", "error"}, {"matches", "refused"}}}},
+      {{"text", "the setting differs"}, {"when", {{"evidence", "setting_differs"}}}},
+      {{"text", "advertised by another"}, {"when", {{"evidence", "advertised_elsewhere"}}}}};
   fail["checks"] = {"pairperf doctor {addr}:{pairperf_port}[ --iface {iface}]", "pairperf doctor"};
-  nlohmann::json setting = sig("lib.setting", "context", "set to", R"((LIB_\w+) set to (\S+))", {"var", "value"});
-  nlohmann::json using_ = sig("lib.using", "context", "Using", R"(Using (\w+):(\S+))", {"iface", "local_addr"});
+  nlohmann::json setting =
+      sig("lib.setting", "context", "set to", R"((LIB_\w+) set to (\S+))", {"var", "value"});
+  nlohmann::json using_ =
+      sig("lib.using", "context", "Using", R"(Using (\w+):(\S+))", {"iface", "local_addr"});
   nlohmann::json loop = sig("lib.loopback", "warning", "loopback", "using loopback", {});
   loop["implies"] = "loopback";
   return {{"schema", "pairperf.explain-catalog"},
@@ -50,37 +57,52 @@ std::string refusal(const std::function<void(nlohmann::json&)>& change) {
 }
 
 TEST(ExplainCatalog, RefusesWhatItCannotUse) {
-  EXPECT_NE(refusal([](auto& j) { j["signatures"][0]["fields"] = {"addr"}; }).find("3 group(s) and 1 field name(s)"),
+  EXPECT_NE(refusal([](auto& j) {
+              j["signatures"][0]["fields"] = {"addr"};
+            }).find("3 group(s) and 1 field name(s)"),
             std::string::npos);
-  EXPECT_NE(refusal([](auto& j) { j["signatures"][0]["kind"] = "fatal"; }).find("kind 'fatal'"), std::string::npos);
-  EXPECT_NE(refusal([](auto& j) { j["signatures"][0]["fields"][0] = "address"; }).find("field 'address'"),
+  EXPECT_NE(refusal([](auto& j) { j["signatures"][0]["kind"] = "fatal"; }).find("kind 'fatal'"),
             std::string::npos);
-  EXPECT_NE(refusal([](auto& j) { j["signatures"][0]["causes"][1]["when"]["evidence"] = "vibes"; })
-                .find("evidence 'vibes'"),
+  EXPECT_NE(
+      refusal([](auto& j) { j["signatures"][0]["fields"][0] = "address"; }).find("field 'address'"),
+      std::string::npos);
+  EXPECT_NE(refusal([](auto& j) {
+              j["signatures"][0]["causes"][1]["when"]["evidence"] = "vibes";
+            }).find("evidence 'vibes'"),
             std::string::npos);
-  EXPECT_NE(refusal([](auto& j) { j["signatures"][0]["checks"] = {"pairperf doctor {peer}"}; }).find("'{peer}'"),
+  EXPECT_NE(refusal([](auto& j) {
+              j["signatures"][0]["checks"] = {"pairperf doctor {peer}"};
+            }).find("'{peer}'"),
             std::string::npos);
-  EXPECT_NE(refusal([](auto& j) { j["signatures"][0]["contains"] = ""; }).find("'contains' is empty"),
+  EXPECT_NE(
+      refusal([](auto& j) { j["signatures"][0]["contains"] = ""; }).find("'contains' is empty"),
+      std::string::npos);
+  EXPECT_NE(refusal([](auto& j) {
+              j["signatures"][0]["pattern"] = "(a";
+            }).find("not a valid regular expression"),
             std::string::npos);
-  EXPECT_NE(refusal([](auto& j) { j["signatures"][0]["pattern"] = "(a"; }).find("not a valid regular expression"),
+  EXPECT_NE(
+      refusal([](auto& j) { j["signatures"].push_back(j["signatures"][1]); }).find("used twice"),
+      std::string::npos);
+  EXPECT_NE(refusal([](auto& j) { j["schema"] = "other"; }).find("'schema' must be"),
             std::string::npos);
-  EXPECT_NE(refusal([](auto& j) { j["signatures"].push_back(j["signatures"][1]); }).find("used twice"),
-            std::string::npos);
-  EXPECT_NE(refusal([](auto& j) { j["schema"] = "other"; }).find("'schema' must be"), std::string::npos);
   EXPECT_NE(refusal([](auto& j) { j["signatures"] = nlohmann::json::array(); }).find("non-empty"),
             std::string::npos);
   EXPECT_EQ(refusal([](auto&) {}), "(accepted)");
   EXPECT_THROW(parse_catalog("{not json", "x"), catalog_error);
 }
 
-log_input log(const std::string& name, std::vector<std::string> lines) { return {name, std::move(lines)}; }
+log_input log(const std::string& name, std::vector<std::string> lines) {
+  return {name, std::move(lines)};
+}
 
 TEST(Explain, OneDiagnosisPerSignatureWithEveryLineAndItsFields) {
   const auto c = catalog_of(base_catalog());
-  const auto e = explain_logs(c,
-                              {log("a.log", {"start", "connect to 10.0.0.2:99 failed: Connection refused",
-                                             "connect to 10.0.0.3:98 failed: Connection refused"})},
-                              {});
+  const auto e =
+      explain_logs(c,
+                   {log("a.log", {"start", "connect to 10.0.0.2:99 failed: Connection refused",
+                                  "connect to 10.0.0.3:98 failed: Connection refused"})},
+                   {});
   ASSERT_EQ(e.diagnoses.size(), 1U);
   const diagnosis& d = e.diagnoses[0];
   EXPECT_EQ(d.matches.size(), 2U);
@@ -104,14 +126,16 @@ TEST(Explain, OneDiagnosisPerSignatureWithEveryLineAndItsFields) {
 
 TEST(Explain, FactsAcrossLogsRaiseTheirCauses) {
   const auto c = catalog_of(base_catalog());
-  const auto e = explain_logs(c,
-                              {log("n1.log", {"LIB_IFNAME set to eth0", "connect to 10.9.0.5:7 failed: No route"}),
-                               log("n2.log", {"Using ib0:10.9.0.5", "LIB_IFNAME set to ib0"})},
-                              {});
+  const auto e = explain_logs(
+      c,
+      {log("n1.log", {"LIB_IFNAME set to eth0", "connect to 10.9.0.5:7 failed: No route"}),
+       log("n2.log", {"Using ib0:10.9.0.5", "LIB_IFNAME set to ib0"})},
+      {});
   std::vector<std::string> kinds;
   for (const auto& f : e.facts) kinds.push_back(f.kind);
   EXPECT_EQ(kinds, (std::vector<std::string>{"setting_differs", "advertised_elsewhere"}));
-  EXPECT_NE(e.facts[0].text.find("eth0 in n1.log; ib0 in n2.log"), std::string::npos) << e.facts[0].text;
+  EXPECT_NE(e.facts[0].text.find("eth0 in n1.log; ib0 in n2.log"), std::string::npos)
+      << e.facts[0].text;
   EXPECT_EQ(e.facts[1].evidence, (std::vector<std::string>{"n2.log:1", "n1.log:2"}));
   const diagnosis& d = e.diagnoses.at(0);
   EXPECT_EQ(d.causes[0].text, "the setting differs");
