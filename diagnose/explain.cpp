@@ -50,7 +50,8 @@ std::string where_of(const explanation& e, std::size_t log, std::size_t line) {
 // Fills {field} placeholders; an optional part "[ ... ]" is dropped when a field it names is
 // unknown. Returns the command and the required fields it lacks.
 std::pair<std::string, std::vector<std::string>> fill(
-    const std::string& tmpl, const std::map<std::string, std::string>& values) {
+    const std::string& tmpl, const std::map<std::string, std::string>& values,
+    const std::map<std::string, std::string>& fallback = {}) {
   std::string out;
   std::vector<std::string> missing;
   std::size_t i = 0;
@@ -67,7 +68,8 @@ std::pair<std::string, std::vector<std::string>> fill(
       const auto v = values.find(name);
       if (v == values.end() || v->second.empty()) {
         lacks.push_back(name);
-        text += "<" + name + ">";
+        const auto words = fallback.find(name);
+        text += words != fallback.end() ? words->second : "<" + name + ">";
       } else {
         text += v->second;
       }
@@ -97,8 +99,12 @@ std::pair<std::string, std::vector<std::string>> fill(
   return {out, missing};
 }
 
+// A meaning or cause reads as a sentence: a field the line does not print is named in words
+// (an optional part "[ ... ]" that names it is left out).
 std::string fill_text(const std::string& tmpl, const std::map<std::string, std::string>& values) {
-  return fill(tmpl, values).first;
+  static const std::map<std::string, std::string> unnamed{
+      {"host", "this node"}, {"addr", "the peer"}, {"iface", "its interface"}};
+  return fill(tmpl, values, unnamed).first;
 }
 
 void find_facts(explanation& e) {

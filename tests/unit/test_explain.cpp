@@ -143,6 +143,16 @@ TEST(Explain, FactsAcrossLogsRaiseTheirCauses) {
   EXPECT_TRUE(d.causes[1].supported);
 }
 
+TEST(Explain, AMeaningNamesInWordsWhatTheLineDoesNotPrint) {
+  nlohmann::json j = base_catalog();
+  nlohmann::json bare = sig("lib.bare", "failure", "bare", "bare failure", {});
+  bare["meaning"] = "{host} failed[ towards {addr}]";
+  j["signatures"].push_back(bare);
+  const auto e = explain_logs(catalog_of(j), {log("b.log", {"bare failure"})}, {});
+  ASSERT_EQ(e.diagnoses.size(), 1U);
+  EXPECT_EQ(e.diagnoses[0].meaning, "this node failed");
+}
+
 TEST(Explain, WarningsAloneExitZeroAndImplyTheirFact) {
   const auto c = catalog_of(base_catalog());
   const auto e = explain_logs(c, {log("w.log", {"using loopback", "all good"})}, {});
