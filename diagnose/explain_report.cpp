@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
 #include "diagnose/explain.h"
 
 namespace pairperf {
@@ -123,6 +125,20 @@ void print_explanation(std::FILE* out, const explanation& e) {
   for (const auto n : e.line_counts) lines += n;
   fmt::print(out, "pairperf explain: {} ({} lines), catalog {} ({})\n",
              count_of(e.logs.size(), "log", "logs"), lines, e.catalog_version, e.catalog_path);
+  // The libraries' versions the logs print (NCCL's "NCCL version", torch's NCCL errors).
+  std::vector<std::string> versions;
+  for (const auto& m : e.matches) {
+    const auto v = m.fields.find("version");
+    if (v == m.fields.end()) continue;
+    const std::string seen =
+        fmt::format("{} {} ({}:{})", m.sig->library, v->second, e.logs[m.log], m.line);
+    if (std::none_of(versions.begin(), versions.end(), [&](const std::string& s) {
+          return s.rfind(fmt::format("{} {} ", m.sig->library, v->second), 0) == 0;
+        }))
+      versions.push_back(seen);
+  }
+  if (!versions.empty())
+    fmt::print(out, "Versions the logs print: {}\n", fmt::join(versions, ", "));
   std::size_t failures = 0, warnings = 0;
   for (const auto& d : e.diagnoses) ++(d.sig->kind == line_kind::failure ? failures : warnings);
   std::size_t n = 0;

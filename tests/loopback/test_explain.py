@@ -107,6 +107,10 @@ class ExplainsRealLogs(unittest.TestCase):
         code, doc, _ = explain(os.path.join(two, "node1.log"), os.path.join(two, "node2.log"))
         self.assertEqual([c["command"] for c in doc["checks_across"]],
                          ["pairperf mesh --hosts node1:18515,node2:18515 --transport tcp"])
+        r = subprocess.run([pp.BIN, "explain", os.path.join(two, "node1.log"), os.path.join(two, "node2.log")],
+                           capture_output=True, text=True, timeout=60)
+        self.assertIn("Versions the logs print: nccl 2.21.5 (", r.stdout)
+        self.assertIn("node2.log advertises 10.38.0.5 on ib0; ", r.stdout)
         # One log, one host: no mesh.
         code, doc, _ = explain(os.path.join(two, "node1.log"))
         self.assertEqual(doc["checks_across"], [])
