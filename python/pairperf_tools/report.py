@@ -50,8 +50,12 @@ def panel_of(case):
     return f"{case['transport']} {case['test']}"
 
 
-def line_of(case):
-    parts = [f"tls={case['tls'] or 'default'}"] if case.get("tls") is not None and case["transport"] == "ucx" else []
+def line_of(case, panel_has_axis):
+    """A curve is one value of each of the case's own axes as the results name them: the
+    transport's axis value (case.tls: UCX_TLS for UCX, the provider for libfabric, any
+    transport's), the interface, the memory pair. No transport is named here: a panel whose
+    cases carry an axis value labels the library's default "default"."""
+    parts = [case.get("tls") or "default"] if panel_has_axis else []
     parts.append(case.get("iface") or "routed")
     mem = case.get("memory", ["host", "host"])
     if mem != ["host", "host"]:
@@ -67,13 +71,13 @@ def bandwidth_of(r):
 def collect(results_docs):
     """{panel: {line: [(size, result)]}} for streams and for ping-pongs, over every results file."""
     streams, pingpongs = {}, {}
-    for _, doc in results_docs:
-        for r in doc.get("results", []):
-            if r.get("status") != "ok":
-                continue
-            case = r["case"]
-            target = pingpongs if case["pattern"] == "pingpong" else streams
-            target.setdefault(panel_of(case), {}).setdefault(line_of(case), []).append((case["size_bytes"], r))
+    ok = [r for _, doc in results_docs for r in doc.get("results", []) if r.get("status") == "ok"]
+    with_axis = {panel_of(r["case"]) for r in ok if r["case"].get("tls")}
+    for r in ok:
+        case = r["case"]
+        panel = panel_of(case)
+        target = pingpongs if case["pattern"] == "pingpong" else streams
+        target.setdefault(panel, {}).setdefault(line_of(case, panel in with_axis), []).append((case["size_bytes"], r))
     for d in (streams, pingpongs):
         for panel in d.values():
             for line in panel.values():

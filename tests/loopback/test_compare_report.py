@@ -154,6 +154,29 @@ class History(unittest.TestCase):
                     self.assertIn(text, proc.stderr)
 
 
+class ReportLines(unittest.TestCase):
+    """report groups curves by the case's own axes (the transport's axis value, interface, memory),
+    never by a transport's name: a made-up transport's axis gets its own lines too."""
+
+    def test_a_made_up_transports_axis_values_are_separate_lines(self):
+        try:
+            from pairperf_tools import report
+        except ImportError as e:  # report draws with matplotlib
+            self.skipTest(f"python3-matplotlib is not installed here ({e})")
+
+        def result(transport, tls, size, iface="lo", memory=("host", "host")):
+            return {"status": "ok", "case": {"transport": transport, "test": "x_bw", "pattern": "stream_uni", "tls": tls,
+                                              "iface": iface, "memory": list(memory), "size_bytes": size},
+                    "bandwidth_Bps": {"receiver": 1e9}}
+        doc = {"results": [result("warp", "fast;slow", 8), result("warp", "fast;slow", 64), result("warp", "shm", 8),
+                           result("warp", "", 8), result("plain", "", 8), result("plain", "", 8, memory=("cuda", "host"))]}
+        streams, _ = report.collect([("f.json", doc)])
+        self.assertEqual(sorted(streams["warp x_bw"]), ["default lo", "fast;slow lo", "shm lo"])
+        self.assertEqual([s for s, _ in streams["warp x_bw"]["fast;slow lo"]], [8, 64])
+        # A transport without an axis value: lines by interface and memory only.
+        self.assertEqual(sorted(streams["plain x_bw"]), ["lo", "lo cuda,host"])
+
+
 class Report(unittest.TestCase):
     def test_history_series_are_drawn(self):
         with pp.tmpdir() as d:
