@@ -3,13 +3,13 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
-#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 
@@ -78,7 +78,8 @@ child_output read_child(int out_fd, int err_fd, std::chrono::milliseconds limit)
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     std::array<pollfd, 2> p{{{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}}};
-    const int ready = left.count() > 0 ? ::poll(p.data(), p.size(), static_cast<int>(left.count())) : 0;
+    const int ready =
+        left.count() > 0 ? ::poll(p.data(), p.size(), static_cast<int>(left.count())) : 0;
     if (ready < 0 && errno == EINTR) continue;
     if (ready == 0) {
       c.timed_out = true;
@@ -100,47 +101,69 @@ child_output read_child(int out_fd, int err_fd, std::chrono::milliseconds limit)
 
 }  // namespace
 
-self_probe_answer ask_self_probe(const self_probe_question& q, std::chrono::milliseconds limit,
-                                 const std::vector<std::string>& drop) {
+self_run run_self(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                  std::chrono::milliseconds limit) {
+  self_run r;
   std::array<int, 2> out_fds{};
   std::array<int, 2> err_fds{};
-  if (::pipe2(out_fds.data(), O_CLOEXEC) != 0)
-    return {"", fmt::format("pipe: {}", std::strerror(errno))};
+  if (::pipe2(out_fds.data(), O_CLOEXEC) != 0) {
+    r.spawn_error = fmt::format("pipe: {}", std::strerror(errno));
+    return r;
+  }
   const unique_fd out_read(out_fds[0]);
   unique_fd out_write(out_fds[1]);
-  if (::pipe2(err_fds.data(), O_CLOEXEC) != 0)
-    return {"", fmt::format("pipe: {}", std::strerror(errno))};
+  if (::pipe2(err_fds.data(), O_CLOEXEC) != 0) {
+    r.spawn_error = fmt::format("pipe: {}", std::strerror(errno));
+    return r;
+  }
   const unique_fd err_read(err_fds[0]);
   unique_fd err_write(err_fds[1]);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out_write.get(), STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, err_write.get(), STDERR_FILENO);
-  std::vector<std::string> env_text = child_environment(q.variable, drop);
-  std::vector<char*> env;
-  for (auto& t : env_text) env.push_back(t.data());
-  env.push_back(nullptr);
-  std::string arg0(q.program);
-  std::array<char*, 2> argv{arg0.data(), nullptr};
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  std::vector<std::string> env_text = env;
+  std::vector<char*> envp;
+  envp.reserve(env_text.size() + 1);
+  for (auto& t : env_text) envp.push_back(t.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = argv;
+  std::vector<char*> argp;
+  argp.reserve(args.size() + 1);
+  for (auto& t : args) argp.push_back(t.data());
+  argp.push_back(nullptr);
   pid_t pid = 0;
-  const int rc = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), env.data());
+  const int rc = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argp.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   out_write.reset();
   err_write.reset();
-  if (rc != 0) return {"", fmt::format("spawning {}: {}", q.what, std::strerror(rc))};
+  if (rc != 0) {
+    r.spawn_error = std::strerror(rc);
+    return r;
+  }
   child_output c = read_child(out_read.get(), err_read.get(), limit);
   if (c.timed_out) ::kill(pid, SIGKILL);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  while (::waitpid(pid, &r.status, 0) < 0 && errno == EINTR) {
   }
-  const std::string last_words = c.said.empty() ? std::string() : fmt::format(": {}", c.said);
-  if (c.timed_out)
+  r.out = std::move(c.text);
+  r.err = std::move(c.said);
+  r.timed_out = c.timed_out;
+  return r;
+}
+
+self_probe_answer ask_self_probe(const self_probe_question& q, std::chrono::milliseconds limit,
+                                 const std::vector<std::string>& drop) {
+  const self_run r = run_self({std::string(q.program)}, child_environment(q.variable, drop), limit);
+  if (!r.spawn_error.empty()) return {"", fmt::format("spawning {}: {}", q.what, r.spawn_error)};
+  const std::string last_words = r.err.empty() ? std::string() : fmt::format(": {}", r.err);
+  if (r.timed_out)
     return {"", fmt::format("{} did not finish within {:.0f} s{}", q.what,
                             std::chrono::duration<double>(limit).count(), last_words)};
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+  if (!WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0)
     return {"", fmt::format("{} failed (its process ended abnormally: {}){}", q.what,
-                            describe_wait_status(status), last_words)};
-  return {std::move(c.text), ""};
+                            describe_wait_status(r.status), last_words)};
+  return {r.out, ""};
 }
 
 }  // namespace pairperf

@@ -33,6 +33,20 @@ struct self_probe_question {
 self_probe_answer ask_self_probe(const self_probe_question& q, std::chrono::milliseconds limit,
                                  const std::vector<std::string>& drop = {});
 
+// A run of this binary again (/proc/self/exe) with other arguments: what ask_self_probe does,
+// and what `explain --check` does with a pairperf command. `argv[0]` names it (ps, strace);
+// `env` is its whole environment; it reads /dev/null. It is waited for at most `limit`, then
+// killed (by its PID).
+struct self_run {
+  std::string out;          // what it wrote on stdout
+  std::string err;          // the last 2 KiB of its stderr, trailing blanks trimmed
+  int status = 0;           // waitpid's status (describe_wait_status)
+  bool timed_out = false;   // killed at `limit`
+  std::string spawn_error;  // why it could not start ("" = it ran)
+};
+self_run run_self(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                  std::chrono::milliseconds limit);
+
 // How a child process ended, from waitpid's status: "exit 3", "signal SIGKILL".
 std::string describe_wait_status(int status);
 

@@ -199,13 +199,11 @@ bool has_fact(const explanation& e, const std::string& kind, const diagnosis& d)
   return false;
 }
 
-void rank_causes(const explanation& e, diagnosis& d) {
+// `first_values`: each field's first value in the diagnosis; `failing_logs`: how many logs hold
+// a failure (the evidence several_logs).
+void rank_causes(const explanation& e, diagnosis& d,
+                 const std::map<std::string, std::string>& first_values, std::size_t failing_logs) {
   std::vector<ranked_cause> supported, plain, unshown;
-  const auto first_values = [&] {
-    std::map<std::string, std::string> v;
-    for (const auto& [k, vals] : d.fields) v[k] = vals.front();
-    return v;
-  }();
   for (const auto& rule : d.sig->causes) {
     ranked_cause c{fill_text(rule.text, first_values), false, {}};
     if (rule.when_field.empty() && rule.when_evidence.empty()) {
@@ -228,12 +226,8 @@ void rank_causes(const explanation& e, diagnosis& d) {
     if (!rule.when_evidence.empty()) {
       if (rule.when_evidence == "several_logs") {
         // Failures in more than one log: the nodes failed together (a pair that cannot connect).
-        std::set<std::size_t> failing;
-        for (const auto& m : e.matches) {
-          if (m.sig->kind == line_kind::failure) failing.insert(m.log);
-        }
-        evidence_ok = failing.size() > 1;
-        if (evidence_ok) c.because = fmt::format("failures in {} of the logs", failing.size());
+        evidence_ok = failing_logs > 1;
+        if (evidence_ok) c.because = fmt::format("failures in {} of the logs", failing_logs);
       } else {
         evidence_ok = has_fact(e, rule.when_evidence, d);
         if (evidence_ok) {
@@ -388,11 +382,15 @@ explanation explain_logs(const explain_catalog& catalog, const std::vector<log_i
     }
   }
   suggest_mesh(e, options);
+  std::set<std::size_t> failing;
+  for (const auto& m : e.matches) {
+    if (m.sig->kind == line_kind::failure) failing.insert(m.log);
+  }
   for (auto& d : e.diagnoses) {
     std::map<std::string, std::string> first;
     for (const auto& [k, vals] : d.fields) first[k] = vals.front();
     d.meaning = fill_text(d.sig->meaning, first);
-    rank_causes(e, d);
+    rank_causes(e, d, first, failing.size());
     suggest_checks(e, d, options);
   }
   return e;

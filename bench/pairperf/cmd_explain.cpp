@@ -1,17 +1,13 @@
 // `pairperf explain LOG...`: failure logs in, diagnoses and the checks that prove them out
 // (diagnose/explain.h). --check runs the runnable checks here, as child pairperf processes with
 // the same binary, each bounded, and folds their verdicts into the answer.
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <poll.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <csignal>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +19,7 @@
 #include "bench/pairperf/private_files.h"
 #include "core/errors.h"
 #include "core/output.h"
+#include "core/self_probe.h"
 #include "core/units.h"
 #include "diagnose/explain.h"
 #include "harness/context.h"
@@ -35,7 +32,6 @@ namespace {
 
 constexpr const char* catalog_name = "explain-catalog.json";
 constexpr std::size_t tail_chars = 2000;
-constexpr std::size_t max_json_chars = 8u << 20;  // a doctor report is far smaller
 
 struct explain_args {
   std::vector<std::string> logs;
@@ -59,92 +55,15 @@ std::string catalog_path(const explain_args& a) {
   return found;
 }
 
-// What a check printed, each stream bounded to its tail (stdout kept whole up to a limit: a
-// doctor check's JSON report).
-struct child_output {
-  std::string out, err;
-  int exit_code = 1;
-  bool timed_out = false;
-  double elapsed_s = 0;
-};
-
-// Runs this binary with `args` (args[0] is replaced), the token in its environment, killed (by
-// its PID) when it outlives `bound`.
-child_output run_child(std::vector<std::string> args, std::chrono::nanoseconds bound,
-                       const std::string& token) {
-  child_output r;
-  args.front() = "/proc/self/exe";
-  std::vector<char*> argv;
-  argv.reserve(args.size() + 1);
-  for (auto& s : args) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  std::vector<std::string> env_store;
+// This process's environment for a check: the token (if any) in PAIRPERF_TOKEN, as every
+// command that talks to a server reads it.
+std::vector<std::string> check_environment(const std::string& token) {
+  std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, "PAIRPERF_TOKEN=", 15) != 0) env_store.emplace_back(*e);
+    if (std::strncmp(*e, "PAIRPERF_TOKEN=", 15) != 0) env.emplace_back(*e);
   }
-  if (!token.empty()) env_store.push_back("PAIRPERF_TOKEN=" + token);
-  std::vector<char*> envp;
-  envp.reserve(env_store.size() + 1);
-  for (auto& s : env_store) envp.push_back(s.data());
-  envp.push_back(nullptr);
-
-  int out_fds[2], err_fds[2];
-  if (::pipe2(out_fds, O_CLOEXEC) != 0 || ::pipe2(err_fds, O_CLOEXEC) != 0)
-    throw std::runtime_error(fmt::format("explain --check: pipe: {}", std::strerror(errno)));
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out_fds[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, err_fds[1], STDERR_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  pid_t pid = -1;
-  const auto start = std::chrono::steady_clock::now();
-  const int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(out_fds[1]);
-  ::close(err_fds[1]);
-  if (rc != 0) {
-    ::close(out_fds[0]);
-    ::close(err_fds[0]);
-    r.err = fmt::format("cannot start: {}", std::strerror(rc));
-    return r;
-  }
-  pollfd fds[2] = {{out_fds[0], POLLIN, 0}, {err_fds[0], POLLIN, 0}};
-  std::string* sinks[2] = {&r.out, &r.err};
-  int open_fds = 2;
-  while (open_fds > 0) {
-    const auto left = bound - (std::chrono::steady_clock::now() - start);
-    if (left <= std::chrono::nanoseconds::zero()) {
-      r.timed_out = true;
-      ::kill(pid, SIGKILL);
-      break;
-    }
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(left).count() + 1;
-    const int ready = ::poll(fds, 2, static_cast<int>(std::min<long long>(ms, 1000)));
-    if (ready < 0 && errno != EINTR) break;
-    for (int i = 0; i < 2 && ready > 0; ++i) {
-      if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
-      char buf[4096];
-      const ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
-      if (n <= 0) {
-        ::close(fds[i].fd);
-        fds[i].fd = -1;
-        --open_fds;
-        continue;
-      }
-      sinks[i]->append(buf, static_cast<std::size_t>(n));
-      const std::size_t keep = i == 0 ? max_json_chars : tail_chars;
-      if (sinks[i]->size() > 2 * keep) sinks[i]->erase(0, sinks[i]->size() - keep);
-    }
-  }
-  for (auto& f : fds) {
-    if (f.fd >= 0) ::close(f.fd);
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  r.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
+  if (!token.empty()) env.push_back("PAIRPERF_TOKEN=" + token);
+  return env;
 }
 
 std::string tail_of(std::string s) {
@@ -165,18 +84,26 @@ check_run run_check(const std::string& command, const std::vector<std::string>& 
     args.emplace_back("--json");
     args.emplace_back("-");
   }
-  const child_output c = run_child(args, bound, token);
+  const auto start = std::chrono::steady_clock::now();
+  const self_run c = run_self(args, check_environment(token),
+                              std::chrono::duration_cast<std::chrono::milliseconds>(bound));
   check_run r;
-  r.exit_code = c.exit_code;
-  r.elapsed_s = c.elapsed_s;
+  r.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.exit_code = WIFEXITED(c.status) ? WEXITSTATUS(c.status) : 128 + WTERMSIG(c.status);
   r.output_tail = tail_of(doctor ? c.err : c.out + c.err);
+  if (!c.spawn_error.empty()) {
+    r.exit_code = 1;
+    r.outcome = "failed";
+    r.output_tail = fmt::format("cannot start: {}", c.spawn_error);
+    return r;
+  }
   if (c.timed_out) {
     r.outcome = "failed";
     r.output_tail += fmt::format("\n(killed: it ran past --check-timeout, {:.0f} s)",
                                  std::chrono::duration<double>(bound).count());
     return r;
   }
-  if (c.exit_code != 0 && c.exit_code != 3 && c.exit_code != 4) {
+  if (r.exit_code != 0 && r.exit_code != 3 && r.exit_code != 4) {
     r.outcome = "failed";
     return r;
   }
@@ -202,10 +129,10 @@ check_run run_check(const std::string& command, const std::vector<std::string>& 
     r.findings = fmt::format("{}", fmt::join(lines, "\n"));
   }
   if (doctor && !subjects.empty()) {
-    r.outcome = on_subject ? "confirmed" : c.exit_code == 4 ? "inconclusive" : "not reproduced";
+    r.outcome = on_subject ? "confirmed" : r.exit_code == 4 ? "inconclusive" : "not reproduced";
   } else {
-    r.outcome = c.exit_code == 3   ? "confirmed"
-                : c.exit_code == 4 ? "inconclusive"
+    r.outcome = r.exit_code == 3   ? "confirmed"
+                : r.exit_code == 4 ? "inconclusive"
                                    : "not reproduced";
   }
   return r;
