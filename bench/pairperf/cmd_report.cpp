@@ -49,9 +49,11 @@ command add_report(CLI::App& root) {
   auto a = std::make_shared<report_args>();
   CLI::App* app = root.add_subcommand(
       "report",
-      "Pictures (PNG, SVG) and an index.html from results, compare, history, mesh and peer-curve "
-      "JSON files: bandwidth and latency vs size, before/after bars, series with their change "
-      "points, mesh heatmaps (matplotlib, scripts/report)");
+      "Pictures (PNG, SVG) and an index.html that stands alone, from results, compare, history, "
+      "mesh, doctor and peer-curve JSON files: bandwidth and latency vs size, before/after bars, "
+      "series with their change points, mesh heatmaps (matplotlib, scripts/report); the page adds "
+      "the outcome, both hosts side by side, a sortable table of every case with its lanes, noise "
+      "and verdict, and the findings");
   app->add_option("inputs", a->inputs, "JSON files or folders of them")->required();
   app->add_option("-o,--out", a->out, "Folder for the pictures")->required();
   return command{app, [a] { return report_command(*a); }};

@@ -8,18 +8,19 @@ Inputs (files or folders of them), told apart by their "schema" field:
   pairperf.history  `pairperf history --json`: each series of run values over time, its change
                     points marked, the newest run's verdict
   pairperf.mesh     `pairperf mesh --json`: bandwidth and latency matrices as heatmaps
-Writes PNG and SVG of each figure and an index.html that shows them with the context (hosts,
-versions, date). Units: bytes, GB/s = 1e9 B/s, microseconds.
+  pairperf.doctor   `pairperf doctor --json`: its findings with their severity (a table, no figure)
+Writes PNG and SVG of each figure and an index.html that stands alone (report_page.py): the
+outcome, both hosts side by side, a sortable table of every case with its lanes, noise and
+verdict, the findings, and the figures inlined. Units: bytes, GB/s = 1e9 B/s, microseconds.
 
 Exit codes: 0 pictures written; 1 matplotlib missing; 2 bad input (no file, not JSON, another schema,
 nothing to plot).
 """
 import argparse
-import html
 import os
 import sys
 
-from . import documents
+from . import documents, report_page
 
 try:
     import matplotlib
@@ -35,7 +36,11 @@ PANEL = (5, 3.6)  # inches per panel of the bandwidth and latency grids (up to t
 DPI = 100  # PNG pixels = inches x 100
 
 
-INPUTS = ("pairperf.result", "pairperf.peer", "pairperf.compare", "pairperf.history", "pairperf.mesh")
+INPUTS = ("pairperf.result", "pairperf.peer", "pairperf.compare", "pairperf.history", "pairperf.mesh",
+          "pairperf.doctor")
+# Each line of a panel its own marker and dash as well as its colour: the curves stay apart in greyscale.
+MARKERS = ("o", "s", "^", "D", "v", "x", "P", "*")
+DASHES = ("-", "-.", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)))
 HISTORY_PANELS = 24  # series drawn from one history (changed ones first); the JSON has them all
 
 
@@ -68,10 +73,20 @@ def bandwidth_of(r):
     return b.get("receiver") if b.get("receiver") is not None else b.get("sender")
 
 
+def measured(r):
+    """Whether a case's figures are drawn: it ended ok, or it measured and then missed an --expect
+    (the figure is sound; the table shows the verdict). Corrupt bytes void the figure."""
+    if r.get("status") == "ok":
+        return True
+    v = r.get("validation") or {}
+    return r.get("status") == "fail" and bool(r.get("verdict")) and not v.get("corrupt_bytes")
+
+
 def collect(results_docs):
-    """{panel: {line: [(size, result)]}} for streams and for ping-pongs, over every results file."""
+    """{panel: {line: [(size, result)]}} for streams and for ping-pongs, over every results file
+    (the measured cases)."""
     streams, pingpongs = {}, {}
-    ok = [r for _, doc in results_docs for r in doc.get("results", []) if r.get("status") == "ok"]
+    ok = [r for _, doc in results_docs for r in doc.get("results", []) if measured(r)]
     with_axis = {panel_of(r["case"]) for r in ok if r["case"].get("tls")}
     for r in ok:
         case = r["case"]
@@ -107,12 +122,20 @@ def style_axes(ax, ylabel, title):
     ax.legend(fontsize=7, loc="best")
 
 
-def save(fig, out, name, written):
+def save(fig, out, name, written, title, alt):
+    """Writes the figure as PNG and SVG; returns what the page needs of it."""
     for ext in ("png", "svg"):
         path = os.path.join(out, f"{name}.{ext}")
         fig.savefig(path, dpi=DPI)
         written.append(path)
     plt.close(fig)
+    return {"name": name, "title": title, "alt": alt}
+
+
+def panels_alt(what, panels):
+    """Alt text of a grid: what it plots, then each panel with its lines."""
+    return f"{what}. " + "; ".join(f"panel {p}: {len(lines)} line{'s' if len(lines) > 1 else ''} ({', '.join(lines)})"
+                                   for p, lines in sorted(panels.items()))
 
 
 def peer_curves(peer_docs, panel, metric):
@@ -140,18 +163,21 @@ def plot_bandwidth(streams, peer_docs, out, written):
         return None
     fig, axes = grid(len(streams))
     for ax, (panel, lines) in zip(axes, sorted(streams.items())):
-        for label, pts in lines.items():
+        for i, (label, pts) in enumerate(lines.items()):
             good = [(s, bandwidth_of(r)) for s, r in pts if bandwidth_of(r)]
-            ax.plot([s for s, _ in good], [b / 1e9 for _, b in good], marker="o", markersize=3, linewidth=1.4, label=label)
+            ax.plot([s for s, _ in good], [b / 1e9 for _, b in good], marker=MARKERS[i % len(MARKERS)], markersize=3,
+                    linestyle=DASHES[i % len(DASHES)], linewidth=1.4, label=label)
         for label, pts in peer_curves(peer_docs, panel, "bandwidth_Bps"):
             ax.plot([p[0] for p in pts], [p[1] / 1e9 for p in pts], linestyle="--", color=peer_color(ax, label),
                     linewidth=1.1, label=label)
         style_axes(ax, "bandwidth (GB/s = 1e9 B/s)", panel)
-    fig.suptitle("Bandwidth vs message size (receiver's figure; the sender's where only it exists; "
-                 "dashed: the peer tool)")
+    title = ("Bandwidth vs message size (receiver's figure; the sender's where only it exists; "
+             "dashed: the peer tool)")
+    fig.suptitle(title)
     fig.tight_layout()
-    save(fig, out, "bandwidth", written)
-    return "bandwidth"
+    return save(fig, out, "bandwidth", written, title,
+                panels_alt("Bandwidth in GB/s against message size, log-log, one panel per transport and test",
+                           streams))
 
 
 def plot_latency(pingpongs, peer_docs, out, written):
@@ -164,17 +190,19 @@ def plot_latency(pingpongs, peer_docs, out, written):
             c = colors[i % len(colors)]
             good = [(s, r["latency_s"]) for s, r in pts if r.get("latency_s")]
             xs = [s for s, _ in good]
-            ax.plot(xs, [l["p50"] * 1e6 for _, l in good], color=c, marker="o", markersize=3, linewidth=1.4,
-                    label=f"{label} p50")
+            ax.plot(xs, [l["p50"] * 1e6 for _, l in good], color=c, marker=MARKERS[i % len(MARKERS)], markersize=3,
+                    linewidth=1.4, label=f"{label} p50")
             ax.plot(xs, [l["p99"] * 1e6 for _, l in good], color=c, linestyle=":", linewidth=1.2, label=f"{label} p99")
         for label, pts in peer_curves(peer_docs, panel, "latency_p50_s"):
             ax.plot([p[0] for p in pts], [p[1] * 1e6 for p in pts], linestyle="--", color=peer_color(ax, label),
                     linewidth=1.1, label=f"{label} p50")
         style_axes(ax, "one-way latency (µs)", panel)
-    fig.suptitle("One-way latency vs message size: p50 (solid) and p99 (dotted); dashed: the peer tool's p50")
+    title = "One-way latency vs message size: p50 (solid) and p99 (dotted); dashed: the peer tool's p50"
+    fig.suptitle(title)
     fig.tight_layout()
-    save(fig, out, "latency", written)
-    return "latency"
+    return save(fig, out, "latency", written, title,
+                panels_alt("One-way latency in microseconds (p50 and p99) against message size, log-log, one panel "
+                           "per transport and test", pingpongs))
 
 
 def plot_compare(compare_docs, out, written):
@@ -197,9 +225,10 @@ def plot_compare(compare_docs, out, written):
         n_lo, n_hi = min(m["new"]) / base * 100, max(m["new"]) / base * 100
         after = m["new_median"] / base * 100
         color = "#c0392b" if m["regression"] else "#27ae60" if m["improvement"] else "#7f8c8d"
+        hatch = "///" if m["regression"] else "..." if m["improvement"] else None  # apart in greyscale too
         ax.barh(i - height / 2, 100, height, color="#d5dbdb", edgecolor="#95a5a6",
                 xerr=[[100 - b_lo], [b_hi - 100]], capsize=2, error_kw={"elinewidth": 0.8})
-        ax.barh(i + height / 2, after, height, color=color,
+        ax.barh(i + height / 2, after, height, color=color, hatch=hatch, edgecolor="black" if hatch else None,
                 xerr=[[max(0, after - n_lo)], [max(0, n_hi - after)]], capsize=2, error_kw={"elinewidth": 0.8})
         better = "higher is better" if m.get("higher_is_better") else "lower is better"
         ax.text(max(after, b_hi, n_hi) + 1, i, f"{m['change'] * 100:+.1f}% ({better})", va="center", fontsize=7)
@@ -209,13 +238,17 @@ def plot_compare(compare_docs, out, written):
     ax.axvline(100, color="black", linewidth=0.7)
     ax.set_xlabel("median of the runs as % of BASE (whiskers: the runs' range)")
     ax.set_title("pairperf compare: before (grey) and after")
-    ax.legend(handles=[Patch(color="#d5dbdb", label="before (BASE)"), Patch(color="#c0392b", label="after: regression"),
-                       Patch(color="#27ae60", label="after: improvement"),
+    ax.legend(handles=[Patch(color="#d5dbdb", label="before (BASE)"),
+                       Patch(facecolor="#c0392b", hatch="///", edgecolor="black", label="after: regression"),
+                       Patch(facecolor="#27ae60", hatch="...", edgecolor="black", label="after: improvement"),
                        Patch(color="#7f8c8d", label="after: no significant change")], fontsize=7, loc="lower right")
     ax.grid(True, axis="x", alpha=0.3)
     fig.tight_layout()
-    save(fig, out, "compare", written)
-    return "compare"
+    worse = sum(1 for _, m in rows if m["regression"])
+    better = sum(1 for _, m in rows if m["improvement"])
+    return save(fig, out, "compare", written, "pairperf compare: before and after",
+                f"Bars of {len(rows)} compared metrics, the new runs' median as a percentage of the baseline's: "
+                f"{worse} regressions, {better} improvements, the rest no significant change or inconclusive")
 
 
 def plot_history(history_docs, out, written):
@@ -252,12 +285,17 @@ def plot_history(history_docs, out, written):
             ax.set_xlabel("run (time order)")
             ax.grid(True, alpha=0.3)
         first, last = runs[0].get("time_utc") or runs[0]["file"], runs[-1].get("time_utc") or runs[-1]["file"]
-        fig.suptitle(f"pairperf history: {len(runs)} runs, {first} to {last}; dashed: change points "
-                     f"(red regression, green improvement, grey shift); diamond: the newest run", fontsize=9)
+        title = (f"pairperf history: {len(runs)} runs, {first} to {last}; dashed: change points "
+                 f"(red regression, green improvement, grey shift); diamond: the newest run")
+        fig.suptitle(title, fontsize=9)
         fig.tight_layout()
         name = "history" if len(history_docs) == 1 else f"history-{i + 1}"
-        save(fig, out, name, written)
-        names.append(name)
+        points = sum(len(s["change_points"]) for s in series)
+        names.append(save(fig, out, name, written, title,
+                          f"{len(series)} series of run values over {len(runs)} runs in time order, with "
+                          f"{points} change points marked: " +
+                          "; ".join(f"{s['key']} {s['metric']}: {len(s['change_points'])} change points, newest run "
+                                    f"{(s.get('latest') or {}).get('verdict', 'not judged')}" for s in series)))
     return names
 
 
@@ -292,55 +330,22 @@ def plot_mesh(mesh_docs, out, written):
                     elif grid[r][c] == grid[r][c]:  # not NaN
                         mark = {"slow link": "!", "noisy": "~"}.get(verdict, "")
                         ax.text(c, r, f"{grid[r][c]:.3g}{mark}", ha="center", va="center", color="white", fontsize=7)
-        fig.suptitle(f"pairperf mesh: {n} nodes, {doc['context'].get('pattern', '')} "
-                     f"(X: unreachable or error; !: slow link; ~: noisy alone too; grey: not measured)")
+        title = (f"pairperf mesh: {n} nodes, {doc['context'].get('pattern', '')} "
+                 f"(X: unreachable or error; !: slow link; ~: noisy alone too; grey: not measured)")
+        fig.suptitle(title)
         fig.tight_layout()
         name = "mesh" if len(mesh_docs) == 1 else f"mesh-{i + 1}"
-        save(fig, out, name, written)
-        names.append(name)
+        verdicts = [v for row in m["verdict"] for v in row if v]
+        counts = ", ".join(f"{verdicts.count(v)} {v}" for v in sorted(set(verdicts)))
+        names.append(save(fig, out, name, written, title,
+                          f"Heatmaps of bandwidth and one-way latency between {n} nodes ({', '.join(nodes)}), rows "
+                          f"the client, columns the server; pairs: {counts or 'none measured'}"))
     return names
-
-
-def context_rows(results_docs):
-    rows = []
-    for path, doc in results_docs:
-        ctx = doc.get("context", {})
-        tool = ctx.get("tool", {})
-        libs = ", ".join(f"{k} {v.get('version', '?')}" for k, v in tool.get("libraries", {}).items())
-        client, server = ctx.get("client", {}), ctx.get("server", {})
-        rows.append([os.path.basename(path), ctx.get("time_utc", "?"),
-                     f"{client.get('hostname', '?')} -> {server.get('hostname', '?')} ({ctx.get('server_address', '?')})",
-                     f"pairperf {tool.get('version', '?')} ({tool.get('git_revision', '?')}); {libs}",
-                     f"{client.get('kernel', '?')}; {client.get('cpu_model', '?')} x {client.get('cpus', '?')}",
-                     str(len(doc.get("results", [])))])
-    return rows
-
-
-def write_index(out, figures, results_docs, inputs):
-    head = ["file", "time (UTC)", "client -> server", "tool and libraries", "client host", "cases"]
-    table = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in context_rows(results_docs))
-    imgs = "".join(f'<h2>{html.escape(f)}</h2><p><img src="{f}.svg" alt="{f}" style="max-width:100%"> '
-                   f'<a href="{f}.png">PNG</a></p>' for f in figures)
-    page = f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>pairperf report</title>
-<style>body{{font-family:sans-serif;margin:2em;max-width:1100px}} td,th{{border:1px solid #ccc;padding:4px 8px;font-size:90%}}
-table{{border-collapse:collapse}}</style></head><body>
-<h1>pairperf report</h1>
-<p>From {html.escape(', '.join(inputs))}. Bandwidth in GB/s (1 GB = 1e9 bytes), latency one-way in
-microseconds, message sizes in bytes (K = 1024).</p>
-<table><tr>{''.join(f'<th>{h}</th>' for h in head)}</tr>{table}</table>
-{imgs}
-</body></html>
-"""
-    path = os.path.join(out, "index.html")
-    with open(path, "w") as f:
-        f.write(page)
-    return path
 
 
 def main(argv):
     ap = argparse.ArgumentParser(prog="pairperf report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("inputs", nargs="+", help="results, peer-curve, compare, history or mesh JSON files, or folders")
+    ap.add_argument("inputs", nargs="+", help="results, peer-curve, compare, history, mesh or doctor JSON files, or folders")
     ap.add_argument("--out", required=True, help="folder for the pictures and index.html")
     a = ap.parse_args(argv)
     try:
@@ -348,6 +353,15 @@ def main(argv):
     except documents.DocumentError as e:
         print(f"pairperf report: {e}", file=sys.stderr)
         return 2
+    # A document of the right kind but the wrong shape is refused here, with what is wrong, rather
+    # than drawn half or failing in the middle.
+    for path, doc in docs:
+        wrong = documents.errors(path, doc)
+        if wrong:
+            more = f" (and {len(wrong) - 3} more)" if len(wrong) > 3 else ""
+            print(f"pairperf report: not a valid {doc['schema']} document: {'; '.join(wrong[:3])}{more}",
+                  file=sys.stderr)
+            return 2
     results_docs = [d for d in docs if d[1]["schema"] == "pairperf.result"]
     peer_docs = [d for d in docs if d[1]["schema"] == "pairperf.peer"]
     compare_docs = [d for d in docs if d[1]["schema"] == "pairperf.compare"]
@@ -355,18 +369,19 @@ def main(argv):
     history_docs = [d for d in docs if d[1]["schema"] == "pairperf.history"]
     streams, pingpongs = collect(results_docs)
     os.makedirs(a.out, exist_ok=True)
-    written, figures = [], []
-    for f in (plot_bandwidth(streams, peer_docs, a.out, written), plot_latency(pingpongs, peer_docs, a.out, written),
-              plot_compare(compare_docs, a.out, written)):
-        if f:
-            figures.append(f)
+    written = []
+    figures = [f for f in (plot_bandwidth(streams, peer_docs, a.out, written),
+                           plot_latency(pingpongs, peer_docs, a.out, written),
+                           plot_compare(compare_docs, a.out, written)) if f]
     figures += plot_history(history_docs, a.out, written)
     figures += plot_mesh(mesh_docs, a.out, written)
-    if not figures:
-        print("pairperf report: nothing to plot (no ok results, comparison, history or mesh in the inputs)",
-              file=sys.stderr)
+    shown = [d for d in docs if d[1]["schema"] != "pairperf.peer"]
+    # A run where nothing worked is still shown (its outcome says why); peer curves alone are not.
+    if not figures and not any(d[1]["schema"] in ("pairperf.doctor", "pairperf.result") for d in shown):
+        print("pairperf report: nothing to show (no results, comparison, history, mesh or doctor report in the "
+              "inputs)", file=sys.stderr)
         return 2
-    written.append(write_index(a.out, figures, results_docs, a.inputs))
+    written.append(report_page.write(a.out, figures, shown, a.inputs))
     for w in written:
         print(w)
     return 0

@@ -231,6 +231,26 @@ def tmpdir():
     return tempfile.TemporaryDirectory(prefix="pairperf-test-")
 
 
+def mpi_env():
+    """LeakSanitizer cannot stop the world inside Open MPI's ranks ("does not work under ptrace"):
+    under `scripts/test --sanitize` the MPI tests keep ASan and UBSan but not leak checking (the
+    --hosts test, without MPI, keeps it)."""
+    env = dict(os.environ)
+    if "ASAN_OPTIONS" in env:
+        env["ASAN_OPTIONS"] += ":detect_leaks=0"
+    return env
+
+
+def mpirun():
+    """mpirun's command line start for ranks on this host (as root too)."""
+    return ["mpirun", "--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
+
+
+def has_mesh():
+    proc, _ = run(["mesh", "--help"], timeout=30)
+    return proc.returncode == 0
+
+
 class SoftRoceSuite(unittest.TestCase):
     """A suite script run once in scripts/softroce-vm for the whole class; its JSON results come
     back as self.docs (by file name). Subclasses set SUITE, TIMEOUT and EXTRA_ADDS."""

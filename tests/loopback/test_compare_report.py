@@ -216,8 +216,8 @@ class Report(unittest.TestCase):
             self.assertIn("GB/s = 1e9 B/s", svg)
             with open(os.path.join(out, "index.html")) as f:
                 index = f.read()
-            for needle in ("bandwidth.svg", "latency.svg", "compare.svg", "fixture-a -&gt; fixture-b", "ucx 1.13.1",
-                           "2026-11-21T19:00:00Z"):
+            for needle in ("bandwidth.svg", "latency.svg", "compare.svg", "<td>fixture-a</td><td>fixture-b</td>",
+                           "ucx 1.13.1", "2026-11-21T19:00:00Z"):
                 self.assertIn(needle, index)
         self.assertLess(took, 60)
 
@@ -226,12 +226,17 @@ class Report(unittest.TestCase):
             proc, _ = pp.run(["report", os.path.join(d, "nothing.json"), "--out", d], timeout=60)
             self.assertEqual(proc.returncode, 2)
             self.assertIn("no such file", proc.stderr)
-            doctor = os.path.join(d, "doctor.json")
-            with open(doctor, "w") as f:
-                json.dump({"schema": "pairperf.doctor", "schema_version": "1.0.0"}, f)
-            proc, _ = pp.run(["report", doctor, "--out", d], timeout=60)
+            info = os.path.join(d, "info.json")
+            with open(info, "w") as f:
+                json.dump({"schema": "pairperf.info", "schema_version": "1.0.0"}, f)
+            proc, _ = pp.run(["report", info, "--out", d], timeout=60)
             self.assertEqual(proc.returncode, 2)
             self.assertIn("is not pairperf.result", proc.stderr)
+            peer_only = os.path.join(d, "peer")
+            os.makedirs(peer_only)
+            proc, _ = pp.run(["report", PEER, "--out", peer_only], timeout=60)
+            self.assertEqual(proc.returncode, 2)
+            self.assertIn("nothing to show", proc.stderr)
             proc, _ = pp.run(["report", "--out", d], timeout=60)
             self.assertEqual(proc.returncode, 2)
 

@@ -19,25 +19,10 @@ from pairperf_tools import netns  # noqa: E402 (pairperf_testlib puts python/ on
 TAG = str(os.getpid() % 10000)
 
 
-def mpi_env():
-    """LeakSanitizer cannot stop the world inside Open MPI's ranks ("does not work under ptrace"):
-    under `scripts/test --sanitize` the MPI tests keep ASan and UBSan but not leak checking (the
-    --hosts test, without MPI, keeps it)."""
-    env = dict(os.environ)
-    if "ASAN_OPTIONS" in env:
-        env["ASAN_OPTIONS"] += ":detect_leaks=0"
-    return env
-
-
-def has_mesh():
-    proc, _ = pp.run(["mesh", "--help"], timeout=30)
-    return proc.returncode == 0
-
-
 REASON = None
 if shutil.which("mpirun") is None:
     REASON = "mpirun is not installed (scripts/setup installs openmpi-bin)"
-elif not has_mesh():
+elif not pp.has_mesh():
     REASON = "this pairperf was built without MPI (no `mesh` command)"
 if REASON:
     print(f"SKIP: {REASON}", flush=True)
@@ -90,12 +75,6 @@ class CpuLimit:
 
 @unittest.skipIf(REASON is not None, REASON or "")
 class LocalMesh(unittest.TestCase):
-    def mpirun(self):
-        args = ["mpirun", "--oversubscribe"]
-        if os.geteuid() == 0:
-            args.append("--allow-run-as-root")
-        return args
-
     def test_four_ranks_on_localhost(self):
         # The issue's job: 4 ranks on this 2-core host, retests on. Pairs whose processes waited for a CPU are
         # never slow links: ok, contention, or noisy (then exit 4, naming the oversubscribed host). This VM's
@@ -103,8 +82,8 @@ class LocalMesh(unittest.TestCase):
         # directions of a pair can differ that much, an asymmetric link finding (3), the only finding allowed.
         with pp.tmpdir() as d:
             out = os.path.join(d, "mesh.json")
-            proc = subprocess.run(self.mpirun() + ["-np", "4", pp.BIN, "mesh", "--iface", "lo", "--duration", "0.05s",
-                                                   "--json", out], capture_output=True, text=True, timeout=300, env=mpi_env())
+            proc = subprocess.run(pp.mpirun() + ["-np", "4", pp.BIN, "mesh", "--iface", "lo", "--duration", "0.05s",
+                                                   "--json", out], capture_output=True, text=True, timeout=300, env=pp.mpi_env())
             self.assertIn(proc.returncode, (0, 3, 4), proc.stdout + proc.stderr)
             self.assertEqual(pp.schema_errors(out), [])
             doc = pp.load(out)
@@ -145,8 +124,8 @@ class LocalMesh(unittest.TestCase):
             mesh = [pp.BIN, "mesh", "--iface", "lo", "--transport", "ucx", "--test", "tag_bw", "--sizes", "1M",
                     "--duration", "0.1s", "--json", out]
             limited = ["sh", "-c", f'echo $$ > {limit.procs} && exec "$@"', "limited"] + mesh
-            proc = subprocess.run(self.mpirun() + ["-np", "4"] + mesh + [":", "-np", "1"] + limited,
-                                  capture_output=True, text=True, timeout=300, env=mpi_env())
+            proc = subprocess.run(pp.mpirun() + ["-np", "4"] + mesh + [":", "-np", "1"] + limited,
+                                  capture_output=True, text=True, timeout=300, env=pp.mpi_env())
             print(proc.stdout[-3000:], flush=True)
             self.assertEqual(proc.returncode, 4, proc.stdout + proc.stderr)
             self.assertEqual(pp.schema_errors(out), [])
@@ -300,7 +279,7 @@ class MeshScale(unittest.TestCase):
             out = os.path.join(d, "scale.json")
             proc = subprocess.run([sys.executable, os.path.join(pp.SOURCE_DIR, "scripts", "mesh-scale"), "--nodes", "2,4",
                                    "--duration", "0.05s", "--pairperf", pp.BIN, "--json", out],
-                                  capture_output=True, text=True, timeout=300, env=mpi_env())
+                                  capture_output=True, text=True, timeout=300, env=pp.mpi_env())
             self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
             doc = pp.load(out)
         measured = {r["nodes"]: r for r in doc["measured"]}
