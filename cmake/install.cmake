@@ -96,7 +96,8 @@ if(PAIRPERF_HAVE_OFI)
   # dlopen()ed by the OFI transport, so dpkg-shlibdeps cannot see it.
   set(CPACK_DEBIAN_RUNTIME_PACKAGE_DEPENDS "python3, libfabric1 (>= 1.14)")
 endif()
-set(CPACK_DEBIAN_RUNTIME_PACKAGE_RECOMMENDS "python3-matplotlib")
+# `pairperf report` draws with matplotlib and checks its inputs against their schemas.
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_RECOMMENDS "python3-matplotlib, python3-jsonschema")
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SUGGESTS "pairperf-mpi, ucx-utils, ibverbs-utils, iperf3")
 set(CPACK_DEBIAN_RUNTIME_DESCRIPTION
     "latency and bandwidth between two endpoints, with the path the bytes took

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace pairperf {
 namespace {
 
@@ -101,9 +103,38 @@ void console_reporter::finalize() {
   std::fflush(m_out);
 }
 
+double estimate_left_s(std::size_t done, std::size_t left, double elapsed_s, double per_case_s) {
+  if (per_case_s <= 0) return -1;
+  const double planned_done = static_cast<double>(done) * per_case_s;
+  const double pace = done == 0 ? 1.0 : std::clamp(elapsed_s / planned_done, 0.2, 5.0);
+  return static_cast<double>(left) * per_case_s * pace;
+}
+
+namespace {
+
+std::string clock_text(double seconds) {
+  const auto s = static_cast<long long>(std::max(0.0, seconds) + 0.5);
+  if (s >= 3600) return fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60);
+  return fmt::format("{}:{:02}", s / 60, s % 60);
+}
+
+}  // namespace
+
+std::string progress_text(const test_case& c, std::size_t total, double elapsed_s, double left_s) {
+  const auto percent = total == 0 ? 0 : c.index * 100 / total;
+  std::string text = fmt::format("[{}/{} {}%] {} {} {}{}  {} elapsed", c.index + 1, total, percent,
+                                 c.transport, c.test, format_size(c.size_bytes),
+                                 c.iface.empty() ? "" : " " + c.iface, clock_text(elapsed_s));
+  if (left_s >= 0) text += fmt::format(", ~{} left", clock_text(left_s));
+  return text;
+}
+
 void progress_reporter::case_started(const test_case& c, std::size_t total) {
-  fmt::print(m_out, "\r\033[K[{}/{}] {} {} {} {}", c.index + 1, total, c.transport, c.test,
-             format_size(c.size_bytes), c.iface.empty() ? "" : c.iface);
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count();
+  const std::size_t left = total > m_done ? total - m_done : 0;
+  fmt::print(m_out, "\r\033[K{}",
+             progress_text(c, total, elapsed, estimate_left_s(m_done, left, elapsed, m_per_case_s)));
   std::fflush(m_out);
 }
 

@@ -260,15 +260,17 @@ std::string default_results_path() {
   return fmt::format("results/runs/{}-{}.json", stamp, host);
 }
 
-// Where results go: a progress line on a terminal, the table, the results file (`json_path`, ""
-// for none; checked now, so a path that cannot be written fails before the sweep) and JSON lines.
-multi_reporter make_reporters(const run_args& a, rate_unit unit, std::string& json_path) {
+// Where results go: a progress line on a terminal (elapsed time, and the time left from
+// `per_case_s`), the table, the results file (`json_path`, "" for none; checked now, so a path
+// that cannot be written fails before the sweep) and JSON lines.
+multi_reporter make_reporters(const run_args& a, rate_unit unit, std::string& json_path,
+                              double per_case_s) {
   const bool json_stdout = a.json == "-" || a.jsonl == "-";
   if (a.json == "-" && a.jsonl == "-")
     throw usage_error("--json - and --jsonl - both ask for stdout");
   multi_reporter out;
   if (!a.quiet && ::isatty(STDERR_FILENO) == 1)
-    out.add(std::make_unique<progress_reporter>(stderr));
+    out.add(std::make_unique<progress_reporter>(stderr, per_case_s));
   if (!a.quiet) out.add(std::make_unique<console_reporter>(json_stdout ? stderr : stdout, unit));
   json_path = a.no_json ? std::string() : (a.json.empty() ? default_results_path() : a.json);
   if (!json_path.empty()) out.add(std::make_unique<json_reporter>(json_path, a.json.empty()));
@@ -321,7 +323,8 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   // "-" puts the results on stdout; the table then goes to stderr so stdout stays JSON.
   const bool json_stdout = a.json == "-" || a.jsonl == "-";
   std::string json_path;
-  multi_reporter out = make_reporters(a, unit, json_path);
+  multi_reporter out = make_reporters(
+      a, unit, json_path, planned_seconds(o) / static_cast<double>(std::max<std::size_t>(o.cases.size(), 1)));
   // The transports of this run's cases: only their libraries are described (and loaded or
   // probed) on this side and on a local server.
   std::vector<std::string> used;

@@ -13,8 +13,8 @@ Writes PNG and SVG of each figure and an index.html that stands alone (report_pa
 outcome, both hosts side by side, a sortable table of every case with its lanes, noise and
 verdict, the findings, and the figures inlined. Units: bytes, GB/s = 1e9 B/s, microseconds.
 
-Exit codes: 0 pictures written; 1 matplotlib missing; 2 bad input (no file, not JSON, another schema,
-nothing to plot).
+Exit codes: 0 pictures written; 1 matplotlib or jsonschema missing; 2 bad input (no file, not JSON,
+another schema, a document its schema refuses, nothing to show).
 """
 import argparse
 import os
@@ -26,6 +26,12 @@ try:
     import matplotlib
 except ImportError:
     sys.exit("pairperf report: needs matplotlib for python3 (Debian: apt-get install python3-matplotlib)")
+
+try:
+    import jsonschema  # noqa: F401 (documents.errors checks each input against its schema)
+except ImportError:
+    sys.exit("pairperf report: needs jsonschema for python3 to check its inputs (Debian: apt-get install "
+             "python3-jsonschema)")
 
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402

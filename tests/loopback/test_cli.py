@@ -67,8 +67,8 @@ class Progress(unittest.TestCase):
         import subprocess
         master, slave = pty.openpty()
         try:
-            proc = subprocess.run([pp.BIN, "run", "--no-json", "--sizes", "8,64", "-n", "20", "--test", "tcp_lat"],
-                                  stdout=subprocess.PIPE, stderr=slave, timeout=60)
+            proc = subprocess.run([pp.BIN, "run", "--no-json", "--sizes", "8,64,512,4K", "-d", "0.5s", "--test",
+                                   "tcp_lat"], stdout=subprocess.PIPE, stderr=slave, timeout=60)
             os.close(slave)
             slave = None
             seen = b""
@@ -85,8 +85,13 @@ class Progress(unittest.TestCase):
                 os.close(slave)
             os.close(master)
         self.assertEqual(proc.returncode, 0)
-        self.assertIn(b"[1/2] tcp tcp_lat 8", seen)
-        self.assertIn(b"[2/2] tcp tcp_lat 64", seen)
+        print(seen.decode(errors="replace").replace("\r", "\n"), flush=True)
+        # Each case's place, the time so far and the time left: at first the budgets alone (4 cases of
+        # 1.5 x 0.5 s + 0.3 s set-up), then at the pace the finished cases kept.
+        self.assertRegex(seen, rb"\[1/4 0%\] tcp tcp_lat 8 lo  \d+:\d\d elapsed, ~0:04 left")
+        for i, size in ((2, b"64"), (3, b"512"), (4, b"4K")):
+            self.assertRegex(seen, rb"\[%d/4 %d%%\] tcp tcp_lat %s lo  \d+:\d\d elapsed, ~\d+:\d\d left"
+                             % (i, (i - 1) * 25, size))
         # Not on a pipe: stderr stays quiet.
         plain, _ = pp.run(["run", "--no-json", "--sizes", "8", "-n", "20", "--test", "tcp_lat"], timeout=60)
         self.assertEqual(plain.stderr, "")

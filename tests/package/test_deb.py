@@ -23,7 +23,7 @@ class DebInCleanDebian(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = pp.tmpdir()
         cls.root = os.path.join(cls.tmp.name, "root")
-        extra = ["--with", "python3-matplotlib"] + (["--mpi"] if HAVE_MPI else [])
+        extra = ["--with", "python3-matplotlib", "--with", "python3-jsonschema"] + (["--mpi"] if HAVE_MPI else [])
         why, cls.log = shiplib.make_rootfs(cls.root, *extra)
         if why:
             print(f"SKIP: {why}", flush=True)

@@ -39,6 +39,28 @@ TEST(ConsoleReporter, RowShowsSizeLatencyRateAndPath) {
   EXPECT_NE(console_reporter::header().find("lat p99"), std::string::npos);
 }
 
+TEST(ProgressLine, ShowsPlaceElapsedAndTimeLeft) {
+  const case_result r = sample_result();  // case index 2 (the third), 4K on eth0
+  EXPECT_EQ(progress_text(r.test, 20, 75.4, 1234.0),
+            "[3/20 10%] tcp tcp_lat 4K eth0  1:15 elapsed, ~20:34 left");
+  EXPECT_EQ(progress_text(r.test, 20, 3725, 0), "[3/20 10%] tcp tcp_lat 4K eth0  1:02:05 elapsed, ~0:00 left");
+  // No budget known: no estimate.
+  EXPECT_EQ(progress_text(r.test, 20, 2, -1), "[3/20 10%] tcp tcp_lat 4K eth0  0:02 elapsed");
+}
+
+TEST(ProgressLine, TimeLeftIsTheBudgetsAtTheFinishedCasesPace) {
+  // Nothing done: the budgets alone (10 cases of 0.5 s).
+  EXPECT_DOUBLE_EQ(estimate_left_s(0, 10, 0.0, 0.5), 5.0);
+  // 4 cases took 3 s against 2 s planned: the other 6 at 1.5x their budget.
+  EXPECT_DOUBLE_EQ(estimate_left_s(4, 6, 3.0, 0.5), 4.5);
+  // A first case that took 20x its budget (a slow set-up) counts at most 5x; skipped cases that
+  // took nothing at least 0.2x.
+  EXPECT_DOUBLE_EQ(estimate_left_s(1, 10, 10.0, 0.5), 25.0);
+  EXPECT_DOUBLE_EQ(estimate_left_s(5, 10, 0.0, 0.5), 1.0);
+  EXPECT_DOUBLE_EQ(estimate_left_s(3, 0, 1.0, 0.5), 0.0);
+  EXPECT_LT(estimate_left_s(3, 5, 1.0, 0), 0);  // no budget, no estimate
+}
+
 // A validated stream of GPU buffers is measured with the checker's copies in it (3.1 GB/s for a
 // 1076 GB/s cuda_ipc path on an H200): the row says so; host rows and unvalidated rows do not.
 TEST(ConsoleReporter, ValidatedGpuBandwidthIsMarkedAsTheCheckers) {
