@@ -133,8 +133,9 @@ void progress_reporter::case_started(const test_case& c, std::size_t total) {
   const double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count();
   const std::size_t left = total > m_done ? total - m_done : 0;
-  fmt::print(m_out, "\r\033[K{}",
-             progress_text(c, total, elapsed, estimate_left_s(m_done, left, elapsed, m_per_case_s)));
+  fmt::print(
+      m_out, "\r\033[K{}",
+      progress_text(c, total, elapsed, estimate_left_s(m_done, left, elapsed, m_per_case_s)));
   std::fflush(m_out);
 }
 

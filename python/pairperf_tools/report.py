@@ -128,6 +128,11 @@ def style_axes(ax, ylabel, title):
     ax.legend(fontsize=7, loc="best")
 
 
+def below_title(fig):
+    """Lays the panels out under the figure's title (tight_layout alone lets them overlap it)."""
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / fig.get_size_inches()[1]))
+
+
 def save(fig, out, name, written, title, alt):
     """Writes the figure as PNG and SVG; returns what the page needs of it."""
     for ext in ("png", "svg"):
@@ -180,7 +185,7 @@ def plot_bandwidth(streams, peer_docs, out, written):
     title = ("Bandwidth vs message size (receiver's figure; the sender's where only it exists; "
              "dashed: the peer tool)")
     fig.suptitle(title)
-    fig.tight_layout()
+    below_title(fig)
     return save(fig, out, "bandwidth", written, title,
                 panels_alt("Bandwidth in GB/s against message size, log-log, one panel per transport and test",
                            streams))
@@ -205,7 +210,7 @@ def plot_latency(pingpongs, peer_docs, out, written):
         style_axes(ax, "one-way latency (µs)", panel)
     title = "One-way latency vs message size: p50 (solid) and p99 (dotted); dashed: the peer tool's p50"
     fig.suptitle(title)
-    fig.tight_layout()
+    below_title(fig)
     return save(fig, out, "latency", written, title,
                 panels_alt("One-way latency in microseconds (p50 and p99) against message size, log-log, one panel "
                            "per transport and test", pingpongs))
@@ -294,7 +299,7 @@ def plot_history(history_docs, out, written):
         title = (f"pairperf history: {len(runs)} runs, {first} to {last}; dashed: change points "
                  f"(red regression, green improvement, grey shift); diamond: the newest run")
         fig.suptitle(title, fontsize=9)
-        fig.tight_layout()
+        below_title(fig)
         name = "history" if len(history_docs) == 1 else f"history-{i + 1}"
         points = sum(len(s["change_points"]) for s in series)
         names.append(save(fig, out, name, written, title,
@@ -339,7 +344,7 @@ def plot_mesh(mesh_docs, out, written):
         title = (f"pairperf mesh: {n} nodes, {doc['context'].get('pattern', '')} "
                  f"(X: unreachable or error; !: slow link; ~: noisy alone too; grey: not measured)")
         fig.suptitle(title)
-        fig.tight_layout()
+        below_title(fig)
         name = "mesh" if len(mesh_docs) == 1 else f"mesh-{i + 1}"
         verdicts = [v for row in m["verdict"] for v in row if v]
         counts = ", ".join(f"{verdicts.count(v)} {v}" for v in sorted(set(verdicts)))

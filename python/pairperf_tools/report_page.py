@@ -468,16 +468,21 @@ def write(out, figures, docs, inputs):
                                                    ["file", "kind", "verdict", "exit code", "counts and reasons"],
                                                    outcomes) if outcomes else "<p>No input carries a verdict.</p>"),
         hosts_section(results_docs),
-        cases_section(results_docs),
         "<h2 id=\"curves\">Curves</h2>" + curves if curves else "",
+        cases_section(results_docs),
         doctor_section(kinds.get("pairperf.doctor", [])), mesh, compare, history, rest]
+    names = {"outcome": "Outcome", "hosts": "The two hosts", "curves": "Curves", "cases": "Every case",
+             "doctor": "doctor", "mesh": "mesh", "compare": "compare", "history": "history"}
+    present = [k for k in names if any(x.startswith(f'<h2 id="{k}"') for x in sections)]
+    contents = ('<nav aria-label="sections"><p>' +
+                " · ".join(f'<a href="#{k}">{names[k]}</a>' for k in present) + "</p></nav>")
     page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>pairperf report</title><style>{STYLE}</style></head><body><main>
 <h1>pairperf report</h1>
 <p class="muted">From {esc(', '.join(inputs))}. Bandwidth in GB/s (1 GB = 1e9 bytes), latency one-way in
 microseconds, message sizes in bytes (K = 1024). This page stands alone: it loads nothing.</p>
-{''.join(sections)}
+{contents}{''.join(sections)}
 </main><script>{SCRIPT}</script></body></html>
 """
     path = os.path.join(out, "index.html")

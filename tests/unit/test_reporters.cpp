@@ -43,7 +43,8 @@ TEST(ProgressLine, ShowsPlaceElapsedAndTimeLeft) {
   const case_result r = sample_result();  // case index 2 (the third), 4K on eth0
   EXPECT_EQ(progress_text(r.test, 20, 75.4, 1234.0),
             "[3/20 10%] tcp tcp_lat 4K eth0  1:15 elapsed, ~20:34 left");
-  EXPECT_EQ(progress_text(r.test, 20, 3725, 0), "[3/20 10%] tcp tcp_lat 4K eth0  1:02:05 elapsed, ~0:00 left");
+  EXPECT_EQ(progress_text(r.test, 20, 3725, 0),
+            "[3/20 10%] tcp tcp_lat 4K eth0  1:02:05 elapsed, ~0:00 left");
   // No budget known: no estimate.
   EXPECT_EQ(progress_text(r.test, 20, 2, -1), "[3/20 10%] tcp tcp_lat 4K eth0  0:02 elapsed");
 }
