@@ -43,11 +43,14 @@ class ReportPage(unittest.TestCase):
         # Passes on UCX shared memory, misses elsewhere: the table shows both verdicts.
         proc, _ = pp.run(["run", "-t", "tcp,ucx,ofi", "--sizes", "8,1M", "-d", "0.05s", "-q", "--expect",
                           "transport=cma", "--json", run], timeout=300)
-        assert proc.returncode in (3, 4), proc.stderr
+        # 3: some cases missed the check; 4 when noise left them unjudged; 1 when a case errored (a CPU
+        # hog beside the test can make one time out). Each is a document the page must show.
+        assert proc.returncode in (1, 3, 4), f"run exit {proc.returncode}: {proc.stderr[-3000:]}"
+        print(f"run: exit {proc.returncode}; {proc.stderr.strip().splitlines()[-1:]}", flush=True)
         cls.run_doc = pp.load(run)
         doctor = os.path.join(d, "doctor.json")
         proc, _ = pp.run(["doctor", "--json", doctor], timeout=300)
-        assert proc.returncode in (0, 3, 4), proc.stderr
+        assert proc.returncode in (0, 3, 4), f"doctor exit {proc.returncode}: {proc.stderr[-3000:]}"
         cls.doctor_doc = pp.load(doctor)
         compare = os.path.join(d, "compare.json")
         pp.run(["compare", os.path.join(FIX, "base.json"), os.path.join(FIX, "new.json"), "--json", compare], timeout=60)
@@ -60,13 +63,13 @@ class ReportPage(unittest.TestCase):
             proc = subprocess.run(pp.mpirun() + ["-np", "3", pp.BIN, "mesh", "--iface", "lo", "--duration", "0.05s",
                                                  "--json", mesh], capture_output=True, text=True, timeout=300,
                                   env=pp.mpi_env())
-            assert proc.returncode in (0, 3, 4), proc.stdout + proc.stderr
+            assert proc.returncode in (0, 1, 3, 4), f"mesh exit {proc.returncode}: {proc.stdout[-2000:]}{proc.stderr[-2000:]}"
             cls.inputs.append(mesh)
         else:
             print("no mesh in the page: mpirun or this build's MPI mesh is missing", flush=True)
         cls.out = os.path.join(d, "report")
         proc, _ = pp.run(["report"] + cls.inputs + ["--out", cls.out], timeout=300)
-        assert proc.returncode == 0, proc.stderr
+        assert proc.returncode == 0, f"report exit {proc.returncode}: {proc.stderr[-3000:]}"
         cls.index = os.path.join(cls.out, "index.html")
         cls.page = browser.Page(width=1600)
         cls.url = cls.page.open(cls.index)
