@@ -9,11 +9,9 @@
 #include <set>
 
 #include "core/errors.h"
-#include "core/interfaces.h"
 #include "core/stats.h"
 #include "core/units.h"
 #include "host/noise.h"
-#include "transports/registry.h"
 
 namespace pairperf {
 namespace {
@@ -40,20 +38,6 @@ bool failed(const std::vector<case_result>& rs) {
   return rs.empty() || std::any_of(rs.begin(), rs.end(), [](const case_result& r) {
            return r.status == case_status::error || r.status == case_status::unreachable;
          });
-}
-
-// The variables that must agree between nodes: the libraries' own (the registry's: UCX_TLS,
-// UCX_NET_DEVICES), then NCCL's and Gloo's interfaces and NCCL's RDMA devices.
-std::vector<std::string> mesh_variables() {
-  auto out = transport_registry::instance().library_variables();
-  for (const char* v : {"NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA"})
-    out.emplace_back(v);
-  return out;
-}
-
-std::string value_or_unset(const nlohmann::json& env, const std::string& var) {
-  const auto it = env.find(var);
-  return it != env.end() && it->is_string() ? it->get<std::string>() : "(unset)";
 }
 
 }  // namespace
@@ -392,118 +376,6 @@ nlohmann::json mesh_matrices(int nodes, const std::vector<std::string>& names,
           {"verdict", status},
           {"pairs", list},
           {"layout", "row = client (measures towards), column = server; null = not measured"}};
-}
-
-std::vector<finding> compare_nodes(const std::vector<std::string>& names,
-                                   const std::vector<nlohmann::json>& hosts,
-                                   const std::vector<nlohmann::json>& envs) {
-  std::vector<finding> out;
-  const std::size_t n = names.size();
-  // Interfaces per node (up, with an address, not loopback).
-  std::vector<std::vector<interface_info>> ifaces(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    if (i >= hosts.size() || !hosts[i].contains("interfaces")) continue;
-    for (const auto& j : hosts[i].at("interfaces")) {
-      interface_info info = j.get<interface_info>();
-      if (info.up && !info.loopback && !info.addresses.empty())
-        ifaces[i].push_back(std::move(info));
-    }
-  }
-  std::map<std::string, std::vector<std::string>> where;  // interface name -> nodes that have it
-  for (std::size_t i = 0; i < n; ++i) {
-    for (const auto& f : ifaces[i]) where[f.name].push_back(names[i]);
-  }
-  for (const auto& [iface, have] : where) {
-    if (have.size() == n) continue;
-    std::vector<std::string> lack;
-    for (const auto& name : names) {
-      if (std::find(have.begin(), have.end(), name) == have.end()) lack.push_back(name);
-    }
-    out.push_back(finding{fmt::format("{}", fmt::join(lack, ",")), "interfaces",
-                          fmt::format("interface {} exists on {} but not on {}", iface,
-                                      fmt::join(have, ","), fmt::join(lack, ",")),
-                          "configure the same interface names on every node, or set each node's "
-                          "NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME / UCX_NET_DEVICES to its own",
-                          // Nodes may name their NICs differently and work: what breaks is a
-                          // variable naming one a node lacks (below).
-                          severity::advice});
-  }
-  // MTU mismatches within one IPv4 subnet.
-  std::map<std::string, std::map<unsigned, std::vector<std::string>>>
-      mtus;  // subnet -> mtu -> nodes
-  for (std::size_t i = 0; i < n; ++i) {
-    for (const auto& f : ifaces[i]) {
-      for (const auto& a : f.addresses) {
-        if (a.family != 2 /* AF_INET */) continue;
-        unsigned b[4] = {};
-        if (std::sscanf(a.address.c_str(), "%u.%u.%u.%u", &b[0], &b[1], &b[2], &b[3]) != 4)
-          continue;
-        const std::uint32_t ip = (b[0] << 24) | (b[1] << 16) | (b[2] << 8) | b[3];
-        const std::uint32_t mask = a.prefix_len == 0 ? 0 : ~std::uint32_t{0} << (32 - a.prefix_len);
-        const std::uint32_t net = ip & mask;
-        const std::string subnet = fmt::format("{}.{}.{}.{}/{}", net >> 24, (net >> 16) & 255,
-                                               (net >> 8) & 255, net & 255, a.prefix_len);
-        mtus[subnet][f.mtu].push_back(fmt::format("{}:{}", names[i], f.name));
-      }
-    }
-  }
-  for (const auto& [subnet, by_mtu] : mtus) {
-    if (by_mtu.size() < 2) continue;
-    std::vector<std::string> parts;
-    for (const auto& [mtu, who] : by_mtu)
-      parts.push_back(fmt::format("{} on {}", mtu, fmt::join(who, ",")));
-    out.push_back(finding{"pair", "MTU",
-                          fmt::format("MTU differs within {}: {}", subnet, fmt::join(parts, "; ")),
-                          "set one MTU on every interface of the subnet"});
-  }
-  // Variables: differing between nodes, and naming interfaces a node lacks.
-  for (const auto& var : mesh_variables()) {
-    std::map<std::string, std::vector<std::string>> values;
-    for (std::size_t i = 0; i < n; ++i) {
-      values[value_or_unset(i < envs.size() ? envs[i] : nlohmann::json::object(), var)].push_back(
-          names[i]);
-    }
-    if (values.size() > 1) {
-      std::vector<std::string> parts;
-      for (const auto& [v, who] : values)
-        parts.push_back(fmt::format("{}={} on {}", var, v, fmt::join(who, ",")));
-      out.push_back(finding{
-          "pair", var, fmt::format("{} differs between nodes: {}", var, fmt::join(parts, "; ")),
-          "set it to each node's reaching interface on every node (pairperf doctor "
-          "between two nodes names it)",
-          // Different values can each be right for their node; which pairs fail is said by the
-          // findings on what each value selects (and gloo's, by its rule).
-          severity::advice});
-    }
-    const bool socket_var =
-        std::string(var) == "NCCL_SOCKET_IFNAME" || std::string(var) == "GLOO_SOCKET_IFNAME";
-    if (!socket_var) continue;
-    for (std::size_t i = 0; i < n && i < envs.size(); ++i) {
-      const std::string v = value_or_unset(envs[i], var);
-      if (v == "(unset)") continue;
-      std::vector<std::string> names_here;
-      for (const auto& f : ifaces[i]) names_here.push_back(f.name);
-      const auto chosen = std::string(var) == "GLOO_SOCKET_IFNAME"
-                              ? [&] {
-                                  std::vector<std::string> hit;
-                                  for (const auto& x : split_list(v)) {
-                                    if (std::find(names_here.begin(), names_here.end(), x) != names_here.end())
-                                      hit.push_back(x);
-                                  }
-                                  return hit;
-                                }()
-                              : nccl_select(parse_nccl_filter(v), names_here);
-      if (chosen.empty()) {
-        out.push_back(finding{
-            names[i], var,
-            fmt::format("{}={} names no interface of {} (it has {})", var, v, names[i],
-                        names_here.empty() ? std::string("none")
-                                           : fmt::format("{}", fmt::join(names_here, ","))),
-            fmt::format("on {}: set {} to the interface that reaches the others", names[i], var)});
-      }
-    }
-  }
-  return out;
 }
 
 void print_matrix(std::FILE* out, const std::vector<std::string>& names,
