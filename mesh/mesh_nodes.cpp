@@ -139,6 +139,7 @@ void variable_findings(const std::vector<std::string>& names, const node_interfa
       const std::string v = value_or_unset(envs[i], var);
       if (v == "(unset)") continue;
       std::vector<std::string> names_here;
+      names_here.reserve(ifaces[i].size());
       for (const auto& f : ifaces[i]) names_here.push_back(f.name);
       if (!selected_by(var, v, names_here).empty()) continue;
       out.push_back(finding{
