@@ -60,6 +60,7 @@ Usage: scripts/compare-peers [--suite tcp|ucx|verbs|ofi|gpu|all] [--rounds N] [-
 import argparse
 import glob
 import json
+import math
 import os
 import re
 import shutil
@@ -68,12 +69,69 @@ import subprocess
 import sys
 import tempfile
 import time
+import typing
 
 from .processes import Background, free_port, run
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", ".."))
 HERE = os.path.dirname(os.path.realpath(__file__))
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+class Row(typing.NamedTuple):
+    """One compared metric: the two medians, their ratio against its target, and where the tools
+    ran in alternating rounds, each round's value (in the metric's unit), so the spread and the
+    ratio of each round's pair (the same minutes of the same machine) are shown beside it."""
+    metric: str
+    pairperf: float
+    peer: str
+    peer_value: float
+    ratio: float
+    target: str
+    meets: bool
+    pairperf_rounds: typing.Optional[list] = None
+    peer_rounds: typing.Optional[list] = None
+
+
+def judged(target, ratio):
+    op, bound = target.split()
+    return {"<=": ratio <= float(bound), ">=": ratio >= float(bound), "<": ratio < float(bound),
+            ">": ratio > float(bound)}[op]
+
+
+def rounds_row(metric, mine, peer, theirs, scale, target):
+    """A row from both tools' rounds: medians compared; the rounds kept, scaled to the unit."""
+    m, t = statistics.median(mine), statistics.median(theirs)
+    return Row(metric, m * scale, peer, t * scale, m / t, target, judged(target, m / t),
+               [v * scale for v in mine], [v * scale for v in theirs])
+
+
+MODE_GAP = 1.5  # a gap this wide (x) between the sorted rounds of both tools splits two modes
+
+
+def modes(row):
+    """Where the rounds of both tools fall into two levels (this VM's TCP runs at about 2 or about
+    6 GB/s from one run to the next, whichever tool runs): the split at the widest gap between the
+    sorted values, in log space, when it is MODE_GAP or wider, and each mode's medians and ratio.
+    None with one level (or no rounds)."""
+    if not row.pairperf_rounds or not row.peer_rounds:
+        return None
+    values = sorted(v for v in row.pairperf_rounds + row.peer_rounds if v > 0)
+    if len(values) < 4:
+        return None
+    gap, at = max((math.log(b / a), i) for i, (a, b) in enumerate(zip(values, values[1:])))
+    if gap < math.log(MODE_GAP):
+        return None
+    split = math.sqrt(values[at] * values[at + 1])
+    out = []
+    for name, keep in (("low", lambda v: v < split), ("high", lambda v: v >= split)):
+        mine = [v for v in row.pairperf_rounds if keep(v)]
+        theirs = [v for v in row.peer_rounds if keep(v)]
+        m = statistics.median(mine) if mine else None
+        t = statistics.median(theirs) if theirs else None
+        out.append({"mode": name, "split": split, "pairperf": m, "pairperf_rounds": len(mine), "peer_value": t,
+                    "peer_rounds": len(theirs), "ratio": m / t if m and t else None})
+    return out
 
 
 def pairperf(binary, test, size, seconds, pin=None):
@@ -194,9 +252,8 @@ def compare_ucx(a):
             order = [0, 1, 2, 3] if i % 2 == 0 else [1, 0, 3, 2]
             for k in order:
                 runs[k]()
-        lp, lu, bp, bu = (statistics.median(x) for x in (lat_pp, lat_up, bw_pp, bw_up))
-        rows.append((f"ucx {tls} tag_lat 8 B p50 (us)", lp * 1e6, "perftest", lu * 1e6, lp / lu, "<= 1.03", lp / lu <= 1.03))
-        rows.append((f"ucx {tls} tag_bw 1 MiB (GB/s)", bp / 1e9, "perftest", bu / 1e9, bp / bu, ">= 0.97", bp / bu >= 0.97))
+        rows.append(rounds_row(f"ucx {tls} tag_lat 8 B p50 (us)", lat_pp, "perftest", lat_up, 1e6, "<= 1.03"))
+        rows.append(rounds_row(f"ucx {tls} tag_bw 1 MiB (GB/s)", bw_pp, "perftest", bw_up, 1e-9, ">= 0.97"))
         figures[tls] = {"tag_lat_p50_s": {"pairperf": lat_pp, "ucx_perftest": lat_up}, "tag_bw_Bps": {"pairperf": bw_pp, "ucx_perftest": bw_up}}
     # The sweep: one pairperf command against a loop of ucx_perftest runs, same iterations.
     sizes = [1 << i for i in range(24)]
@@ -220,8 +277,10 @@ def compare_ucx(a):
             up_measured += 2 * r["overall_s"] * r["iterations"]
     up_wall = time.monotonic() - t0
     up_fixed = up_wall - up_measured
-    rows.append(("sweep 24 sizes x 3 TLS wall (s)", pp_wall, "perftest", up_wall, pp_wall / up_wall, "<= 0.07", pp_wall / up_wall <= 0.07))
-    rows.append(("sweep fixed cost: wall - measured (s)", pp_fixed, "perftest", up_fixed, pp_fixed / up_fixed, "<= 0.07", pp_fixed / up_fixed <= 0.07))
+    rows.append(Row("sweep 24 sizes x 3 TLS wall (s)", pp_wall, "perftest", up_wall, pp_wall / up_wall, "<= 0.07",
+                    pp_wall / up_wall <= 0.07))
+    rows.append(Row("sweep fixed cost: wall - measured (s)", pp_fixed, "perftest", up_fixed, pp_fixed / up_fixed, "<= 0.07",
+                    pp_fixed / up_fixed <= 0.07))
     per_case = ctx["overhead"].get("per_case_s", {}).get("median", 0.0)
     print(f"sweep: pairperf per-case overhead median {per_case * 1e3:.1f} ms, start-up {ctx['overhead']['setup_s']:.2f} s "
           f"(results context); ucx_perftest {up_fixed / len(sizes) / len(tls_sets) * 1e3:.0f} ms a run", file=sys.stderr)
@@ -280,9 +339,10 @@ def compare_ofi(a, providers=None):
             ]
             for k in ([0, 1, 2, 3] if i % 2 == 0 else [1, 0, 3, 2]):
                 runs[k]()
-        lp, lf, bp, bf = (statistics.median(samples[k]) for k in ("pp_lat", "fi_lat", "pp_bw", "fi_bw"))
-        rows.append((f"ofi {provider} tag latency 8 B mean (us)", lp * 1e6, "fi_pingpong", lf * 1e6, lp / lf, "<= 1.05", lp / lf <= 1.05))
-        rows.append((f"ofi {provider} ping-pong bw 1 MiB (GB/s)", bp / 1e9, "fi_pingpong", bf / 1e9, bp / bf, ">= 0.95", bp / bf >= 0.95))
+        rows.append(rounds_row(f"ofi {provider} tag latency 8 B mean (us)", samples["pp_lat"], "fi_pingpong",
+                               samples["fi_lat"], 1e6, "<= 1.05"))
+        rows.append(rounds_row(f"ofi {provider} ping-pong bw 1 MiB (GB/s)", samples["pp_bw"], "fi_pingpong",
+                               samples["fi_bw"], 1e-9, ">= 0.95"))
         figures[provider] = samples
     return rows, figures
 
@@ -374,24 +434,59 @@ def compare_sample_cost(a):
     # issue's absolute 8 ns is printed beside it, and holds only where the instruction allows.
     print(f"sample cost: {sample:.2f} ns a sample ({'meets' if sample <= 8.0 else 'misses'} the absolute 8 ns), "
           f"{peer} alone {floor:.2f} ns, steady clock {medians['BM_steady_clock_read']:.2f} ns", file=sys.stderr)
-    return ([("timing + recording one sample (ns)", sample, peer, floor, sample / floor, "<= 1.05", sample / floor <= 1.05)],
+    return ([Row("timing + recording one sample (ns)", sample, peer, floor, sample / floor, "<= 1.05", sample / floor <= 1.05)],
             {"sample_ns": sample, "floor_ns": floor, "floor": peer, "steady_clock_ns": medians["BM_steady_clock_read"],
              "meets_8ns": sample <= 8.0})
 
 
+def spread_text(values):
+    return f"{min(values):.3g}-{max(values):.3g}" if values else "-"
+
+
+def paired_ratios(row):
+    """Each round's pairperf value over the same round's peer value (the two ran in the same minutes)."""
+    if not row.pairperf_rounds or len(row.pairperf_rounds) != len(row.peer_rounds or []):
+        return []
+    return [m / t for m, t in zip(row.pairperf_rounds, row.peer_rounds) if t]
+
+
+def mode_text(m, peer):
+    def value(v, n):
+        return f"{v:.3f} ({n} rounds)" if v is not None else "- (0 rounds)"
+    ratio = f"ratio {m['ratio']:.3f}" if m["ratio"] is not None else "no ratio: one tool never ran in it"
+    return f"{m['mode']}: pairperf {value(m['pairperf'], m['pairperf_rounds'])} vs {peer} " \
+           f"{value(m['peer_value'], m['peer_rounds'])}, {ratio}"
+
+
+def row_json(r, m):
+    out = {"metric": r.metric, "pairperf": r.pairperf, "peer": r.peer, "peer_value": r.peer_value, "ratio": r.ratio,
+           "target": r.target, "meets": r.meets}
+    if r.pairperf_rounds:
+        out.update(pairperf_rounds=r.pairperf_rounds, peer_rounds=r.peer_rounds, round_ratios=paired_ratios(r))
+    if m:
+        out["modes"] = m
+    return out
+
+
 def print_rows(a, rows, report, where="on loopback"):
-    print(f"\npairperf vs peers {where}, medians of {a.rounds} alternating rounds")
-    width = max([36] + [len(r[0]) for r in rows])
-    print(f"{'metric':<{width}} {'pairperf':>10} {'peer':>9} {'peer value':>11} {'ratio':>7} {'target':>8}  verdict")
-    for name, mine, peer, theirs, ratio, target, ok in rows:
-        print(f"{name:<{width}} {mine:>10.3f} {peer:>9} {theirs:>11.3f} {ratio:>7.3f} {target:>8}  {'meets' if ok else 'misses'}")
-    report["ratios"] = {f"{r[0]} vs {r[2]}": r[4] for r in rows}  # one metric can have two peers
+    print(f"\npairperf vs peers {where}, medians of {a.rounds} alternating rounds; beside each median the rounds' "
+          f"range, and the range of each round's ratio (pairperf / the peer in the same round)")
+    width = max([36] + [len(r.metric) for r in rows])
+    print(f"{'metric':<{width}} {'pairperf':>10} {'(rounds)':>15} {'peer':>11} {'peer value':>11} {'(rounds)':>15} "
+          f"{'ratio':>7} {'(rounds)':>13} {'target':>8}  verdict")
+    for r in rows:
+        print(f"{r.metric:<{width}} {r.pairperf:>10.3f} {spread_text(r.pairperf_rounds):>15} {r.peer:>11} "
+              f"{r.peer_value:>11.3f} {spread_text(r.peer_rounds):>15} {r.ratio:>7.3f} {spread_text(paired_ratios(r)):>13} "
+              f"{r.target:>8}  {'meets' if r.meets else 'misses'}")
+    split = [(r, modes(r)) for r in rows]
+    for r, m in split:
+        if m:
+            print(f"  {r.metric}: two modes, split at {m[0]['split']:.3g}; "
+                  + "; ".join(mode_text(x, r.peer) for x in m))
+    report["ratios"] = {f"{r.metric} vs {r.peer}": r.ratio for r in rows}  # one metric can have two peers
     if a.json:
-        doc = {"schema": "pairperf.peer_ratios", "schema_version": "1.0.0", "suite": a.suite, "rounds": a.rounds,
-               "where": where, "rows": [{"metric": name, "pairperf": mine, "peer": peer, "peer_value": theirs,
-                                         "ratio": ratio, "target": target, "meets": ok}
-                                        for name, mine, peer, theirs, ratio, target, ok in rows],
-               "figures": report}
+        doc = {"schema": "pairperf.peer_ratios", "schema_version": "1.1.0", "suite": a.suite, "rounds": a.rounds,
+               "where": where, "rows": [row_json(r, m) for r, m in split], "figures": report}
         with open(a.json, "w") as f:
             json.dump(doc, f, indent=2)
 
@@ -486,18 +581,13 @@ def compare_gpu(a):
             step()
     rows = []
     for s in GPU_SIZES:
-        mine, theirs = statistics.median(fast[s]), statistics.median(memcpy[s])
-        rows.append((f"cuda_ipc tag_bw {s >> 20} MiB (GB/s)", mine / 1e9, "memcpyD2D", theirs / 1e9, mine / theirs, ">= 0.90", mine / theirs >= 0.90))
+        rows.append(rounds_row(f"cuda_ipc tag_bw {s >> 20} MiB (GB/s)", fast[s], "memcpyD2D", memcpy[s], 1e-9, ">= 0.90"))
     # The same UCX protocol through ucx_perftest: where both sit below cudaMemcpy, the gap is UCX's
     # (its rendezvous per message), not pairperf's.
     for s in GPU_SIZES:
-        mine, theirs = statistics.median(fast[s]), statistics.median(perftest[s])
-        rows.append((f"cuda_ipc tag_bw {s >> 20} MiB (GB/s)", mine / 1e9, "perftest", theirs / 1e9, mine / theirs, ">= 0.97", mine / theirs >= 0.97))
-    mine = statistics.median(fast[16 << 20])
-    lp, lu = statistics.median(lat_pp), statistics.median(lat_up)
-    rows.append((f"cuda,cuda tag_lat 8 B p50 (us)", lp * 1e6, "perftest", lu * 1e6, lp / lu, "<= 1.03", lp / lu <= 1.03))
-    slow = statistics.median(fallback)
-    rows.append((f"{GPU_FALLBACK_TLS} vs cuda_ipc 16 MiB (GB/s)", slow / 1e9, "cuda_ipc", mine / 1e9, slow / mine, "< 1", slow < mine))
+        rows.append(rounds_row(f"cuda_ipc tag_bw {s >> 20} MiB (GB/s)", fast[s], "perftest", perftest[s], 1e-9, ">= 0.97"))
+    rows.append(rounds_row("cuda,cuda tag_lat 8 B p50 (us)", lat_pp, "perftest", lat_up, 1e6, "<= 1.03"))
+    rows.append(rounds_row(f"{GPU_FALLBACK_TLS} vs cuda_ipc 16 MiB (GB/s)", fallback, "cuda_ipc", fast[16 << 20], 1e-9, "< 1"))
     print("\npath verdicts (pairperf's gpu_path for each TLS set):")
     for k, v in verdicts.items():
         print(f"  UCX_TLS={k}: {v}")
@@ -559,12 +649,11 @@ def compare_tcp(a):
 
     med = {k: statistics.median(v) for k, v in samples.items()}
     rows = [
-        ("tcp bandwidth 1 MiB (GB/s)", med["pp_bw"] / 1e9, "iperf3", med["iperf3_bw"] / 1e9, med["pp_bw"] / med["iperf3_bw"], ">= 1.0",
-         med["pp_bw"] / med["iperf3_bw"] >= 1.0),
-        ("tcp one-way latency 14 B p50 (us)", med["pp_lat14_p50"] * 1e6, "sockperf", med["sp_p50"] * 1e6,
-         med["pp_lat14_p50"] / med["sp_p50"], "<= 1.05", med["pp_lat14_p50"] / med["sp_p50"] <= 1.05),
-        ("tcp one-way latency 14 B avg (us)", med["pp_lat14_avg"] * 1e6, "sockperf", med["sp_avg"] * 1e6,
-         med["pp_lat14_avg"] / med["sp_avg"], "<= 1.05", med["pp_lat14_avg"] / med["sp_avg"] <= 1.05),
+        rounds_row("tcp bandwidth 1 MiB (GB/s)", samples["pp_bw"], "iperf3", samples["iperf3_bw"], 1e-9, ">= 1.0"),
+        rounds_row("tcp one-way latency 14 B p50 (us)", samples["pp_lat14_p50"], "sockperf", samples["sp_p50"], 1e6,
+                   "<= 1.05"),
+        rounds_row("tcp one-way latency 14 B avg (us)", samples["pp_lat14_avg"], "sockperf", samples["sp_avg"], 1e6,
+                   "<= 1.05"),
     ]
     print(f"tcp: pairperf tcp_lat 8 B p50 {med['pp_lat8_p50'] * 1e6:.3f} us (sockperf cannot send 8 B)", file=sys.stderr)
     return rows, {"samples": samples, "median": med}

@@ -4,6 +4,7 @@ results stream read as the document it streams, servers waited for by their list
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -12,7 +13,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 import unittest
 
 import pairperf_testlib as pp
-from pairperf_tools import documents, processes
+from pairperf_tools import compare_peers, documents, processes
 
 SCRIPTS = os.path.join(pp.SOURCE_DIR, "scripts")
 # The peer curves: the example in results/ and report's fixture. (tests/fixtures/report/{base,new}.json
@@ -51,7 +52,7 @@ class Schemas(unittest.TestCase):
         with pp.tmpdir() as d:
             no_points = json.loads(json.dumps(peer))
             no_points["series"][0]["points"] = []
-            bad_target = {"schema": "pairperf.peer_ratios", "schema_version": "1.0.0", "suite": "tcp", "rounds": 1,
+            bad_target = {"schema": "pairperf.peer_ratios", "schema_version": "1.1.0", "suite": "tcp", "rounds": 1,
                           "where": "on loopback", "figures": {"rounds": 1, "ratios": {}},
                           "rows": [{"metric": "m", "pairperf": 1, "peer": "iperf3", "peer_value": 1, "ratio": 1,
                                     "target": "about 1", "meets": True}]}
@@ -117,7 +118,7 @@ class ComparePeers(unittest.TestCase):
             self.skipTest(f"{', '.join(missing)} not installed (scripts/setup installs them)")
         with pp.tmpdir() as d:
             out = os.path.join(d, "peers.json")
-            r = script("compare-peers", "--suite", "tcp", "--rounds", "1", "--seconds", "1", "--json", out,
+            r = script("compare-peers", "--suite", "tcp", "--rounds", "2", "--seconds", "1", "--json", out,
                        "--pairperf", pp.BIN, timeout=300)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             self.assertEqual(pp.schema_errors(out), [])
@@ -128,6 +129,32 @@ class ComparePeers(unittest.TestCase):
             self.assertGreater(row["pairperf"], 0, row)
             self.assertGreater(row["peer_value"], 0, row)
             self.assertAlmostEqual(row["ratio"], row["pairperf"] / row["peer_value"], places=6)
+            # Each round kept; the median is theirs, and each round's ratio pairs the same round.
+            self.assertEqual(len(row["pairperf_rounds"]), 2)
+            self.assertAlmostEqual(row["pairperf"], statistics.median(row["pairperf_rounds"]), places=6)
+            self.assertEqual(row["round_ratios"], [m / t for m, t in zip(row["pairperf_rounds"], row["peer_rounds"])])
+            # The table prints the rounds' range beside the median.
+            low, high = min(row["pairperf_rounds"]), max(row["pairperf_rounds"])
+            self.assertIn(f"{low:.3g}-{high:.3g}", r.stdout)
+
+    def test_two_modes_are_told_apart(self):
+        # This VM's TCP stream runs at about 2 or about 6 GB/s from one run to the next, whichever
+        # tool runs: rounds of both tools in two levels are compared level by level.
+        row = compare_peers.rounds_row("bw", [2.0e9, 6.1e9, 2.1e9, 6.3e9], "peer", [5.0e9, 1.9e9, 5.2e9, 2.0e9], 1e-9,
+                                       ">= 1.0")
+        low, high = compare_peers.modes(row)
+        self.assertEqual((low["pairperf_rounds"], low["peer_rounds"], high["pairperf_rounds"], high["peer_rounds"]),
+                         (2, 2, 2, 2))
+        self.assertAlmostEqual(low["ratio"], 2.05 / 1.95)
+        self.assertAlmostEqual(high["ratio"], 6.2 / 5.1)
+        self.assertTrue(2.1 < low["split"] < 5.0)
+        # One level (a spread under 1.5x): no modes. Too few rounds: none either.
+        one = compare_peers.rounds_row("bw", [5.0e9, 5.6e9, 5.2e9], "peer", [4.8e9, 5.9e9, 5.1e9], 1e-9, ">= 1.0")
+        self.assertIsNone(compare_peers.modes(one))
+        self.assertIsNone(compare_peers.modes(compare_peers.rounds_row("bw", [2e9], "peer", [6e9], 1e-9, ">= 1.0")))
+        # A level only one tool reached has no ratio.
+        only = compare_peers.rounds_row("bw", [2.0e9, 2.1e9, 6.0e9], "peer", [2.0e9, 2.2e9, 2.1e9], 1e-9, ">= 1.0")
+        self.assertIsNone(compare_peers.modes(only)[1]["ratio"])
 
     def test_ofi_suite_compares_with_fi_pingpong_per_provider(self):
         if shutil.which("fi_pingpong") is None:
