@@ -452,7 +452,7 @@ def paired_ratios(row):
 
 def mode_text(m, peer):
     def value(v, n):
-        return f"{v:.3f} ({n} rounds)" if v is not None else "- (0 rounds)"
+        return f"{v:.3f} ({n} round{'' if n == 1 else 's'})" if v is not None else "- (0 rounds)"
     ratio = f"ratio {m['ratio']:.3f}" if m["ratio"] is not None else "no ratio: one tool never ran in it"
     return f"{m['mode']}: pairperf {value(m['pairperf'], m['pairperf_rounds'])} vs {peer} " \
            f"{value(m['peer_value'], m['peer_rounds'])}, {ratio}"
