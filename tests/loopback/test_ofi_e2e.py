@@ -6,6 +6,7 @@ endpoint name checked; a peer that dies mid-case; and doctor judging FI_PROVIDER
 side's libfabric."""
 import json
 import os
+import re
 import shutil
 import sys
 
@@ -36,7 +37,22 @@ if REASON:
 
 
 @unittest.skipIf(REASON is not None, REASON or "")
+def shm_regions_of_dead_processes():
+    """/dev/shm files of pairperf's shared-memory regions whose process is gone: a process killed
+    with SIGKILL (the peer-dying test's server) cannot remove its own."""
+    out = []
+    for name in os.listdir("/dev/shm") if os.path.isdir("/dev/shm") else []:
+        m = re.match(r"pairperf-(\d+)-", name)
+        if m and not os.path.exists(f"/proc/{m.group(1)}"):
+            out.append(os.path.join("/dev/shm", name))
+    return out
+
+
 class Ofi(unittest.TestCase):
+    @classmethod
+    def tearDownClass(cls):
+        for path in shm_regions_of_dead_processes():
+            os.unlink(path)
     def run_ofi(self, server, *args, env=None, timeout=300):
         with pp.tmpdir() as d:
             out = os.path.join(d, "r.json")
@@ -200,6 +216,22 @@ class Ofi(unittest.TestCase):
                 r = pp.load(out)["results"][0]
                 self.assertIn(r["status"], ("error", "unreachable"), r)
                 self.assertIn("case 1", r["message"])
+
+    def test_shm_regions_are_not_named_after_the_pid(self):
+        # libfabric's shm names its /dev/shm file after the process by default ("<pid>:<uid>:<n>"): a
+        # file left by a killed process made a later process of the same pid fail fi_enable with
+        # EBUSY once the pids came round (CI: "fi_enable: Device or resource busy"). pairperf names
+        # each region itself, unique to the process, the moment and the endpoint.
+        if shutil.which("strace") is None:
+            self.skipTest("strace is not installed (scripts/setup installs it)")
+        proc, trace = pp.traced(["run", "--no-json", "-t", "ofi", "--ofi-provider", "shm", "--test", "fi_tag_lat",
+                                 "--sizes", "8", "-n", "100"], calls="openat")
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        created = re.findall(r'openat\(AT_FDCWD, "/dev/shm/([^"]+)", [^)]*O_CREAT[^)]*O_EXCL', trace)
+        self.assertEqual(len(created), 2, trace[-3000:])  # one region a side
+        for name in created:
+            self.assertRegex(name, r"^pairperf-\d+-[0-9a-f]+-\d+:\d+:\d+$")
+        self.assertEqual(len(set(created)), 2)
 
     def test_a_run_without_ofi_cases_never_probes_libfabric(self):
         # Loading libfabric costs 0.3 s a process (the constructors of the psm libraries it links

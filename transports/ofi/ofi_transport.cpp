@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -106,6 +107,19 @@ std::string source_toward(const std::string& peer) {
   }
   ::close(fd);
   return out;
+}
+
+// A name for a shared-memory provider's region that no other process has had. libfabric's shm
+// names its file in /dev/shm after the process by default ("<pid>:<uid>:<endpoint>", libfabric
+// 1.17 prov/shm/src/smr_init.c smr_resolve_addr and smr_ep.c smr_endpoint_name); a process killed
+// with SIGKILL leaves its file, and once the pid comes round again (pid_max is 32768 here) a
+// new process of that pid finds the file, sees its own pid in it alive, and fi_enable fails with
+// EBUSY ("shm file in use", smr_util.c smr_retry_map). A node given with FI_SOURCE names the
+// region instead: the pid, a clock reading and a per-process count make it unique.
+std::string shared_memory_region_name() {
+  static std::atomic<unsigned> count{0};
+  return fmt::format("pairperf-{}-{:x}-{}", ::getpid(),
+                     std::chrono::steady_clock::now().time_since_epoch().count(), count++);
 }
 
 bool ip_format(std::uint32_t f) {
@@ -223,6 +237,9 @@ void ofi_transport::choose_info() {
     m_source_why =
         fmt::format("the provider ({} addresses)", ofi::text_of(&format, FI_TYPE_ADDR_FORMAT));
   }
+  if (source.empty() &&
+      ofi::kind_of_provider(list->fabric_attr->prov_name) == lane_kind::shared_memory)
+    source = shared_memory_region_name();
   if (!source.empty()) {
     ofi::info_ptr pinned = ofi::get_info(hints.get(), source.c_str(), FI_SOURCE, rc);
     if (pinned) {
