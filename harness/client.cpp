@@ -484,22 +484,4 @@ run_summary run_client(const client_options& options, reporter& out) {
   return run.run();
 }
 
-double planned_seconds(const client_options& options) {
-  const run_config& c = options.config;
-  // A warm-up and a pilot take about half a measured phase's budget; setup about 0.3 s.
-  const double phase = std::chrono::duration<double>(c.duration).count();
-  const double per_case = (c.repeat + 0.5) * phase + 0.3;
-  return per_case * static_cast<double>(std::max<std::size_t>(options.cases.size(), 1));
-}
-
-hello_request hello_of(const client_options& options) {
-  hello_request h;
-  h.token = options.token;
-  h.budget_s = planned_seconds(options);
-  h.wait_busy = options.wait_busy;
-  h.progress = options.busy_progress;
-  h.interrupted = options.interrupted;
-  return h;
-}
-
 }  // namespace pairperf

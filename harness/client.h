@@ -38,6 +38,8 @@ struct client_options {
 // What the cases should take, in seconds, as the server's queue estimate counts them: per case,
 // the warm-up and the measured phases' budgets and its setup. An estimate, never a bound.
 double planned_seconds(const client_options& options);
+// One case's share of it: the measured phases, the warm-up and pilot, the set-up.
+double planned_case_seconds(const run_config& config);
 
 // The hello this client says: its token, its planned time, and how long it waits its turn.
 hello_request hello_of(const client_options& options);

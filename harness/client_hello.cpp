@@ -9,6 +9,7 @@
 
 #include "core/interfaces.h"
 #include "core/units.h"
+#include "harness/client.h"
 #include "harness/context.h"
 
 namespace pairperf {
@@ -28,9 +29,8 @@ std::string seconds_text(std::chrono::nanoseconds d) {
 
 nlohmann::json say_hello(control_channel& channel, const hello_request& request, const timeouts& t,
                          std::optional<std::uint64_t> ticket, std::chrono::nanoseconds queue_wait) {
-  nlohmann::json hello{{"protocol", control_protocol_version},
-                       {"token", request.token},
-                       {"tool", tool_context()}};
+  nlohmann::json hello{
+      {"protocol", control_protocol_version}, {"token", request.token}, {"tool", tool_context()}};
   if (request.budget_s > 0) hello["budget_s"] = request.budget_s;
   if (ticket) hello["ticket"] = *ticket;
   channel.send(msg_type::hello, std::move(hello), "hello", t.handshake);
@@ -57,18 +57,19 @@ nlohmann::json say_hello(control_channel& channel, const hello_request& request,
     }
     const auto left = give_up - steady::now();
     if (left <= std::chrono::nanoseconds::zero()) {
-      throw step_error(error_kind::timeout, channel.place(),
-                       fmt::format("still queued at position {} after {}; the server is serving "
-                                   "other clients",
-                                   m.body.value("position", nlohmann::json()).dump(),
-                                   seconds_text(in_line)),
-                       ETIMEDOUT);
+      throw step_error(
+          error_kind::timeout, channel.place(),
+          fmt::format("still queued at position {} after {}; the server is serving "
+                      "other clients",
+                      m.body.value("position", nlohmann::json()).dump(), seconds_text(in_line)),
+          ETIMEDOUT);
     }
     wait = std::chrono::duration_cast<std::chrono::nanoseconds>(left);
   }
 }
 
-std::pair<control_channel, nlohmann::json> open_hello(const endpoint& server, const std::string& step,
+std::pair<control_channel, nlohmann::json> open_hello(const endpoint& server,
+                                                      const std::string& step,
                                                       const hello_request& request,
                                                       const timeouts& t) {
   const auto start = steady::now();
@@ -84,7 +85,8 @@ std::pair<control_channel, nlohmann::json> open_hello(const endpoint& server, co
     const std::string iface = interface_of_address(local_ip(fd.get()));
     control_channel channel(std::move(fd), where{"", server.to_string(), iface});
     try {
-      const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(give_up - steady::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(give_up - steady::now());
       nlohmann::json reply = say_hello(channel, request, t, ticket, left);
       if (said && request.progress != nullptr) {
         fmt::print(request.progress, "pairperf: {}: served after waiting {} ({} tries)\n",
@@ -122,12 +124,35 @@ std::pair<control_channel, nlohmann::json> open_hello(const endpoint& server, co
       const deadline_t wake = now + pause;
       while (steady::now() < wake) {
         if (request.interrupted != nullptr && request.interrupted->load() != 0)
-          throw step_error(error_kind::error, busy.place(), "interrupted while waiting for a busy server");
+          throw step_error(error_kind::error, busy.place(),
+                           "interrupted while waiting for a busy server");
         std::this_thread::sleep_for(std::min<std::chrono::nanoseconds>(
             wake - steady::now(), std::chrono::milliseconds(100)));
       }
     }
   }
+}
+
+// planned_case_seconds, planned_seconds and hello_of are declared in client.h.
+double planned_case_seconds(const run_config& c) {
+  // A warm-up and a pilot take about half a measured phase's budget; setup about 0.3 s.
+  const double phase = std::chrono::duration<double>(c.duration).count();
+  return (c.repeat + 0.5) * phase + 0.3;
+}
+
+double planned_seconds(const client_options& options) {
+  return planned_case_seconds(options.config) *
+         static_cast<double>(std::max<std::size_t>(options.cases.size(), 1));
+}
+
+hello_request hello_of(const client_options& options) {
+  hello_request h;
+  h.token = options.token;
+  h.budget_s = planned_seconds(options);
+  h.wait_busy = options.wait_busy;
+  h.progress = options.busy_progress;
+  h.interrupted = options.interrupted;
+  return h;
 }
 
 }  // namespace pairperf

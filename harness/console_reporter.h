@@ -30,9 +30,9 @@ class console_reporter final : public reporter {
 };
 
 // The time a sweep has left, from the cases' budgets: `left` cases of `per_case_s` each (what the
-// run planned: phases, warm-up and set-up; client.h planned_seconds), at the pace the `done` cases
-// kept to their budgets over `elapsed_s` (held to [0.2, 5] so that one slow set-up or a run of
-// skipped cases does not swing it). With nothing done yet, the budgets alone.
+// run planned: phases, warm-up and set-up; client.h planned_case_seconds), at the pace the `done`
+// cases kept to their budgets over `elapsed_s` (held to [0.2, 5] so that one slow set-up or a run
+// of skipped cases does not swing it). With nothing done yet, the budgets alone.
 double estimate_left_s(std::size_t done, std::size_t left, double elapsed_s, double per_case_s);
 
 // The progress line's text (no control characters): "[3/18 11%] tcp tcp_bw 64K lo  0:02 elapsed,

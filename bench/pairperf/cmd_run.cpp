@@ -323,9 +323,7 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   // "-" puts the results on stdout; the table then goes to stderr so stdout stays JSON.
   const bool json_stdout = a.json == "-" || a.jsonl == "-";
   std::string json_path;
-  multi_reporter out = make_reporters(
-      a, unit, json_path,
-      planned_seconds(o) / static_cast<double>(std::max<std::size_t>(o.cases.size(), 1)));
+  multi_reporter out = make_reporters(a, unit, json_path, planned_case_seconds(o.config));
   // The transports of this run's cases: only their libraries are described (and loaded or
   // probed) on this side and on a local server.
   std::vector<std::string> used;

@@ -50,13 +50,6 @@ DASHES = ("-", "-.", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)))
 HISTORY_PANELS = 24  # series drawn from one history (changed ones first); the JSON has them all
 
 
-def size_label(v, _pos=None):
-    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if v >= scale:
-            return f"{v / scale:g}{unit}"
-    return f"{v:g}"
-
-
 def panel_of(case):
     return f"{case['transport']} {case['test']}"
 
@@ -72,11 +65,6 @@ def line_of(case, panel_has_axis):
     if mem != ["host", "host"]:
         parts.append(",".join(mem))
     return " ".join(parts)
-
-
-def bandwidth_of(r):
-    b = r.get("bandwidth_Bps") or {}
-    return b.get("receiver") if b.get("receiver") is not None else b.get("sender")
 
 
 def measured(r):
@@ -119,7 +107,7 @@ def grid(n):
 def style_axes(ax, ylabel, title):
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.xaxis.set_major_formatter(FuncFormatter(size_label))
+    ax.xaxis.set_major_formatter(FuncFormatter(report_page.size_text))
     ax.set_xlabel("message size (bytes)")
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
@@ -175,7 +163,7 @@ def plot_bandwidth(streams, peer_docs, out, written):
     fig, axes = grid(len(streams))
     for ax, (panel, lines) in zip(axes, sorted(streams.items())):
         for i, (label, pts) in enumerate(lines.items()):
-            good = [(s, bandwidth_of(r)) for s, r in pts if bandwidth_of(r)]
+            good = [(s, b) for s, b in ((s, report_page.bandwidth_of(r)) for s, r in pts) if b]
             ax.plot([s for s, _ in good], [b / 1e9 for _, b in good], marker=MARKERS[i % len(MARKERS)], markersize=3,
                     linestyle=DASHES[i % len(DASHES)], linewidth=1.4, label=label)
         for label, pts in peer_curves(peer_docs, panel, "bandwidth_Bps"):

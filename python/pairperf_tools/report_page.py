@@ -104,11 +104,18 @@ def count(v):
     return len(v) if isinstance(v, list) else (v or 0)
 
 
-def size_text(v):
+def size_text(v, _pos=None):
+    """Bytes as 8, 64K, 1M (K = 1024); also the curves' tick labels (matplotlib's FuncFormatter)."""
     for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if v >= scale and v % scale == 0:
-            return f"{v // scale}{unit}"
-    return str(v)
+        if v >= scale:
+            return f"{v / scale:g}{unit}"
+    return f"{v:g}"
+
+
+def bandwidth_of(r):
+    """A result's bandwidth: the receiver's, the sender's where only it exists (one-sided put)."""
+    b = r.get("bandwidth_Bps") or {}
+    return b.get("receiver") if b.get("receiver") is not None else b.get("sender")
 
 
 def number(v, scale, digits=3):
@@ -275,8 +282,7 @@ def case_rows(results_docs):
             status = r.get("status", "?")
             noise = r.get("host_noise") or {}
             lat = r.get("latency_s") or {}
-            bw = r.get("bandwidth_Bps") or {}
-            bw_v = bw.get("receiver") if bw.get("receiver") is not None else bw.get("sender")
+            bw_v = bandwidth_of(r)
             noisy = noise.get("why") or "its processes waited for a CPU" if noise.get("noisy") else ""
             message = r.get("message", "")
             if r.get("error_code"):
