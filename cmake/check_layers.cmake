@@ -2,7 +2,8 @@
 # ctest against fixtures. Run as: cmake -DSOURCE_DIR=<tree> -P cmake/check_layers.cmake
 #
 # Each top-level folder is a layer and may include only the layers listed for it (its own
-# included); a transport's folder may include itself, the transport interface files at the top of
+# included); patterns/ (the measurement loops, templates over the transport type) stands on core
+# alone, so that every transport can instantiate them for its own class; a transport's folder may include itself, the transport interface files at the top of
 # transports/ and the allocators (transports/memory/), never another transport. An include whose
 # first path component is not a layer (a system header) is not checked.
 cmake_minimum_required(VERSION 3.20)
@@ -10,15 +11,16 @@ if(NOT SOURCE_DIR)
   message(FATAL_ERROR "check_layers: pass -DSOURCE_DIR=<source tree>")
 endif()
 
-set(layers core host transports harness diagnose analysis mesh bench)
+set(layers core patterns host transports harness diagnose analysis mesh bench)
 set(may_include_core core)
+set(may_include_patterns core patterns)
 set(may_include_host core host)
-set(may_include_transports core transports)
-set(may_include_harness core host transports harness)
-set(may_include_diagnose core host transports harness diagnose)
+set(may_include_transports core patterns transports)
+set(may_include_harness core patterns host transports harness)
+set(may_include_diagnose core patterns host transports harness diagnose)
 set(may_include_analysis core host analysis)
-set(may_include_mesh core host transports harness analysis mesh)
-set(may_include_bench core host transports harness diagnose analysis mesh bench)
+set(may_include_mesh core patterns host transports harness analysis mesh)
+set(may_include_bench core patterns host transports harness diagnose analysis mesh bench)
 
 set(violations "")
 foreach(layer IN LISTS layers)

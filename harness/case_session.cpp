@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/hex.h"
+#include "patterns/run.h"
 #include "transports/registry.h"
 
 namespace pairperf {
@@ -216,8 +217,8 @@ pattern_outcome case_session::run(std::uint64_t iterations, const where& place, 
   }
   // The measured phases are watched for host noise.
   if (measured) m_noise.begin();
-  const pattern_outcome out = run_pattern(*m_transport, run, buffers(), m_samples,
-                                          m_checker ? &*m_checker : nullptr, place);
+  const pattern_outcome out =
+      m_transport->run_phase(run, buffers(), m_samples, m_checker ? &*m_checker : nullptr, place);
   if (!measured) return out;
   m_noise.end();
   // Described now, as each measured phase ends: the client does it while the server does its

@@ -13,9 +13,9 @@
 #include "core/config.h"
 #include "core/result.h"
 #include "core/stats.h"
-#include "harness/patterns.h"
 #include "harness/payload.h"
 #include "host/noise.h"
+#include "patterns/pattern_types.h"
 #include "transports/memory/allocator.h"
 #include "transports/transport.h"
 

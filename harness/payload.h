@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "patterns/pattern_types.h"
+
 namespace pairperf {
 
 class allocator;
@@ -16,12 +18,12 @@ std::uint64_t count_corrupt(const std::byte* data, std::size_t n, std::uint64_t 
 
 // Fills and checks buffers of one allocator's memory type, staging through host memory when the
 // CPU cannot touch the buffer directly.
-class payload_checker {
+class payload_checker final : public message_check {
  public:
   payload_checker(allocator& send_alloc, allocator& recv_alloc, std::size_t size);
-  void fill(std::byte* buf, std::uint64_t seq);
+  void fill(std::byte* buf, std::uint64_t seq) override;
   // Returns the corrupt byte count of this message and adds it to the totals.
-  std::uint64_t check(const std::byte* buf, std::uint64_t seq);
+  std::uint64_t check(const std::byte* buf, std::uint64_t seq) override;
 
   [[nodiscard]] std::uint64_t messages_checked() const noexcept { return m_checked; }
   [[nodiscard]] std::uint64_t corrupt_bytes() const noexcept { return m_corrupt; }

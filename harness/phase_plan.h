@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "core/config.h"
-#include "harness/patterns.h"
+#include "patterns/pattern_types.h"
 
 namespace pairperf {
 

@@ -24,7 +24,7 @@ class fifo {
   [[nodiscard]] std::size_t size() const noexcept { return m_count; }
 
  private:
-  void grow() {
+  [[gnu::noinline]] void grow() {
     std::vector<T> bigger(m_items.size() * 2);
     for (std::size_t i = 0; i < m_count; ++i)
       bigger[i] = m_items[(m_head + i) & (m_items.size() - 1)];

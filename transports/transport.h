@@ -6,7 +6,9 @@
 //      the peer over the control channel;
 //   3. calls connect() with the peer's address (bounded by params.connect_timeout), then
 //      set_remote_regions() with the peer's buffers (for put/get);
-//   4. drives post()/poll() from one thread in the timed loop (noexcept, no allocation once warm);
+//   4. runs each phase of the case's pattern through run_phase(), which every transport
+//      defines as patterns/run.h's loops over its own type, so that post()/poll() (noexcept, no
+//      allocation once warm) are direct calls inside the timed loop, not virtual ones;
 //   5. asks describe() what actually carried the bytes.
 // All methods are called from one thread. Sizes are bytes.
 #include <chrono>
@@ -19,23 +21,15 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/ops.h"
 #include "core/result.h"
+#include "patterns/pattern_types.h"
 
 namespace pairperf {
 
 // The largest transport address a peer may send (a UCX worker address with many devices is a few
 // hundred bytes; a TCP one a short JSON list).
 inline constexpr std::size_t max_peer_address_bytes = 64 * 1024;
-
-enum class op_kind : std::uint8_t { send, recv, put, get };
-
-// Two independent, ordered streams of messages between the peers: `data` carries the measured
-// payload, `sync` the pattern's small acknowledgements. Within one channel and direction,
-// messages arrive in the order they were posted and match receives in the order those were
-// posted; a sync message posted after data messages is delivered after them.
-enum class op_channel : std::uint8_t { data, sync };
-
-enum class side { client, server };
 
 struct capabilities {
   bool send_recv = false;
@@ -62,20 +56,6 @@ struct remote_region {
   std::uint64_t address = 0;
   std::size_t length = 0;
   std::vector<std::byte> packed_key;
-};
-
-struct op {
-  op_kind kind = op_kind::send;
-  op_channel channel = op_channel::data;
-  std::byte* local = nullptr;
-  std::size_t length = 0;
-  std::uint64_t cookie = 0;  // returned in the completion
-  std::uint32_t remote = 0;  // put/get: index into the regions given to set_remote_regions()
-};
-
-struct completion {
-  std::uint64_t cookie = 0;
-  op_kind kind = op_kind::send;
 };
 
 // What a transport is built from, per case and side.
@@ -126,6 +106,13 @@ class transport {
   // value on failure. Does not block, except in progress_mode::block, where it may sleep up to
   // 10 ms when nothing is ready.
   [[nodiscard]] virtual int poll(std::span<completion> out) noexcept = 0;
+  // Runs one phase of the case's pattern: each transport defines it, in the file that defines
+  // its post() and poll(), as `return run_pattern(*this, run, buffers, samples, checker,
+  // place);` (patterns/run.h), which instantiates the loops for its own final class. The
+  // harness's one call per phase; the loops own the timing, a transport only its operations.
+  virtual pattern_outcome run_phase(const pattern_run& run, const pattern_buffers& buffers,
+                                    sample_recorder& samples, message_check* checker,
+                                    const where& place) = 0;
   // A completed send may not have left the process yet (a library may still hold it for its
   // progress engine). After each phase the harness calls start_flush() and polls until
   // flushed(), so nothing stays behind while the harness waits on the control channel.

@@ -22,7 +22,7 @@
 #include "harness/context.h"
 #include "harness/json_reporter.h"
 #include "harness/matrix.h"
-#include "harness/patterns.h"
+#include "patterns/pattern_types.h"
 #include "host/noise.h"
 #include "transports/memory/gpu_select.h"
 #include "transports/registry.h"

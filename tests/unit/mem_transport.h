@@ -9,6 +9,7 @@
 #include <mutex>
 #include <vector>
 
+#include "patterns/run.h"
 #include "transports/transport.h"
 
 namespace pairperf::testing {
@@ -113,6 +114,12 @@ class mem_transport final : public transport {
       return -1;
     }
     return static_cast<int>(n);
+  }
+
+  pattern_outcome run_phase(const pattern_run& run, const pattern_buffers& buffers,
+                            sample_recorder& samples, message_check* checker,
+                            const where& place) override {
+    return run_pattern(*this, run, buffers, samples, checker, place);
   }
 
   [[nodiscard]] std::string last_error() const override { return m_error; }

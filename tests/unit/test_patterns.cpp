@@ -4,8 +4,8 @@
 #include <future>
 #include <thread>
 
-#include "harness/patterns.h"
 #include "harness/payload.h"
+#include "patterns/run.h"
 #include "tests/unit/mem_transport.h"
 #include "transports/memory/allocator.h"
 
@@ -73,12 +73,12 @@ pair_result run_pair(pattern_kind kind, std::uint64_t n, unsigned window, std::s
   pattern_run srun = run;
   srun.role = side::server;
   auto server = std::async(std::launch::async, [&] {
-    return run_pattern(st, srun, ss.buffers(), ss.samples, ss.checker ? &*ss.checker : nullptr,
-                       where{"server", "", ""});
+    return st.run_phase(srun, ss.buffers(), ss.samples, ss.checker ? &*ss.checker : nullptr,
+                        where{"server", "", ""});
   });
   pair_result r;
-  r.client = run_pattern(ct, run, cs.buffers(), cs.samples, cs.checker ? &*cs.checker : nullptr,
-                         where{"client", "", ""});
+  r.client = ct.run_phase(run, cs.buffers(), cs.samples, cs.checker ? &*cs.checker : nullptr,
+                          where{"client", "", ""});
   r.server = server.get();
   r.client_early = ct.early_arrivals();
   r.server_early = st.early_arrivals();
@@ -172,8 +172,8 @@ timed_pair run_timed(mem_transport& ct, mem_transport& st, side_state& cs, side_
   auto server = std::async(std::launch::async, [&] {
     pattern_outcome out;
     try {
-      out = run_pattern(st, srun, ss.buffers(), ss.samples, ss.checker ? &*ss.checker : nullptr,
-                        where{"server", "", ""});
+      out = st.run_phase(srun, ss.buffers(), ss.samples, ss.checker ? &*ss.checker : nullptr,
+                         where{"server", "", ""});
     } catch (...) {
       server_stopped = true;
       throw;
@@ -184,8 +184,8 @@ timed_pair run_timed(mem_transport& ct, mem_transport& st, side_state& cs, side_
   });
   const auto start = steady::now();
   timed_pair r;
-  r.client = run_pattern(ct, run, cs.buffers(), cs.samples, cs.checker ? &*cs.checker : nullptr,
-                         where{"client", "", ""});
+  r.client = ct.run_phase(run, cs.buffers(), cs.samples, cs.checker ? &*cs.checker : nullptr,
+                          where{"client", "", ""});
   r.took = steady::now() - start;
   client_done = true;
   for (int i = 0; i < 10'000 && !server_stopped; ++i) std::this_thread::sleep_for(1ms);
@@ -214,10 +214,9 @@ TEST(Patterns, TimedPingPongEndsAtItsBudgetAndLeavesNoReceivePosted) {
     pattern_run snext = next;
     snext.role = side::server;
     auto server = std::async(std::launch::async, [&] {
-      return run_pattern(st, snext, ss.buffers(), ss.samples, &*ss.checker, where{"s", "", ""});
+      return st.run_phase(snext, ss.buffers(), ss.samples, &*ss.checker, where{"s", "", ""});
     });
-    const auto c =
-        run_pattern(ct, next, cs.buffers(), cs.samples, &*cs.checker, where{"c", "", ""});
+    const auto c = ct.run_phase(next, cs.buffers(), cs.samples, &*cs.checker, where{"c", "", ""});
     EXPECT_EQ(server.get().messages_received, 100U);
     EXPECT_EQ(c.messages_sent, 100U);
     EXPECT_EQ(cs.checker->corrupt_bytes() + ss.checker->corrupt_bytes(), 0U);
@@ -247,12 +246,12 @@ TEST(Patterns, TimedServerRefusesAClientPastTheCap) {
   cs.samples.reset(20);
   auto client = std::async(std::launch::async, [&] {
     try {
-      run_pattern(ct, run, cs.buffers(), cs.samples, nullptr, where{"client", "", ""});
+      ct.run_phase(run, cs.buffers(), cs.samples, nullptr, where{"client", "", ""});
     } catch (const step_error&) {  // the server stops answering: it times out or sees it close
     }
   });
   try {
-    run_pattern(st, srun, ss.buffers(), ss.samples, nullptr, where{"server", "", ""});
+    st.run_phase(srun, ss.buffers(), ss.samples, nullptr, where{"server", "", ""});
     ADD_FAILURE() << "expected a protocol error";
   } catch (const step_error& e) {
     EXPECT_EQ(e.kind(), error_kind::protocol);
@@ -270,7 +269,7 @@ TEST(Patterns, SilentPeerTimesOutWithinTheDeadline) {
   pattern_run run = make_run(pattern_kind::pingpong, 10, 1, 8, 200ms);
   const auto start = steady::now();
   try {
-    run_pattern(ct, run, cs.buffers(), cs.samples, nullptr, where{"case 1 measure", "peer", "lo"});
+    ct.run_phase(run, cs.buffers(), cs.samples, nullptr, where{"case 1 measure", "peer", "lo"});
     FAIL() << "expected a timeout";
   } catch (const step_error& e) {
     EXPECT_EQ(e.kind(), error_kind::timeout);
@@ -303,6 +302,11 @@ class sink_transport final : public transport {
     }
     return static_cast<int>(n);
   }
+  pattern_outcome run_phase(const pattern_run& run, const pattern_buffers& buffers,
+                            sample_recorder& samples, message_check* checker,
+                            const where& place) override {
+    return run_pattern(*this, run, buffers, samples, checker, place);
+  }
   [[nodiscard]] std::string last_error() const override { return {}; }
   [[nodiscard]] bool peer_gone() const noexcept override { return false; }
   [[nodiscard]] provenance describe() const override { return {}; }
@@ -318,7 +322,7 @@ TEST(Patterns, CompletionsThatNeverStopStillEndAtTheDeadline) {
     const pattern_run run = make_run(kind, std::uint64_t{1} << 40, 32, 8, 50ms);
     const auto start = std::chrono::steady_clock::now();
     try {
-      (void)run_pattern(t, run, cs.buffers(), cs.samples, nullptr, where{"c", "", ""});
+      (void)t.run_phase(run, cs.buffers(), cs.samples, nullptr, where{"c", "", ""});
       ADD_FAILURE() << "2^40 sends ended without the deadline";
     } catch (const step_error& e) {
       EXPECT_NE(std::string(e.what()).find("did not finish before its timeout"), std::string::npos)
@@ -336,7 +340,7 @@ TEST(Patterns, PeerGoingAwayIsReportedAsClosed) {
   cs.samples.reset(10);
   pattern_run run = make_run(pattern_kind::stream_uni, 10, 4, 8, 5s);
   try {
-    run_pattern(ct, run, cs.buffers(), cs.samples, nullptr, where{"case", "", ""});
+    ct.run_phase(run, cs.buffers(), cs.samples, nullptr, where{"case", "", ""});
     FAIL() << "expected closed";
   } catch (const step_error& e) {
     EXPECT_EQ(e.kind(), error_kind::closed);

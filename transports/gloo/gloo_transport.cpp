@@ -14,6 +14,7 @@
 
 #include "core/errors.h"
 #include "core/interfaces.h"
+#include "patterns/run.h"
 
 namespace pairperf {
 namespace {
@@ -114,8 +115,8 @@ transport_entry gloo_transport::entry() {
   e.describe_library = [] {
     return nlohmann::json{
         {"library", "libgloo"},
-        {"version", fmt::format("{}.{}.{}", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR,
-                                GLOO_VERSION_PATCH)},
+        {"version",
+         fmt::format("{}.{}.{}", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH)},
         {"transports", {"tcp"}},
         // This process's devices, as a torch.distributed process here would make them.
         {"devices", gloo_env::describe(gloo_env::choose_from_environment(""))}};
@@ -152,12 +153,12 @@ gloo_transport::gloo_transport(const transport_params& params) : m_params(params
       m_devices.push_back(std::move(device));
       m_contexts.push_back(std::move(context));
     } catch (const std::exception& e) {
-      throw step_error(error_kind::error,
-                       place(fmt::format("gloo device {} ({})", i,
-                                         spec.iface.empty() ? spec.hostname : spec.iface),
-                             m_params.peer_host),
-                       fmt::format("gloo could not make a device from {}: {}", m_choice.source,
-                                   e.what()));
+      throw step_error(
+          error_kind::error,
+          place(fmt::format("gloo device {} ({})", i,
+                            spec.iface.empty() ? spec.hostname : spec.iface),
+                m_params.peer_host),
+          fmt::format("gloo could not make a device from {}: {}", m_choice.source, e.what()));
     }
   }
 }
@@ -231,8 +232,9 @@ mem_region gloo_transport::register_memory(std::byte* address, std::size_t lengt
                                            memory_type type) {
   if (type != memory_type::host)
     throw transport_unsupported("gloo's tcp transport moves host memory only");
-  m_regions.push_back(region{address, length, m_contexts.front()->createUnboundBuffer(
-                                                  static_cast<void*>(address), length)});
+  m_regions.push_back(
+      region{address, length,
+             m_contexts.front()->createUnboundBuffer(static_cast<void*>(address), length)});
   return mem_region{address, length, {}};
 }
 
@@ -295,6 +297,13 @@ int gloo_transport::poll(std::span<completion> out) noexcept {
   return static_cast<int>(n);
 }
 
+// The loops over this class: post() and poll() above are direct calls in them.
+pattern_outcome gloo_transport::run_phase(const pattern_run& run, const pattern_buffers& buffers,
+                                          sample_recorder& samples, message_check* checker,
+                                          const where& place) {
+  return run_pattern(*this, run, buffers, samples, checker, place);
+}
+
 std::string gloo_transport::last_error() const {
   std::lock_guard<std::mutex> lock(m_error_mutex);
   return m_error;
@@ -318,17 +327,17 @@ provenance gloo_transport::describe() const {
     const std::string iface = interface_of_address(host);
     const auto& spec = m_choice.devices[i];
     if (i == 0) p.lanes.push_back(lane{"tcp", iface.empty() ? host : iface, lane_kind::network});
-    nlohmann::json d{{"address", m_self[i]},
-                     {"iface", iface},
-                     {"from", spec.iface.empty() ? "hostname " + spec.hostname
-                                                 : "interface " + spec.iface}};
+    nlohmann::json d{
+        {"address", m_self[i]},
+        {"iface", iface},
+        {"from", spec.iface.empty() ? "hostname " + spec.hostname : "interface " + spec.iface}};
     if (i < m_peer.size()) d["peer"] = m_peer[i];
     devices.push_back(std::move(d));
   }
-  p.protocol = fmt::format(
-      "gloo tcp pair (libgloo {}.{}.{}), unbound buffers; {} device(s) from {}{}",
-      GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH, m_self.size(), m_choice.source,
-      m_self.size() > 1 ? ", operations on the first" : "");
+  p.protocol =
+      fmt::format("gloo tcp pair (libgloo {}.{}.{}), unbound buffers; {} device(s) from {}{}",
+                  GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH, m_self.size(),
+                  m_choice.source, m_self.size() > 1 ? ", operations on the first" : "");
   nlohmann::json details{{"devices", devices}, {"source", m_choice.source}};
   if (!m_choice.ignored_ifname.empty())
     details["ignored_GLOO_SOCKET_IFNAME"] = m_choice.ignored_ifname;

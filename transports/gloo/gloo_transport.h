@@ -53,6 +53,9 @@ class gloo_transport final : public transport {
   mem_region register_memory(std::byte* address, std::size_t length, memory_type type) override;
   [[nodiscard]] int post(const op& operation) noexcept override;
   [[nodiscard]] int poll(std::span<completion> out) noexcept override;
+  pattern_outcome run_phase(const pattern_run& run, const pattern_buffers& buffers,
+                            sample_recorder& samples, message_check* checker,
+                            const where& place) override;
   [[nodiscard]] std::string last_error() const override;
   [[nodiscard]] bool peer_gone() const noexcept override { return m_peer_gone.load(); }
   [[nodiscard]] provenance describe() const override;

@@ -45,6 +45,9 @@ class ofi_transport final : public transport {
   void set_remote_regions(const std::vector<remote_region>& regions) override;
   [[nodiscard]] int post(const op& operation) noexcept override;
   [[nodiscard]] int poll(std::span<completion> out) noexcept override;
+  pattern_outcome run_phase(const pattern_run& run, const pattern_buffers& buffers,
+                            sample_recorder& samples, message_check* checker,
+                            const where& place) override;
   void start_flush() noexcept override;
   [[nodiscard]] bool flushed() const noexcept override;
   [[nodiscard]] std::string last_error() const override { return m_error; }

@@ -7,6 +7,7 @@
 
 #include <chrono>
 
+#include "patterns/run.h"
 #include "transports/ofi/ofi_transport.h"
 #include "transports/ofi/ofi_wire.h"
 
@@ -262,6 +263,13 @@ int ofi_transport::poll(std::span<completion> out) noexcept {
     m_done.pop_front();
   }
   return static_cast<int>(n);
+}
+
+// The loops over this class: post() and poll() above are direct calls in them.
+pattern_outcome ofi_transport::run_phase(const pattern_run& run, const pattern_buffers& buffers,
+                                         sample_recorder& samples, message_check* checker,
+                                         const where& place) {
+  return run_pattern(*this, run, buffers, samples, checker, place);
 }
 
 bool ofi_transport::flushed() const noexcept {

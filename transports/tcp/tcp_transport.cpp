@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/interfaces.h"
+#include "patterns/run.h"
 
 namespace pairperf {
 namespace {
@@ -251,6 +252,13 @@ int tcp_transport::poll(std::span<completion> out) noexcept {
   }
   if (n == 0 && m_params.options.progress == progress_mode::block) wait_blocking();
   return n;
+}
+
+// The loops over this class: post() and poll() above are direct calls in them.
+pattern_outcome tcp_transport::run_phase(const pattern_run& run, const pattern_buffers& buffers,
+                                         sample_recorder& samples, message_check* checker,
+                                         const where& place) {
+  return run_pattern(*this, run, buffers, samples, checker, place);
 }
 
 void tcp_transport::wait_blocking() noexcept {

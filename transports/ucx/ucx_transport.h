@@ -14,6 +14,7 @@
 #include "transports/transport.h"
 #include "transports/ucx/ucx_handles.h"
 #include "transports/ucx/ucx_provenance.h"
+#include "transports/ucx/ucx_wire.h"
 
 namespace pairperf {
 
@@ -33,8 +34,13 @@ class ucx_transport final : public transport {
   mem_region register_memory(std::byte* address, std::size_t length, memory_type type) override;
   void set_remote_regions(const std::vector<remote_region>& regions) override;
   void probe_next_operation() override { m_probe = true; }
+  // post() and poll() are defined below, inlined into this transport's loops (run_phase): a
+  // data message's post and the loop's every step.
   [[nodiscard]] int post(const op& operation) noexcept override;
   [[nodiscard]] int poll(std::span<completion> out) noexcept override;
+  pattern_outcome run_phase(const pattern_run& run, const pattern_buffers& buffers,
+                            sample_recorder& samples, message_check* checker,
+                            const where& place) override;
   void start_flush() noexcept override;
   [[nodiscard]] bool flushed() const noexcept override { return m_worker_flushed; }
   [[nodiscard]] std::string last_error() const override { return m_error; }
@@ -76,6 +82,10 @@ class ucx_transport final : public transport {
   void complete(void* request, ucs_status_t status) noexcept;
   // Takes a post's return: done at once (its completion is queued), failed, or outstanding.
   int track(ucs_status_ptr_t request, const op& operation, const char* what) noexcept;
+  [[gnu::noinline, gnu::cold]] int post_failed(ucs_status_ptr_t request, const char* what) noexcept;
+  // Every post but a data message's tag send or receive when nothing is probed or failed: sync
+  // messages, active messages, RMA, a probed post, refusals.
+  int post_other(const op& operation) noexcept;
   // Posts through `post` (a call taking the request parameters), asking UCX which protocol and
   // lanes carried it when probe_next_operation() asked for that.
   template <class Post>
@@ -90,6 +100,9 @@ class ucx_transport final : public transport {
   int post_data_recv(const op& operation) noexcept;
   int post_rma(const op& operation) noexcept;
   int post_sync_send(const op& operation) noexcept;
+  // The sync message a put's flush held back (post_sync_send), once the flush is done. Out of
+  // poll()'s line: poll is the polling loop's every step.
+  [[gnu::noinline, gnu::cold]] int post_sync_after_flush() noexcept;
   void handshake();
   // Records what UCX says about the protocol and lanes of a request (ucp_request_query).
   void inspect(ucs_status_ptr_t request) noexcept;
@@ -131,5 +144,62 @@ class ucx_transport final : public transport {
   bool m_failed = false;
   bool m_peer_gone = false;
 };
+
+inline void ucx_transport::link(request_info* info) noexcept {
+  info->prev = nullptr;
+  info->next = m_outstanding;
+  if (m_outstanding != nullptr) m_outstanding->prev = info;
+  m_outstanding = info;
+}
+
+[[gnu::always_inline]] inline int ucx_transport::track(ucs_status_ptr_t request,
+                                                       const op& operation,
+                                                       const char* what) noexcept {
+  if (request == nullptr) {  // done at once
+    m_done.push(completion{operation.cookie, operation.kind});
+    return 0;
+  }
+  if (UCS_PTR_IS_ERR(request)) [[unlikely]]
+    return post_failed(request, what);
+  auto* info = static_cast<request_info*>(request);
+  info->cookie = operation.cookie;
+  info->kind = operation.kind;
+  link(info);
+  return 0;
+}
+
+[[gnu::always_inline]] inline int ucx_transport::post(const op& operation) noexcept {
+  if (operation.channel == op_channel::data && !m_use_am && !m_probe && !m_failed && m_ep)
+      [[likely]] {
+    if (operation.kind == op_kind::send) {
+      return track(ucp_tag_send_nbx(m_ep->get(), operation.local, operation.length, m_data_tag,
+                                    &m_send_params),
+                   operation, "ucp_tag_send_nbx");
+    }
+    if (operation.kind == op_kind::recv) {
+      return track(ucp_tag_recv_nbx(m_worker.get(), operation.local, operation.length, m_data_tag,
+                                    ucx_wire::full_mask, &m_recv_params),
+                   operation, "ucp_tag_recv_nbx");
+    }
+  }
+  return post_other(operation);
+}
+
+[[gnu::always_inline]] inline int ucx_transport::poll(std::span<completion> out) noexcept {
+  // Completions already known (an eager send completes in its post) are returned without a
+  // progress call first: ucp_worker_progress is the costliest step of a small-message loop.
+  if (m_done.empty() && !m_failed) ucp_worker_progress(m_worker.get());
+  if (m_failed) [[unlikely]]
+    return -1;
+  if (m_sync_after_flush) [[unlikely]] {
+    if (post_sync_after_flush() != 0) return -1;
+  }
+  std::size_t n = 0;
+  while (n < out.size() && !m_done.empty()) {
+    out[n++] = m_done.front();
+    m_done.pop();
+  }
+  return static_cast<int>(n);
+}
 
 }  // namespace pairperf

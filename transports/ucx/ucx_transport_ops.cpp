@@ -5,6 +5,7 @@
 #include <cstring>
 #include <utility>
 
+#include "patterns/run.h"
 #include "transports/ucx/ucx_transport.h"
 #include "transports/ucx/ucx_wire.h"
 
@@ -30,35 +31,17 @@ void ucx_transport::build_params() noexcept {
   m_am_data_params.cb.recv_am = &ucx_transport::on_am_data;
 }
 
-void ucx_transport::link(request_info* info) noexcept {
-  info->prev = nullptr;
-  info->next = m_outstanding;
-  if (m_outstanding != nullptr) m_outstanding->prev = info;
-  m_outstanding = info;
-}
-
 void ucx_transport::unlink(request_info* info) noexcept {
   (info->prev != nullptr ? info->prev->next : m_outstanding) = info->next;
   if (info->next != nullptr) info->next->prev = info->prev;
 }
 
-int ucx_transport::track(ucs_status_ptr_t request, const op& operation, const char* what) noexcept {
-  if (request == nullptr) {  // done at once
-    m_done.push(completion{operation.cookie, operation.kind});
-    return 0;
-  }
-  if (UCS_PTR_IS_ERR(request)) {
-    const ucs_status_t st = UCS_PTR_STATUS(request);
-    m_error = fmt::format("{}: {}", what, ucs_status_string(st));
-    m_peer_gone = means_peer_gone(st);
-    m_failed = true;
-    return -1;
-  }
-  auto* info = static_cast<request_info*>(request);
-  info->cookie = operation.cookie;
-  info->kind = operation.kind;
-  link(info);
-  return 0;
+int ucx_transport::post_failed(ucs_status_ptr_t request, const char* what) noexcept {
+  const ucs_status_t st = UCS_PTR_STATUS(request);
+  m_error = fmt::format("{}: {}", what, ucs_status_string(st));
+  m_peer_gone = means_peer_gone(st);
+  m_failed = true;
+  return -1;
 }
 
 template <class Post>
@@ -198,7 +181,7 @@ int ucx_transport::deliver_am(const am_arrival& arrival, const op& recv) noexcep
   return 0;
 }
 
-int ucx_transport::post(const op& operation) noexcept {
+int ucx_transport::post_other(const op& operation) noexcept {
   if (!m_ep) {
     m_error = "ucx: post before connect";
     return -1;
@@ -299,22 +282,18 @@ int ucx_transport::post_sync_send(const op& operation) noexcept {
                operation, "ucp_tag_send_nbx (sync)");
 }
 
-int ucx_transport::poll(std::span<completion> out) noexcept {
-  // Completions already known (an eager send completes in its post) are returned without a
-  // progress call first: ucp_worker_progress is the costliest step of a small-message loop.
-  if (m_done.empty() && !m_failed) ucp_worker_progress(m_worker.get());
-  if (m_failed) return -1;
-  if (m_sync_after_flush && m_flush_done) {
-    const op sync = *m_sync_after_flush;
-    m_sync_after_flush.reset();
-    if (post_sync_send(sync) != 0) return -1;
-  }
-  std::size_t n = 0;
-  while (n < out.size() && !m_done.empty()) {
-    out[n++] = m_done.front();
-    m_done.pop();
-  }
-  return static_cast<int>(n);
+int ucx_transport::post_sync_after_flush() noexcept {
+  if (!m_flush_done) return 0;
+  const op sync = *m_sync_after_flush;
+  m_sync_after_flush.reset();
+  return post_sync_send(sync);
+}
+
+// The loops over this class: post() and poll() above are direct calls in them.
+pattern_outcome ucx_transport::run_phase(const pattern_run& run, const pattern_buffers& buffers,
+                                         sample_recorder& samples, message_check* checker,
+                                         const where& place) {
+  return run_pattern(*this, run, buffers, samples, checker, place);
 }
 
 }  // namespace pairperf

@@ -18,6 +18,7 @@
 
 #include "core/errors.h"
 #include "core/hex.h"
+#include "patterns/run.h"
 #include "transports/verbs/verbs_addressing.h"
 
 namespace pairperf {
@@ -351,6 +352,13 @@ int verbs_transport::poll(std::span<completion> out) noexcept {
     if (m_channel) return wait_for_event();
   }
   return static_cast<int>(got);
+}
+
+// The loops over this class: post() and poll() above are direct calls in them.
+pattern_outcome verbs_transport::run_phase(const pattern_run& run, const pattern_buffers& buffers,
+                                           sample_recorder& samples, message_check* checker,
+                                           const where& place) {
+  return run_pattern(*this, run, buffers, samples, checker, place);
 }
 
 provenance verbs_transport::describe() const {

@@ -95,6 +95,9 @@ class verbs_transport final : public transport {
   void set_remote_regions(const std::vector<remote_region>& regions) override;
   [[nodiscard]] int post(const op& operation) noexcept override;
   [[nodiscard]] int poll(std::span<completion> out) noexcept override;
+  pattern_outcome run_phase(const pattern_run& run, const pattern_buffers& buffers,
+                            sample_recorder& samples, message_check* checker,
+                            const where& place) override;
   [[nodiscard]] std::string last_error() const override { return m_error; }
   [[nodiscard]] bool peer_gone() const noexcept override { return m_peer_gone; }
   [[nodiscard]] provenance describe() const override;

@@ -1,14 +1,37 @@
 #pragma once
-// What the pattern loops share (patterns.cpp: two-sided; patterns_one_sided.cpp: put and get):
-// cookies, the clock, arrival timing, and the driver that posts and polls with failure and
-// deadline handling. Internal to the harness.
+// What the pattern loops share (two_sided.h, one_sided.h): cookies, the clock, arrival timing,
+// and the driver that posts and polls with failure and deadline handling, over a transport type
+// T (loop_transport). With T a transport's final class, its post() and poll() are direct calls
+// the compiler can inline into the loops; with T the transport interface, virtual ones.
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <chrono>
+#include <concepts>
 #include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
 
 #include "core/clock.h"
-#include "harness/patterns.h"
+#include "patterns/pattern_types.h"
+
+namespace pairperf {
+
+// What the loops need of a transport (transports/transport.h documents each call).
+template <class T>
+concept loop_transport = requires(T& t, const T& ct, const op& o, std::span<completion> out) {
+  { t.post(o) }
+  noexcept->std::same_as<int>;
+  { t.poll(out) }
+  noexcept->std::same_as<int>;
+  t.start_flush();
+  { ct.flushed() } -> std::convertible_to<bool>;
+  { ct.last_error() } -> std::convertible_to<std::string>;
+  { ct.peer_gone() } -> std::convertible_to<bool>;
+};
+
+}  // namespace pairperf
 
 namespace pairperf::pattern_detail {
 
@@ -62,9 +85,10 @@ inline pattern_outcome ping_pong_outcome(std::int64_t start, std::uint64_t n) no
 }
 
 // post/poll with failure and deadline handling around a transport.
+template <loop_transport T>
 class driver {
  public:
-  driver(transport& t, const pattern_run& run, const where& place)
+  driver(T& t, const pattern_run& run, const where& place)
       : m_t(t),
         m_deadline(run.deadline),
         m_place(place),
@@ -77,8 +101,9 @@ class driver {
   // Asks from now on, whatever the budget: the peer must stop (it reached its cap).
   void expect_stop() noexcept { m_ask_from = steady::now(); }
 
-  void post(op_kind kind, op_channel channel, std::byte* data, std::size_t len,
-            std::uint64_t cookie, std::uint32_t remote = 0) {
+  [[gnu::always_inline]] void post(op_kind kind, op_channel channel, std::byte* data,
+                                   std::size_t len, std::uint64_t cookie,
+                                   std::uint32_t remote = 0) {
     if (m_t.post(op{kind, channel, data, len, cookie, remote}) != 0) fail();
   }
 
@@ -101,36 +126,43 @@ class driver {
   }
 
   // The peer broke the pattern's protocol.
-  [[noreturn]] void protocol_error(const char* what) const {
+  [[noreturn, gnu::noinline, gnu::cold]] void protocol_error(const char* what) const {
     throw step_error(error_kind::protocol, m_place, what);
   }
 
-  std::span<const completion> poll() {
+  // Inlined into the loops: with a transport's final class, the loop's every step is this and
+  // the transport's poll().
+  [[gnu::always_inline]] std::span<const completion> poll() {
     const int n = m_t.poll(m_completions);
-    if (n < 0) fail();
+    if (n < 0) [[unlikely]]
+      fail();
     // The clock is read every m_idle_polls_per_check-th empty poll and, however busy the
     // transport, every busy_polls_per_check-th poll that found something: completions that keep
     // coming (sends a dead peer's shared-memory queue still takes) must not outrun the deadline.
-    if (n == 0 ? ++m_idle >= m_idle_polls_per_check : ++m_busy >= busy_polls_per_check) {
-      m_idle = 0;
-      m_busy = 0;
-      const auto now = steady::now();
-      if (now >= m_deadline) {
-        throw step_error(error_kind::timeout, m_place,
-                         "the case did not finish before its timeout (--timeout-case)", ETIMEDOUT);
-      }
-      if (m_stop_requested && !m_stopped && now >= m_ask_from) m_stopped = m_stop_requested();
-    }
+    if (n == 0 ? ++m_idle >= m_idle_polls_per_check : ++m_busy >= busy_polls_per_check) [[unlikely]]
+      check_clock();
     return {m_completions.data(), static_cast<std::size_t>(n)};
   }
 
  private:
-  [[noreturn]] void fail() const {
+  // The deadline and the peer's stop, off the loop's line.
+  [[gnu::noinline]] void check_clock() {
+    m_idle = 0;
+    m_busy = 0;
+    const auto now = steady::now();
+    if (now >= m_deadline) {
+      throw step_error(error_kind::timeout, m_place,
+                       "the case did not finish before its timeout (--timeout-case)", ETIMEDOUT);
+    }
+    if (m_stop_requested && !m_stopped && now >= m_ask_from) m_stopped = m_stop_requested();
+  }
+
+  [[noreturn, gnu::noinline, gnu::cold]] void fail() const {
     throw step_error(m_t.peer_gone() ? error_kind::closed : error_kind::error, m_place,
                      m_t.last_error());
   }
 
-  transport& m_t;
+  T& m_t;
   deadline_t m_deadline;
   const where& m_place;
   const std::function<bool()>& m_stop_requested;
@@ -142,9 +174,5 @@ class driver {
   unsigned m_busy = 0;
   static constexpr unsigned busy_polls_per_check = 4096;
 };
-
-// The put and get variants of every pattern (patterns_one_sided.cpp).
-pattern_outcome run_one_sided(driver& d, const pattern_run& run, const pattern_buffers& b,
-                              sample_recorder& samples, payload_checker* checker);
 
 }  // namespace pairperf::pattern_detail

@@ -1,22 +1,18 @@
-#include "harness/patterns.h"
-
-#include <fmt/format.h>
-
+#pragma once
+// The two-sided loops: ping-pong (client and server, counted or timed) and one loop for every
+// streaming role (one-way and bidirectional), over a transport type T. Configuration is
+// resolved before a loop starts (pattern, role, validation and a time budget pick one
+// instantiation); inside, nothing allocates and nothing branches on configuration.
 #include <algorithm>
-#include <array>
+#include <stdexcept>
 
-#include "core/clock.h"
-#include "harness/pattern_driver.h"
-#include "harness/payload.h"
+#include "patterns/driver.h"
 
-namespace pairperf {
-namespace {
+namespace pairperf::pattern_detail {
 
-using namespace pattern_detail;  // NOLINT: the loops' shared vocabulary
-
-template <bool Validate, bool Timed>
-pattern_outcome pingpong_client(driver& d, const pattern_run& run, const pattern_buffers& b,
-                                sample_recorder& samples, payload_checker* checker) {
+template <bool Validate, bool Timed, class T>
+pattern_outcome pingpong_client(driver<T>& d, const pattern_run& run, const pattern_buffers& b,
+                                sample_recorder& samples, message_check* checker) {
   std::byte* send = b.send_slots[0];
   std::byte* recv = b.recv_slots[0];
   const std::int64_t start = now_ns();
@@ -49,9 +45,9 @@ pattern_outcome pingpong_client(driver& d, const pattern_run& run, const pattern
   return ping_pong_outcome(start, done);
 }
 
-template <bool Validate, bool Timed>
-pattern_outcome pingpong_server(driver& d, const pattern_run& run, const pattern_buffers& b,
-                                payload_checker* checker) {
+template <bool Validate, bool Timed, class T>
+pattern_outcome pingpong_server(driver<T>& d, const pattern_run& run, const pattern_buffers& b,
+                                message_check* checker) {
   std::byte* send = b.send_slots[0];
   std::byte* recv = b.recv_slots[0];
   const std::int64_t start = now_ns();
@@ -89,9 +85,9 @@ pattern_outcome pingpong_server(driver& d, const pattern_run& run, const pattern
 // One loop for all streaming roles: a side sends n_send and receives n_recv messages, keeping up
 // to `window` of each in flight. The receiver of data acknowledges with one sync message after
 // its last arrival (and after its own sends are posted, so the ack queues behind them).
-template <bool Validate>
-pattern_outcome stream(driver& d, const pattern_run& run, const pattern_buffers& b,
-                       sample_recorder& samples, payload_checker* checker, std::uint64_t n_send,
+template <bool Validate, class T>
+pattern_outcome stream(driver<T>& d, const pattern_run& run, const pattern_buffers& b,
+                       sample_recorder& samples, message_check* checker, std::uint64_t n_send,
                        std::uint64_t n_recv) {
   const std::size_t send_slots = b.send_slots.size();
   const std::size_t recv_slots = b.recv_slots.size();
@@ -154,9 +150,9 @@ pattern_outcome stream(driver& d, const pattern_run& run, const pattern_buffers&
   return out;
 }
 
-template <bool Validate>
-pattern_outcome dispatch(driver& d, const pattern_run& run, const pattern_buffers& b,
-                         sample_recorder& samples, payload_checker* checker) {
+template <bool Validate, class T>
+pattern_outcome run_two_sided(driver<T>& d, const pattern_run& run, const pattern_buffers& b,
+                              sample_recorder& samples, message_check* checker) {
   const bool client = run.role == side::client;
   switch (run.pattern) {
     case pattern_kind::pingpong:
@@ -175,39 +171,4 @@ pattern_outcome dispatch(driver& d, const pattern_run& run, const pattern_buffer
   throw std::logic_error("unknown pattern");
 }
 
-}  // namespace
-
-void send_closing_message(transport& t, const pattern_run& run, const pattern_buffers& buffers,
-                          const where& place) {
-  pattern_detail::driver d(t, run, place);
-  d.post(op_kind::send, op_channel::data, buffers.send_slots[0], run.size, 0);
-  for (std::size_t pending = 1; pending > 0;) pending -= d.poll().size();
-  d.flush();
-}
-
-void receive_closing_message(transport& t, const pattern_run& run, const where& place) {
-  pattern_detail::driver d(t, run, place);  // the receive was posted by the phase
-  for (std::size_t pending = 1; pending > 0;) pending -= d.poll().size();
-}
-
-pattern_outcome run_pattern(transport& t, const pattern_run& run, const pattern_buffers& buffers,
-                            sample_recorder& samples, payload_checker* checker,
-                            const where& place) {
-  if (buffers.send_slots.empty() && buffers.recv_slots.empty())
-    throw std::logic_error("pattern without buffers");
-  if (run.window == 0 || run.window > max_window)
-    throw std::logic_error("pattern window out of range");
-  if (run.budget_ns < 0 || (run.budget_ns > 0 && !has_time_budget(run.pattern, run.data_op)))
-    throw std::logic_error("a time budget for a pattern that runs a count");
-  setup_loop_clock();  // once per process (host_context() did, before case workers forked)
-  pattern_detail::driver d(t, run, place);
-  const bool one_sided = run.data_op == op_kind::put || run.data_op == op_kind::get;
-  const pattern_outcome out =
-      one_sided            ? pattern_detail::run_one_sided(d, run, buffers, samples, checker)
-      : checker != nullptr ? dispatch<true>(d, run, buffers, samples, checker)
-                           : dispatch<false>(d, run, buffers, samples, checker);
-  d.flush();  // outside the timed span
-  return out;
-}
-
-}  // namespace pairperf
+}  // namespace pairperf::pattern_detail

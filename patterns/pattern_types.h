@@ -1,8 +1,6 @@
 #pragma once
-// The measurement loops: ping-pong, one-way streaming and bidirectional streaming, over any
-// transport. Configuration is resolved before a loop starts (the pattern, the role and whether
-// to validate pick one instantiation); inside, nothing allocates and nothing branches on
-// configuration. Timestamps come from the loops' clock (core/clock.h) in nanoseconds.
+// What one phase of a measurement loop is given and what it returns (patterns/run.h runs it).
+// Plain types over core only: transports/transport.h declares its run_phase hook with them.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -10,13 +8,27 @@
 
 #include "core/config.h"
 #include "core/errors.h"
+#include "core/ops.h"
 #include "core/socket.h"
 #include "core/stats.h"
-#include "transports/transport.h"
 
 namespace pairperf {
 
-class payload_checker;
+// --validate: fills every message sent and checks every message received (the harness's
+// payload_checker, which stages through the case's allocators). Called once a message, outside
+// the timed spans where the loops can keep it there.
+class message_check {
+ public:
+  virtual void fill(std::byte* buf, std::uint64_t seq) = 0;
+  // Returns the corrupt byte count of this message (and keeps the totals).
+  virtual std::uint64_t check(const std::byte* buf, std::uint64_t seq) = 0;
+
+ protected:
+  message_check() = default;
+  ~message_check() = default;
+  message_check(const message_check&) = default;
+  message_check& operator=(const message_check&) = default;
+};
 
 // Bytes of each sync-channel message (the receiver's "got everything" acknowledgement).
 inline constexpr std::size_t sync_message_bytes = 8;
@@ -77,32 +89,10 @@ struct pattern_outcome {
   }
 };
 
-// Runs one phase. Records into `samples`: round trips on the ping-pong client, the time between
-// arrivals on a stream receiver (for get, the initiator).
-//
-// One-sided variants: put ping-pong writes into the peer's buffer, then sends a sync notification
-// that the transport delivers after the put completed at the target. One-sided streams: the client
-// keeps `window` puts or gets in flight, then sends a sync "done" (the transport orders it after
-// the data) and waits for the target's sync acknowledgement; the target only waits, then (put,
-// validating) checks the last message that landed in each of its slots. `checker` (nullptr = no
-// validation) fills every sent message and checks every received one. Throws step_error at `place`
-// when the transport fails (kind closed when the peer went away) or the deadline passes (kind
-// timeout).
 // Whether run_pattern honours pattern_run::budget_ns for this pattern and operation: a time
 // bound on the phase itself. The others run their count; a caller bounds their time in phases.
 constexpr bool has_time_budget(pattern_kind pattern, op_kind data_op) noexcept {
   return pattern == pattern_kind::pingpong && data_op == op_kind::send;
 }
-
-// The end of a timed ping-pong. The server's loop returns having answered every message and
-// posted the receive for a next one; once the server said it saw the stop (over the control
-// channel, which is not ordered with the data), the client sends one unmeasured message into that
-// receive and the server takes it, so nothing stays posted into the next phase.
-void send_closing_message(transport& t, const pattern_run& run, const pattern_buffers& buffers,
-                          const where& place);
-void receive_closing_message(transport& t, const pattern_run& run, const where& place);
-
-pattern_outcome run_pattern(transport& t, const pattern_run& run, const pattern_buffers& buffers,
-                            sample_recorder& samples, payload_checker* checker, const where& place);
 
 }  // namespace pairperf

@@ -1,20 +1,19 @@
-// The one-sided patterns: put and get ping-pong, streams of puts or gets, bidirectional puts.
-#include <fmt/format.h>
-
+#pragma once
+// The one-sided loops: put and get ping-pong, streams of puts or gets, bidirectional puts, over a
+// transport type T.
 #include <algorithm>
+#include <stdexcept>
 
-#include "harness/pattern_driver.h"
-#include "harness/payload.h"
+#include "patterns/driver.h"
 
 namespace pairperf::pattern_detail {
-namespace {
 
 // Put ping-pong: each side puts into the other's buffer and then sends a sync notification,
 // which the transport delivers only after the put is complete at the target. The latency is that
 // of a put made visible to the target (the pattern of RDMA writes with a notification).
-template <bool Validate>
-pattern_outcome put_pingpong(driver& d, const pattern_run& run, const pattern_buffers& b,
-                             sample_recorder& samples, payload_checker* checker) {
+template <bool Validate, class T>
+pattern_outcome put_pingpong(driver<T>& d, const pattern_run& run, const pattern_buffers& b,
+                             sample_recorder& samples, message_check* checker) {
   std::byte* send = b.send_slots[0];
   std::byte* recv = b.recv_slots[0];
   const bool client = run.role == side::client;
@@ -57,9 +56,9 @@ pattern_outcome put_pingpong(driver& d, const pattern_run& run, const pattern_bu
 // Get ping-pong: the client reads the target's buffer, one read at a time; a read is a round trip
 // (request out, data back), so one-way latency is half of it as for every ping-pong. The target
 // only waits for "done" and acknowledges it.
-template <bool Validate>
-pattern_outcome get_pingpong(driver& d, const pattern_run& run, const pattern_buffers& b,
-                             sample_recorder& samples, payload_checker* checker) {
+template <bool Validate, class T>
+pattern_outcome get_pingpong(driver<T>& d, const pattern_run& run, const pattern_buffers& b,
+                             sample_recorder& samples, message_check* checker) {
   const std::int64_t start = now_ns();
   if (run.role == side::server) {
     d.post(op_kind::recv, op_channel::sync, b.sync_recv, sync_message_bytes, sync_cookie);
@@ -100,9 +99,9 @@ pattern_outcome get_pingpong(driver& d, const pattern_run& run, const pattern_bu
 // Bidirectional puts: both sides keep `window` puts in flight into the other's receive slots,
 // then each sends "done" (ordered after its puts) and waits for the other's. A put's completion
 // means it reached the target, so each side's figure is that of a sender.
-template <bool Validate>
-pattern_outcome one_sided_bi(driver& d, const pattern_run& run, const pattern_buffers& b,
-                             payload_checker* checker) {
+template <bool Validate, class T>
+pattern_outcome one_sided_bi(driver<T>& d, const pattern_run& run, const pattern_buffers& b,
+                             message_check* checker) {
   pattern_outcome out;
   const std::int64_t start = now_ns();
   std::uint64_t posted = 0, done = 0;
@@ -147,9 +146,9 @@ pattern_outcome one_sided_bi(driver& d, const pattern_run& run, const pattern_bu
   return out;
 }
 
-template <bool Validate>
-pattern_outcome one_sided_stream(driver& d, const pattern_run& run, const pattern_buffers& b,
-                                 sample_recorder& samples, payload_checker* checker) {
+template <bool Validate, class T>
+pattern_outcome one_sided_stream(driver<T>& d, const pattern_run& run, const pattern_buffers& b,
+                                 sample_recorder& samples, message_check* checker) {
   pattern_outcome out;
   const std::int64_t start = now_ns();
   if (run.role == side::server) {
@@ -222,9 +221,9 @@ pattern_outcome one_sided_stream(driver& d, const pattern_run& run, const patter
   return out;
 }
 
-template <bool Validate>
-pattern_outcome dispatch(driver& d, const pattern_run& run, const pattern_buffers& b,
-                         sample_recorder& samples, payload_checker* checker) {
+template <bool Validate, class T>
+pattern_outcome run_one_sided(driver<T>& d, const pattern_run& run, const pattern_buffers& b,
+                              sample_recorder& samples, message_check* checker) {
   switch (run.pattern) {
     case pattern_kind::pingpong:
       if (run.data_op == op_kind::put) return put_pingpong<Validate>(d, run, b, samples, checker);
@@ -236,14 +235,6 @@ pattern_outcome dispatch(driver& d, const pattern_run& run, const pattern_buffer
       break;
   }
   throw std::logic_error("no one-sided variant of this pattern");
-}
-
-}  // namespace
-
-pattern_outcome run_one_sided(driver& d, const pattern_run& run, const pattern_buffers& b,
-                              sample_recorder& samples, payload_checker* checker) {
-  return checker != nullptr ? dispatch<true>(d, run, b, samples, checker)
-                            : dispatch<false>(d, run, b, samples, checker);
 }
 
 }  // namespace pairperf::pattern_detail

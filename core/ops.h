@@ -1,0 +1,33 @@
+#pragma once
+// The vocabulary of a transport's operations, shared by the transports (transports/transport.h)
+// and the measurement loops that drive them (patterns/): what is posted and what completes.
+#include <cstddef>
+#include <cstdint>
+
+namespace pairperf {
+
+enum class op_kind : std::uint8_t { send, recv, put, get };
+
+// Two independent, ordered streams of messages between the peers: `data` carries the measured
+// payload, `sync` the pattern's small acknowledgements. Within one channel and direction,
+// messages arrive in the order they were posted and match receives in the order those were
+// posted; a sync message posted after data messages is delivered after them.
+enum class op_channel : std::uint8_t { data, sync };
+
+enum class side { client, server };
+
+struct op {
+  op_kind kind = op_kind::send;
+  op_channel channel = op_channel::data;
+  std::byte* local = nullptr;
+  std::size_t length = 0;
+  std::uint64_t cookie = 0;  // returned in the completion
+  std::uint32_t remote = 0;  // put/get: index into the regions given to set_remote_regions()
+};
+
+struct completion {
+  std::uint64_t cookie = 0;
+  op_kind kind = op_kind::send;
+};
+
+}  // namespace pairperf
