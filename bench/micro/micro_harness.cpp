@@ -1,17 +1,23 @@
 // Google Benchmark micro-benchmarks of the harness's own overhead: what it costs to read the
-// loops' clock and to time and record one sample, to summarise a million, to write a results
-// file of 1,000 cases, and to encode and decode one control message.
+// loops' clock and to time and record one sample, a ping-pong loop's own round trip (typed over
+// the transport's class, or through the interface's virtual calls), to summarise a million, to
+// write a results file of 1,000 cases, and to encode and decode one control message.
 #include <benchmark/benchmark.h>
 
+#include <array>
 #include <filesystem>
+#include <memory>
 #include <numeric>
 #include <random>
 
+#include "bench/micro/micro_transport.h"
 #include "core/clock.h"
 #include "core/frame.h"
 #include "core/socket.h"
 #include "core/stats.h"
 #include "harness/json_reporter.h"
+#include "patterns/run.h"
+#include "transports/transport.h"
 
 namespace pairperf {
 namespace {
@@ -54,6 +60,40 @@ void BM_time_and_record_sample(benchmark::State& state) {
   state.SetLabel(loop_clock_context().value("source", "?"));
 }
 BENCHMARK(BM_time_and_record_sample);
+
+// A ping-pong client's phase of 65,536 round trips over the instant transport (micro_transport):
+// `Typed` calls its run_phase, the loops instantiated for its class as every transport's are;
+// else the loops here, over the interface, each post and poll a virtual call (as the harness ran
+// them before patterns/ was a template: this file does not know the transport's class).
+template <bool Typed>
+void BM_pingpong_loop(benchmark::State& state) {
+  constexpr std::uint64_t round_trips = 1 << 16;
+  const std::unique_ptr<transport> t = make_instant_transport();
+  std::array<std::byte, 8> send{}, recv{};
+  std::array<std::byte*, 1> send_slots{send.data()}, recv_slots{recv.data()};
+  const pattern_buffers buffers{send_slots, recv_slots, nullptr, nullptr};
+  pattern_run run;
+  run.iterations = round_trips;
+  run.size = 8;
+  run.receive_after_send = true;
+  run.deadline = steady::now() + std::chrono::hours(1);
+  sample_recorder samples;
+  const where place{"micro", "", ""};
+  for (auto _ : state) {
+    samples.reset(round_trips);
+    if constexpr (Typed) {
+      benchmark::DoNotOptimize(t->run_phase(run, buffers, samples, nullptr, place));
+    } else {
+      benchmark::DoNotOptimize(run_pattern(*t, run, buffers, samples, nullptr, place));
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(round_trips));
+  state.counters["ns_per_round_trip"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * round_trips,
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_pingpong_loop<true>)->Name("BM_pingpong_loop_typed");
+BENCHMARK(BM_pingpong_loop<false>)->Name("BM_pingpong_loop_virtual");
 
 void BM_summarize_1M_samples(benchmark::State& state) {
   std::vector<std::int64_t> base(1'000'000);
