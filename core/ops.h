@@ -23,6 +23,10 @@ struct op {
   std::size_t length = 0;
   std::uint64_t cookie = 0;  // returned in the completion
   std::uint32_t remote = 0;  // put/get: index into the regions given to set_remote_regions()
+  // The poster takes post()'s return of 1 as this operation's completion: a transport that
+  // finished it inside the call (UCX's eager send) may say so instead of queueing a completion
+  // for the next poll. A transport is free to ignore it (return 0 and queue one as always).
+  bool may_complete_in_post = false;
 };
 
 struct completion {

@@ -101,6 +101,16 @@ class driver {
   // Asks from now on, whatever the budget: the peer must stop (it reached its cap).
   void expect_stop() noexcept { m_ask_from = steady::now(); }
 
+  // A ping-pong's data send, counted by the loop: true when the transport completed it inside
+  // the post (op::may_complete_in_post) and no completion will follow; false when one will.
+  [[gnu::always_inline]] bool post_send_counted(std::byte* data, std::size_t len,
+                                                std::uint64_t cookie) {
+    const int r = m_t.post(op{op_kind::send, op_channel::data, data, len, cookie, 0, true});
+    if (r < 0) [[unlikely]]
+      fail();
+    return r == 1;
+  }
+
   [[gnu::always_inline]] void post(op_kind kind, op_channel channel, std::byte* data,
                                    std::size_t len, std::uint64_t cookie,
                                    std::uint32_t remote = 0) {

@@ -30,9 +30,9 @@ pattern_outcome pingpong_client(driver<T>& d, const pattern_run& run, const patt
     // The post that comes first is on the round trip's critical path: the send, where the
     // transport keeps a reply that beats its receive.
     if (!run.receive_after_send) d.post(op_kind::recv, op_channel::data, recv, run.size, i);
-    d.post(op_kind::send, op_channel::data, send, run.size, i);
+    const bool sent = d.post_send_counted(send, run.size, i);
     if (run.receive_after_send) d.post(op_kind::recv, op_channel::data, recv, run.size, i);
-    for (std::size_t pending = 2; pending > 0;) pending -= d.poll().size();
+    for (std::size_t pending = sent ? 1 : 2; pending > 0;) pending -= d.poll().size();
     const std::int64_t t = now_ns();
     samples.record(t - prev);
     prev = t;
@@ -74,7 +74,7 @@ pattern_outcome pingpong_server(driver<T>& d, const pattern_run& run, const patt
     const bool more = Timed || i + 1 < run.iterations;
     if (more && !run.receive_after_send)
       d.post(op_kind::recv, op_channel::data, recv, run.size, i + 1);
-    d.post(op_kind::send, op_channel::data, send, run.size, i);
+    if (d.post_send_counted(send, run.size, i)) ++sent;
     if (more && run.receive_after_send)
       d.post(op_kind::recv, op_channel::data, recv, run.size, i + 1);
     while (sent <= i) count(d.poll());

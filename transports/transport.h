@@ -100,7 +100,8 @@ class transport {
   virtual void probe_next_operation() {}
 
   // Starts an operation; the buffer must stay valid until its completion. Returns 0, or a
-  // negative value on failure (last_error() says why).
+  // negative value on failure (last_error() says why), or, only where the operation allows it
+  // (op::may_complete_in_post), 1: it completed inside the call and no completion follows.
   [[nodiscard]] virtual int post(const op& operation) noexcept = 0;
   // Makes progress and writes up to out.size() completions; returns how many, or a negative
   // value on failure. Does not block, except in progress_mode::block, where it may sleep up to

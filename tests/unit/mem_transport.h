@@ -1,7 +1,8 @@
 #pragma once
 // An in-memory transport pair for testing the patterns on two threads without sockets (UCX's
-// test_perf does the same). Knobs: corrupt the first byte of every data message sent, close, or
-// count data that arrives before its receive is posted (verbs RC answers it with RNR and a
+// test_perf does the same). Knobs: corrupt the first byte of every data message sent, close,
+// complete sends inside post() where the poster allows it, or count data that arrives before its
+// receive is posted (verbs RC answers it with RNR and a
 // retry; here it is delivered once the receive comes, and counted).
 #include <cstring>
 #include <deque>
@@ -33,6 +34,10 @@ class mem_transport final : public transport {
       : m_link(std::move(link)), m_is_a(is_a) {}
 
   bool corrupt_data = false;
+  // Sends the poster lets complete inside post() (op::may_complete_in_post) do, as UCX's eager
+  // sends: post returns 1 and queues no completion. Counted in sends_completed_in_post.
+  bool complete_in_post = false;
+  std::size_t sends_completed_in_post = 0;
   bool strict_receives = false;  // both sides of a pair must agree
   // Data messages this side received before their receive was posted (strict_receives).
   std::size_t early_arrivals() {
@@ -75,6 +80,10 @@ class mem_transport final : public transport {
           }
         }
         (o.channel == op_channel::data ? out().data : out().sync).push_back(std::move(bytes));
+      }
+      if (complete_in_post && o.may_complete_in_post) {
+        ++sends_completed_in_post;
+        return 1;
       }
       m_done.push_back({o.cookie, op_kind::send});
       return 0;

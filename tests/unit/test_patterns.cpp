@@ -55,14 +55,18 @@ struct pair_result {
   pattern_outcome client, server;
   std::size_t client_samples = 0, server_samples = 0;
   std::uint64_t client_corrupt = 0, server_corrupt = 0, client_checked = 0, server_checked = 0;
-  std::size_t client_early = 0, server_early = 0;  // strict receives: data before its receive
+  std::size_t client_early = 0, server_early = 0;      // strict receives: data before its receive
+  std::size_t client_in_post = 0, server_in_post = 0;  // sends completed inside post()
+  std::size_t client_left = 0, server_left = 0;        // receives still posted after the phase
 };
 
 pair_result run_pair(pattern_kind kind, std::uint64_t n, unsigned window, std::size_t size,
-                     bool validate, bool server_corrupts = false, bool strict_receives = false) {
+                     bool validate, bool server_corrupts = false, bool strict_receives = false,
+                     bool complete_in_post = false) {
   auto link = std::make_shared<mem_link>();
   mem_transport ct(link, true), st(link, false);
   st.corrupt_data = server_corrupts;
+  ct.complete_in_post = st.complete_in_post = complete_in_post;
   ct.strict_receives = st.strict_receives = strict_receives;
   const std::size_t slots = validate ? window : 1;
   side_state cs(size, slots, validate), ss(size, slots, validate);
@@ -82,6 +86,10 @@ pair_result run_pair(pattern_kind kind, std::uint64_t n, unsigned window, std::s
   r.server = server.get();
   r.client_early = ct.early_arrivals();
   r.server_early = st.early_arrivals();
+  r.client_in_post = ct.sends_completed_in_post;
+  r.server_in_post = st.sends_completed_in_post;
+  r.client_left = ct.posted_receives();
+  r.server_left = st.posted_receives();
   r.client_samples = cs.samples.samples().size();
   r.server_samples = ss.samples.samples().size();
   if (validate) {
@@ -103,6 +111,27 @@ TEST(Patterns, PingPongRecordsEveryRoundTrip) {
   EXPECT_EQ(r.server_checked, 200U);
   EXPECT_EQ(r.client_corrupt + r.server_corrupt, 0U);
   EXPECT_GT(r.client.elapsed_ns, 0);
+}
+
+// A transport that completes a send inside post() (UCX's eager send) and says so: the ping-pong
+// loops count it then, and nothing waits for a completion that never comes. Streams do not offer
+// it (their sends complete later, by slot), so they see queued completions as before.
+TEST(Patterns, SendsCompletedInsidePostAreCountedThere) {
+  const auto r = run_pair(pattern_kind::pingpong, 300, 1, 64, true, false, false, true);
+  EXPECT_EQ(r.client_in_post, 300U);
+  EXPECT_EQ(r.server_in_post, 300U);
+  EXPECT_EQ(r.client_samples, 300U);
+  EXPECT_EQ(r.client.messages_sent, 300U);
+  EXPECT_EQ(r.server.messages_received, 300U);
+  EXPECT_EQ(r.client_checked + r.server_checked, 600U);
+  EXPECT_EQ(r.client_corrupt + r.server_corrupt, 0U);
+  EXPECT_EQ(r.client_left + r.server_left, 0U);
+
+  const auto s = run_pair(pattern_kind::stream_bi, 500, 8, 64, true, false, false, true);
+  EXPECT_EQ(s.client_in_post + s.server_in_post, 0U);
+  EXPECT_EQ(s.client.messages_received, 500U);
+  EXPECT_EQ(s.server.messages_received, 500U);
+  EXPECT_EQ(s.client_corrupt + s.server_corrupt, 0U);
 }
 
 TEST(Patterns, PingPongPrePostsReceivesWhereEarlyArrivalsAreRefused) {
@@ -195,10 +224,12 @@ timed_pair run_timed(mem_transport& ct, mem_transport& st, side_state& cs, side_
 }
 
 TEST(Patterns, TimedPingPongEndsAtItsBudgetAndLeavesNoReceivePosted) {
-  for (const bool strict : {false, true}) {  // UCX/TCP-like, then verbs-like receives
+  // UCX/TCP-like, then verbs-like receives, then UCX-like sends completed inside post()
+  for (const auto& [strict, in_post] : {std::pair{false, false}, {true, false}, {false, true}}) {
     auto link = std::make_shared<mem_link>();
     mem_transport ct(link, true), st(link, false);
     ct.strict_receives = st.strict_receives = strict;
+    ct.complete_in_post = st.complete_in_post = in_post;
     side_state cs(64, 1, true), ss(64, 1, true);
     const timed_pair r = run_timed(ct, st, cs, ss, 2'000'000, 50ms);
     EXPECT_GE(r.took, 50ms) << "strict " << strict;
@@ -221,6 +252,9 @@ TEST(Patterns, TimedPingPongEndsAtItsBudgetAndLeavesNoReceivePosted) {
     EXPECT_EQ(c.messages_sent, 100U);
     EXPECT_EQ(cs.checker->corrupt_bytes() + ss.checker->corrupt_bytes(), 0U);
     EXPECT_EQ(ct.early_arrivals(), 0U) << "strict " << strict;
+    if (in_post) {
+      EXPECT_EQ(ct.sends_completed_in_post, r.client.messages_sent + 100);
+    }
   }
 }
 

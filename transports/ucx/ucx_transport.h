@@ -172,9 +172,11 @@ inline void ucx_transport::link(request_info* info) noexcept {
   if (operation.channel == op_channel::data && !m_use_am && !m_probe && !m_failed && m_ep)
       [[likely]] {
     if (operation.kind == op_kind::send) {
-      return track(ucp_tag_send_nbx(m_ep->get(), operation.local, operation.length, m_data_tag,
-                                    &m_send_params),
-                   operation, "ucp_tag_send_nbx");
+      const ucs_status_ptr_t request = ucp_tag_send_nbx(
+          m_ep->get(), operation.local, operation.length, m_data_tag, &m_send_params);
+      // Sent inside the call (eager): the poster counts it now, if it may.
+      if (request == nullptr && operation.may_complete_in_post) return 1;
+      return track(request, operation, "ucp_tag_send_nbx");
     }
     if (operation.kind == op_kind::recv) {
       return track(ucp_tag_recv_nbx(m_worker.get(), operation.local, operation.length, m_data_tag,
