@@ -21,10 +21,10 @@ namespace pairperf {
 // What the loops need of a transport (transports/transport.h documents each call).
 template <class T>
 concept loop_transport = requires(T& t, const T& ct, const op& o, std::span<completion> out) {
-  { t.post(o) }
-  noexcept->std::same_as<int>;
-  { t.poll(out) }
-  noexcept->std::same_as<int>;
+  { t.post(o) } -> std::same_as<int>;
+  { t.poll(out) } -> std::same_as<int>;
+  requires noexcept(t.post(o));
+  requires noexcept(t.poll(out));
   t.start_flush();
   { ct.flushed() } -> std::convertible_to<bool>;
   { ct.last_error() } -> std::convertible_to<std::string>;
