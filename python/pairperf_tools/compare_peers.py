@@ -8,7 +8,14 @@
   iterations, warm-up and window:
   tag latency at 8 B      pairperf tag_lat                vs ucx_perftest -t tag_lat     target ratio <= 1.03
                           (both pinned alike: client on the first CPU, server on the second)
+  tag latency, the mean   pairperf tag_lat mean one-way   vs ucx_perftest's overall      target ratio <= 1.03
+                          (the p50 of a busy-polled round trip moves on a grid of about 5 ns here)
   tag bandwidth at 1 MiB  pairperf tag_bw (receiver)      vs ucx_perftest -t tag_bw      target ratio >= 0.97
+  the same three rows     vs the bare UCX loop (pairperf_ucx_bare, built beside pairperf: ucx_perftest's
+                          tag loops on UCP alone, same pinning)                  same targets
+                          and, per row, how the gap to ucx_perftest splits: pairperf / bare loop (what
+                          pairperf adds to the library's loop) x bare loop / ucx_perftest (what
+                          ucx_perftest's process does otherwise), medians of the rounds' ratios
   sweep wall time         one pairperf run of 24 sizes (1 B..8 MiB) x 3 TLS sets vs the same matrix
                           as a loop of ucx_perftest invocations, same iterations  target ratio <= 0.07
   sweep fixed cost        the same walls less the measured phases (pairperf: overhead.measured_s of
@@ -134,6 +141,33 @@ def modes(row):
     return out
 
 
+def level_bounds(values):
+    """Where this VM's levels part among the values (its TCP stream runs at about 2 or about 6
+    GB/s, a shared-memory round trip at about 0.08, 0.16 or 0.6 us, from one run to the next):
+    the geometric mean across every gap of MODE_GAP or wider between neighbours in sorted order."""
+    ordered = sorted(v for v in values if v > 0)
+    return [math.sqrt(a * b) for a, b in zip(ordered, ordered[1:]) if b / a >= MODE_GAP]
+
+
+def level_of(value, bounds):
+    return sum(value >= b for b in bounds)
+
+
+def same_level_rounds(*series):
+    """The indices of the rounds in which every tool ran at the same level of the machine: only
+    their ratios compare the tools rather than the levels they happened to meet."""
+    bounds = level_bounds([v for s in series for v in s])
+    return [i for i, values in enumerate(zip(*series)) if len({level_of(v, bounds) for v in values}) == 1]
+
+
+def same_level_ratios(row):
+    """Each round's pairperf / peer, for the rounds in which both ran at one level."""
+    if not row.pairperf_rounds or len(row.pairperf_rounds) != len(row.peer_rounds or []):
+        return []
+    keep = same_level_rounds(row.pairperf_rounds, row.peer_rounds)
+    return [row.pairperf_rounds[i] / row.peer_rounds[i] for i in keep if row.peer_rounds[i]]
+
+
 def pairperf(binary, test, size, seconds, pin=None):
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "r.json")
@@ -234,27 +268,102 @@ def pairperf_ucx(binary, test, sizes, iters, warmup, tls_sets, window=32, extra=
     return results
 
 
+def bare_binary(a):
+    """pairperf_ucx_bare (ucx_perftest's loops on UCP alone), built beside the pairperf under test."""
+    return os.path.join(os.path.dirname(os.path.abspath(a.pairperf)), "pairperf_ucx_bare")
+
+
+def ucx_bare(binary, test, size, iters, warmup, tls, window=32, pin=None):
+    """One run of the bare UCX loop; returns its JSON object (latency_s p50/mean one-way, or
+    receiver_Bps and sender_Bps)."""
+    args = [binary, "--test", test, "--size", str(size), "--iterations", str(iters), "--warmup", str(warmup),
+            "--window", str(window), "--timeout", "240"] + (["--cpu", f"{pin[0]},{pin[1]}"] if pin else [])
+    return json.loads(run(args, timeout=300, env=ucx_env(tls)).stdout)
+
+
+def breakdown(metric, mine, bare, theirs):
+    """How pairperf / ucx_perftest splits into pairperf / the bare loop (what pairperf adds to the
+    library's loop) and the bare loop / ucx_perftest (what ucx_perftest's process does otherwise):
+    the medians of each round's ratios over the rounds in which the three tools, run in the same
+    minutes, met one level of the machine (None where no round did)."""
+    keep = same_level_rounds(mine, bare, theirs)
+
+    def median_ratio(xs, ys):
+        return statistics.median(xs[i] / ys[i] for i in keep) if keep else None
+    return {"metric": metric, "rounds": len(mine), "same_level_rounds": len(keep),
+            "pairperf_over_peer": median_ratio(mine, theirs), "pairperf_over_bare": median_ratio(mine, bare),
+            "bare_over_peer": median_ratio(bare, theirs), "pairperf_rounds": mine, "bare_rounds": bare, "peer_rounds": theirs}
+
+
+def breakdown_text(b):
+    if not b["same_level_rounds"]:
+        return f"  {b['metric']}: no round had the three tools at one level of the machine ({b['rounds']} rounds)"
+    return (f"  {b['metric']}: pairperf / perftest {b['pairperf_over_peer']:.3f}; pairperf / bare loop "
+            f"{b['pairperf_over_bare']:.3f} (what pairperf adds); bare loop / perftest {b['bare_over_peer']:.3f} "
+            f"(the same UCP calls without ucx_perftest's process); medians over the {b['same_level_rounds']} of "
+            f"{b['rounds']} rounds with the three at one level")
+
+
 def compare_ucx(a):
-    rows, figures = [], {}
+    rows, figures, splits = [], {}, []
     pin = latency_pinning()
+    bare = bare_binary(a)
+    if not os.access(bare, os.X_OK):
+        bare = None
+        print(f"compare-peers: no pairperf_ucx_bare beside {a.pairperf}: the rows against the bare UCX loop are left out",
+              file=sys.stderr)
     for tls in UCX_TLS_SETS:
-        lat_pp, lat_up, bw_pp, bw_up = [], [], [], []
+        lat = {"pairperf": [], "perftest": [], "bare": []}
+        mean = {"pairperf": [], "perftest": [], "bare": []}
+        bw = {"pairperf": [], "perftest": [], "bare": []}
+
+        def pairperf_lat():
+            r = pairperf_ucx(a.pairperf, "tag_lat", "8", 100000, 10000, [tls],
+                             extra=["--cpu", f"{pin[0]},{pin[1]}"] if pin else [])[0]["latency_s"]
+            lat["pairperf"].append(r["p50"])
+            mean["pairperf"].append(r["avg"])
+
+        def perftest_lat():
+            r = ucx_perftest("tag_lat", 8, 100000, 10000, tls, pin=pin)
+            lat["perftest"].append(r["p50_s"])
+            mean["perftest"].append(r["overall_s"])
+
+        def bare_lat():
+            r = ucx_bare(bare, "tag_lat", 8, 100000, 10000, tls, pin=pin)["latency_s"]
+            lat["bare"].append(r["p50"])
+            mean["bare"].append(r["mean"])
+
+        tools = [
+            (pairperf_lat, lambda: bw["pairperf"].append(
+                pairperf_ucx(a.pairperf, "tag_bw", "1M", 2000, 200, [tls])[0]["bandwidth_Bps"]["receiver"])),
+            (perftest_lat, lambda: bw["perftest"].append(ucx_perftest("tag_bw", 1 << 20, 2000, 200, tls)["bandwidth_Bps"])),
+        ]
+        if bare:
+            tools.append((bare_lat, lambda: bw["bare"].append(ucx_bare(bare, "tag_bw", 1 << 20, 2000, 200, tls)["receiver_Bps"])))
         for i in range(a.rounds):
             print(f"ucx {tls}: round {i + 1}/{a.rounds} ...", file=sys.stderr, flush=True)
-            # Alternate which tool goes first, so drift of a shared machine hits both alike.
-            runs = [
-                lambda: lat_pp.append(pairperf_ucx(a.pairperf, "tag_lat", "8", 100000, 10000, [tls],
-                                                   extra=["--cpu", f"{pin[0]},{pin[1]}"] if pin else [])[0]["latency_s"]["p50"]),
-                lambda: lat_up.append(ucx_perftest("tag_lat", 8, 100000, 10000, tls, pin=pin)["p50_s"]),
-                lambda: bw_pp.append(pairperf_ucx(a.pairperf, "tag_bw", "1M", 2000, 200, [tls])[0]["bandwidth_Bps"]["receiver"]),
-                lambda: bw_up.append(ucx_perftest("tag_bw", 1 << 20, 2000, 200, tls)["bandwidth_Bps"]),
-            ]
-            order = [0, 1, 2, 3] if i % 2 == 0 else [1, 0, 3, 2]
-            for k in order:
-                runs[k]()
-        rows.append(rounds_row(f"ucx {tls} tag_lat 8 B p50 (us)", lat_pp, "perftest", lat_up, 1e6, "<= 1.03"))
-        rows.append(rounds_row(f"ucx {tls} tag_bw 1 MiB (GB/s)", bw_pp, "perftest", bw_up, 1e-9, ">= 0.97"))
-        figures[tls] = {"tag_lat_p50_s": {"pairperf": lat_pp, "ucx_perftest": lat_up}, "tag_bw_Bps": {"pairperf": bw_pp, "ucx_perftest": bw_up}}
+            # Rotate which tool goes first, so drift of a shared machine hits all alike.
+            order = tools[i % len(tools):] + tools[:i % len(tools)]
+            for latency, _ in order:
+                latency()
+            for _, bandwidth in order:
+                bandwidth()
+        rows.append(rounds_row(f"ucx {tls} tag_lat 8 B p50 (us)", lat["pairperf"], "perftest", lat["perftest"], 1e6, "<= 1.03"))
+        rows.append(rounds_row(f"ucx {tls} tag_lat 8 B mean (us)", mean["pairperf"], "perftest", mean["perftest"], 1e6, "<= 1.03"))
+        rows.append(rounds_row(f"ucx {tls} tag_bw 1 MiB (GB/s)", bw["pairperf"], "perftest", bw["perftest"], 1e-9, ">= 0.97"))
+        figures[tls] = {"tag_lat_p50_s": {"pairperf": lat["pairperf"], "ucx_perftest": lat["perftest"]},
+                        "tag_lat_mean_s": {"pairperf": mean["pairperf"], "ucx_perftest": mean["perftest"]},
+                        "tag_bw_Bps": {"pairperf": bw["pairperf"], "ucx_perftest": bw["perftest"]}}
+        if bare:
+            # The same targets against the library's own loop: what pairperf adds on top of it.
+            rows.append(rounds_row(f"ucx {tls} tag_lat 8 B p50 (us)", lat["pairperf"], "bare loop", lat["bare"], 1e6, "<= 1.03"))
+            rows.append(rounds_row(f"ucx {tls} tag_lat 8 B mean (us)", mean["pairperf"], "bare loop", mean["bare"], 1e6, "<= 1.03"))
+            rows.append(rounds_row(f"ucx {tls} tag_bw 1 MiB (GB/s)", bw["pairperf"], "bare loop", bw["bare"], 1e-9, ">= 0.97"))
+            for name, key, series in (("tag_lat 8 B p50", "tag_lat_p50_s", lat), ("tag_lat 8 B mean", "tag_lat_mean_s", mean),
+                                      ("tag_bw 1 MiB", "tag_bw_Bps", bw)):
+                figures[tls][key]["bare_loop"] = series["bare"]
+                splits.append(breakdown(f"ucx {tls} {name}", series["pairperf"], series["bare"], series["perftest"]))
+    figures["breakdown"] = splits
     # The sweep: one pairperf command against a loop of ucx_perftest runs, same iterations.
     sizes = [1 << i for i in range(24)]
     tls_sets = ["tcp", "posix,sysv,cma", ""]
@@ -463,6 +572,8 @@ def row_json(r, m):
            "target": r.target, "meets": r.meets}
     if r.pairperf_rounds:
         out.update(pairperf_rounds=r.pairperf_rounds, peer_rounds=r.peer_rounds, round_ratios=paired_ratios(r))
+        same = same_level_ratios(r)
+        out.update(same_level_round_ratios=same, same_level_ratio=statistics.median(same) if same else None)
     if m:
         out["modes"] = m
     return out
@@ -483,9 +594,20 @@ def print_rows(a, rows, report, where="on loopback"):
         if m:
             print(f"  {r.metric}: two modes, split at {m[0]['split']:.3g}; "
                   + "; ".join(mode_text(x, r.peer) for x in m))
+    for r in rows:
+        same = same_level_ratios(r)
+        if r.pairperf_rounds and len(same) < len(r.pairperf_rounds):
+            median = f"their ratios' median {statistics.median(same):.3f} ({spread_text(same)})" if same else "no ratio"
+            print(f"  {r.metric} vs {r.peer}: {len(same)} of {len(r.pairperf_rounds)} rounds had both tools at one "
+                  f"level of the machine; {median}")
+    splits = report.get("ucx", {}).get("breakdown", [])
+    if splits:
+        print("where each UCX gap sits (pairperf / perftest = pairperf / bare loop x bare loop / perftest):")
+        for b in splits:
+            print(breakdown_text(b))
     report["ratios"] = {f"{r.metric} vs {r.peer}": r.ratio for r in rows}  # one metric can have two peers
     if a.json:
-        doc = {"schema": "pairperf.peer_ratios", "schema_version": "1.1.0", "suite": a.suite, "rounds": a.rounds,
+        doc = {"schema": "pairperf.peer_ratios", "schema_version": "1.2.0", "suite": a.suite, "rounds": a.rounds,
                "where": where, "rows": [row_json(r, m) for r, m in split], "figures": report}
         with open(a.json, "w") as f:
             json.dump(doc, f, indent=2)

@@ -156,6 +156,35 @@ class ComparePeers(unittest.TestCase):
         only = compare_peers.rounds_row("bw", [2.0e9, 2.1e9, 6.0e9], "peer", [2.0e9, 2.2e9, 2.1e9], 1e-9, ">= 1.0")
         self.assertIsNone(compare_peers.modes(only)[1]["ratio"])
 
+    def test_the_ucx_gap_splits_into_what_pairperf_adds_and_what_the_peer_does(self):
+        # Three tools in the same rounds: each round's pairperf / peer is exactly pairperf / bare
+        # x bare / peer, and the medians are taken over the rounds' ratios.
+        # The fourth round met two levels of the machine (the bare loop ran at about 2 GB/s, the
+        # others at about 6): it compares levels, not tools, and is left out.
+        mine, bare, theirs = [6.0, 2.0, 6.2, 6.1], [6.1, 2.1, 6.3, 2.0], [6.6, 2.0, 6.5, 6.0]
+        b = compare_peers.breakdown("ucx tcp tag_bw 1 MiB", mine, bare, theirs)
+        self.assertEqual((b["rounds"], b["same_level_rounds"]), (4, 3))
+        self.assertAlmostEqual(b["pairperf_over_peer"], statistics.median([6.0 / 6.6, 1.0, 6.2 / 6.5]))
+        self.assertAlmostEqual(b["pairperf_over_bare"], statistics.median([6.0 / 6.1, 2.0 / 2.1, 6.2 / 6.3]))
+        self.assertAlmostEqual(b["bare_over_peer"], statistics.median([6.1 / 6.6, 2.1 / 2.0, 6.3 / 6.5]))
+        text = compare_peers.breakdown_text(b)
+        self.assertIn(f"pairperf / bare loop {b['pairperf_over_bare']:.3f}", text)
+        self.assertIn(f"bare loop / perftest {b['bare_over_peer']:.3f}", text)
+
+    def test_only_rounds_with_both_tools_at_one_level_pair_up(self):
+        # Three levels (a shared-memory round trip at 0.08, 0.16 or 0.6 us): the parts fall in the
+        # gaps of 1.5x or more between neighbours, and within a level the spread does not split it.
+        self.assertEqual(len(compare_peers.level_bounds([0.080, 0.085, 0.150, 0.175, 0.6, 0.66])), 2)
+        self.assertEqual(compare_peers.level_bounds([4.4, 5.0, 5.6, 6.6]), [])
+        row = compare_peers.rounds_row("lat", [0.165, 0.170, 0.080, 0.160], "peer", [0.160, 0.600, 0.082, 0.165], 1e6, "<= 1.03")
+        self.assertEqual(compare_peers.same_level_ratios(row), [0.165 / 0.160, 0.080 / 0.082, 0.160 / 0.165])
+        doc = compare_peers.row_json(row, compare_peers.modes(row))
+        self.assertAlmostEqual(doc["same_level_ratio"], statistics.median([0.165 / 0.160, 0.080 / 0.082, 0.160 / 0.165]))
+        # No round at one level: no ratio, said as such.
+        apart = compare_peers.rounds_row("bw", [6.0, 6.1], "peer", [2.0, 2.1], 1e-9, ">= 0.97")
+        self.assertEqual(compare_peers.same_level_ratios(apart), [])
+        self.assertIsNone(compare_peers.row_json(apart, None)["same_level_ratio"])
+
     def test_ofi_suite_compares_with_fi_pingpong_per_provider(self):
         if shutil.which("fi_pingpong") is None:
             self.skipTest("fi_pingpong not installed (libfabric-bin; scripts/setup installs it)")
@@ -182,3 +211,81 @@ class ComparePeers(unittest.TestCase):
 
 if __name__ == "__main__":
     pp.main()
+
+
+BARE = os.path.join(os.path.dirname(pp.BIN), "pairperf_ucx_bare")
+
+
+class BareUcxLoop(unittest.TestCase):
+    """pairperf_ucx_bare, the third point of compare-peers' UCX rows, as compare-peers runs it."""
+
+    def setUp(self):
+        if not os.access(BARE, os.X_OK):
+            self.skipTest(f"no {BARE}: this build has no UCX")
+
+    def bare(self, *args, tls="tcp"):
+        env = dict(os.environ, UCX_TLS=tls, UCX_NET_DEVICES="lo")
+        return subprocess.run([BARE] + list(args), capture_output=True, text=True, timeout=120, env=env)
+
+    def test_latency_and_bandwidth_are_measured_as_ucx_perftest_measures_them(self):
+        cpus = sorted(os.sched_getaffinity(0))
+        pin = ["--cpu", f"{cpus[0]},{cpus[1]}"] if len(cpus) >= 2 else []  # as compare-peers pins
+        r = self.bare("--test", "tag_lat", "--size", "8", "--iterations", "2000", "--warmup", "200", *pin)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        lat = json.loads(r.stdout)
+        self.assertEqual((lat["tool"], lat["test"], lat["size_bytes"], lat["iterations"]), ("pairperf_ucx_bare", "tag_lat", 8, 2000))
+        # One-way figures of a loopback round trip: above 50 ns, under a millisecond.
+        for key in ("p50", "mean"):
+            self.assertTrue(50e-9 < lat["latency_s"][key] < 1e-3, lat)
+        r = self.bare("--test", "tag_bw", "--size", "65536", "--iterations", "300", "--warmup", "30", "--window", "8")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        bw = json.loads(r.stdout)
+        self.assertEqual((bw["test"], bw["window"]), ("tag_bw", 8))
+        # Both views of 300 x 64 KiB: above 1 MB/s, and within 2x of each other (the sender's span
+        # ends at its flush, the receiver's at its last arrival).
+        for key in ("receiver_Bps", "sender_Bps"):
+            self.assertGreater(bw[key], 1e6, bw)
+        self.assertLess(max(bw["receiver_Bps"], bw["sender_Bps"]) / min(bw["receiver_Bps"], bw["sender_Bps"]), 2.0, bw)
+
+    def test_bad_input_is_a_usage_error_and_a_failed_library_call_exit_1(self):
+        for args in (["--test", "put_bw"], ["--cpu", "0"], ["--size", "0"], ["--window", "0"]):
+            r = self.bare(*args)
+            self.assertEqual(r.returncode, 2, f"{args}: {r.stdout}{r.stderr}")
+            self.assertIn("Run with --help", r.stderr)
+        r = self.bare("--cpu", f"0,{os.cpu_count() + 64}", "--iterations", "10")
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("cannot pin to CPU", r.stderr)
+        self.assertEqual(r.stdout, "")
+        # A transport this machine does not have: UCX refuses, and both processes end.
+        r = self.bare("--iterations", "10", tls="no_such_transport")
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertRegex(r.stderr, r"pairperf_ucx_bare: ucp_\w+: ")
+        self.assertNotIn('"tool"', r.stdout)  # no result; UCX's own log lines go to stdout
+
+    def test_the_other_side_ending_mid_run_ends_this_one_at_once(self):
+        # The client killed in the middle of a long stream: the server does not wait for its
+        # deadline (240 s as compare-peers runs it) but sees the pipe close and says so.
+        env = dict(os.environ, UCX_TLS="tcp", UCX_NET_DEVICES="lo")
+        p = subprocess.Popen([BARE, "--test", "tag_bw", "--size", "65536", "--iterations", str(1 << 30), "--warmup", "10",
+                              "--timeout", "240"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            children = []
+            for _ in range(200):  # its forked client, by pid: the one child of the process started here
+                with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
+                    children = f.read().split()
+                if children:
+                    break
+                time.sleep(0.05)
+            self.assertEqual(len(children), 1, "the bare loop forked no client within 10 s")
+            time.sleep(0.5)  # into the timed stream
+            killed_at = time.monotonic()
+            os.kill(int(children[0]), 9)
+            out, err = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+        waited = time.monotonic() - killed_at
+        self.assertEqual(p.returncode, 1, out + err)
+        self.assertRegex(err, r"pairperf_ucx_bare: (the other process ended|pipe: the other side ended)")
+        self.assertLess(waited, 30, f"the server took {waited:.1f} s to notice")
