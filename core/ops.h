@@ -27,6 +27,11 @@ struct op {
   // finished it inside the call (UCX's eager send) may say so instead of queueing a completion
   // for the next poll. A transport is free to ignore it (return 0 and queue one as always).
   bool may_complete_in_post = false;
+  // The poster counts this operation's completion and needs no cookie back (a ping-pong's
+  // receive: one at a time, in order): a transport may add it to its counter
+  // (transport::counted_completions()) instead of queueing a completion, sparing the callback
+  // and the poll their bookkeeping. A transport is free to ignore it and queue one as always.
+  bool counted = false;
 };
 
 struct completion {

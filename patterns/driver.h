@@ -29,6 +29,8 @@ concept loop_transport = requires(T& t, const T& ct, const op& o, std::span<comp
   { ct.flushed() } -> std::convertible_to<bool>;
   { ct.last_error() } -> std::convertible_to<std::string>;
   { ct.peer_gone() } -> std::convertible_to<bool>;
+  { ct.counted_completions() } -> std::same_as<std::uint64_t>;
+  requires noexcept(ct.counted_completions());
 };
 
 }  // namespace pairperf
@@ -115,6 +117,24 @@ class driver {
                                    std::size_t len, std::uint64_t cookie,
                                    std::uint32_t remote = 0) {
     if (m_t.post(op{kind, channel, data, len, cookie, remote}) != 0) fail();
+  }
+
+  // A ping-pong's data receive, whose completion the loop counts (op::counted): it comes through
+  // poll() or the transport's counter (counted()), whichever the transport uses.
+  [[gnu::always_inline]] void post_recv_counted(std::byte* data, std::size_t len,
+                                                std::uint64_t cookie) {
+    if (m_t.post(op{op_kind::recv, op_channel::data, data, len, cookie, 0, false, true}) != 0)
+      fail();
+  }
+  // The transport's count of counted operations completed without a completion (monotonic).
+  [[gnu::always_inline]] std::uint64_t counted() const noexcept {
+    return m_t.counted_completions();
+  }
+  // Waits for `pending` completions of the operations just posted: those poll() returns and
+  // those the transport counted since `counted_at` (counted() before the posts).
+  [[gnu::always_inline]] void await(std::size_t pending, std::uint64_t counted_at) {
+    std::size_t polled = 0;
+    while (polled + (counted() - counted_at) < pending) polled += poll().size();
   }
 
   // Waits (progressing the transport) for one completion of the sync channel's kind `kind`.

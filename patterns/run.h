@@ -67,7 +67,9 @@ void send_closing_message(T& t, const pattern_run& run, const pattern_buffers& b
 template <loop_transport T>
 void receive_closing_message(T& t, const pattern_run& run, const where& place) {
   pattern_detail::driver<T> d(t, run, place);  // the receive was posted by the phase
-  for (std::size_t pending = 1; pending > 0;) pending -= d.poll().size();
+  // Counted (op::counted): it completes through poll() or the transport's counter, which nothing
+  // advanced since the phase (the client sends this only after the server saw the stop).
+  d.await(1, d.counted());
 }
 
 }  // namespace pairperf

@@ -29,10 +29,11 @@ pattern_outcome pingpong_client(driver<T>& d, const pattern_run& run, const patt
     }
     // The post that comes first is on the round trip's critical path: the send, where the
     // transport keeps a reply that beats its receive.
-    if (!run.receive_after_send) d.post(op_kind::recv, op_channel::data, recv, run.size, i);
+    const std::uint64_t counted_at = d.counted();
+    if (!run.receive_after_send) d.post_recv_counted(recv, run.size, i);
     const bool sent = d.post_send_counted(send, run.size, i);
-    if (run.receive_after_send) d.post(op_kind::recv, op_channel::data, recv, run.size, i);
-    for (std::size_t pending = sent ? 1 : 2; pending > 0;) pending -= d.poll().size();
+    if (run.receive_after_send) d.post_recv_counted(recv, run.size, i);
+    d.await(sent ? 1 : 2, counted_at);
     const std::int64_t t = now_ns();
     samples.record(t - prev);
     prev = t;
@@ -51,17 +52,21 @@ pattern_outcome pingpong_server(driver<T>& d, const pattern_run& run, const patt
   std::byte* send = b.send_slots[0];
   std::byte* recv = b.recv_slots[0];
   const std::int64_t start = now_ns();
-  std::uint64_t received = 0;
+  // Receives complete through poll() or the transport's counter (op::counted), sends through
+  // poll() unless inside their post.
+  std::uint64_t polled_recvs = 0;
   std::uint64_t sent = 0;
+  const std::uint64_t counted_at = d.counted();
+  const auto received = [&] { return polled_recvs + (d.counted() - counted_at); };
   const auto count = [&](std::span<const completion> done) {
-    for (const auto& c : done) (c.kind == op_kind::recv ? received : sent) += 1;
+    for (const auto& c : done) (c.kind == op_kind::recv ? polled_recvs : sent) += 1;
   };
-  if (Timed || run.iterations > 0) d.post(op_kind::recv, op_channel::data, recv, run.size, 0);
+  if (Timed || run.iterations > 0) d.post_recv_counted(recv, run.size, 0);
   std::uint64_t i = 0;
   for (; Timed || i < run.iterations; ++i) {
     if (Timed && i == run.iterations) d.expect_stop();  // the client is at its cap
-    while (received <= i && !(Timed && d.stopped())) count(d.poll());
-    if (received <= i) break;  // timed: the client stopped after i round trips
+    while (received() <= i && !(Timed && d.stopped())) count(d.poll());
+    if (received() <= i) break;  // timed: the client stopped after i round trips
     if (Timed && i >= run.iterations)
       d.protocol_error("the client went on past the phase's iteration cap");
     if constexpr (Validate) {
@@ -72,11 +77,9 @@ pattern_outcome pingpong_server(driver<T>& d, const pattern_run& run, const patt
     // critical path), else before it, so the next request always finds one waiting. A timed
     // phase always posts one: the last takes the client's closing message.
     const bool more = Timed || i + 1 < run.iterations;
-    if (more && !run.receive_after_send)
-      d.post(op_kind::recv, op_channel::data, recv, run.size, i + 1);
+    if (more && !run.receive_after_send) d.post_recv_counted(recv, run.size, i + 1);
     if (d.post_send_counted(send, run.size, i)) ++sent;
-    if (more && run.receive_after_send)
-      d.post(op_kind::recv, op_channel::data, recv, run.size, i + 1);
+    if (more && run.receive_after_send) d.post_recv_counted(recv, run.size, i + 1);
     while (sent <= i) count(d.poll());
   }
   return ping_pong_outcome(start, i);

@@ -107,6 +107,10 @@ class transport {
   // value on failure. Does not block, except in progress_mode::block, where it may sleep up to
   // 10 ms when nothing is ready.
   [[nodiscard]] virtual int poll(std::span<completion> out) noexcept = 0;
+  // How many operations posted with op::counted completed into this transport's counter rather
+  // than through poll(): monotonic over the transport's life, advanced only inside post() and
+  // poll(). 0 from a transport that queues every completion.
+  [[nodiscard]] virtual std::uint64_t counted_completions() const noexcept { return 0; }
   // Runs one phase of the case's pattern: each transport defines it, in the file that defines
   // its post() and poll(), as `return run_pattern(*this, run, buffers, samples, checker,
   // place);` (patterns/run.h), which instantiates the loops for its own final class. The

@@ -1,7 +1,8 @@
 #pragma once
 // An in-memory transport pair for testing the patterns on two threads without sockets (UCX's
 // test_perf does the same). Knobs: corrupt the first byte of every data message sent, close,
-// complete sends inside post() where the poster allows it, or count data that arrives before its
+// complete sends inside post() where the poster allows it, count receives the poster marks
+// op::counted instead of returning their completions, or count data that arrives before its
 // receive is posted (verbs RC answers it with RNR and a
 // retry; here it is delivered once the receive comes, and counted).
 #include <cstring>
@@ -38,6 +39,9 @@ class mem_transport final : public transport {
   // sends: post returns 1 and queues no completion. Counted in sends_completed_in_post.
   bool complete_in_post = false;
   std::size_t sends_completed_in_post = 0;
+  // Data receives the poster marks op::counted complete into counted_completions(), as UCX's do:
+  // poll() returns no completion for them.
+  bool count_receives = false;
   bool strict_receives = false;  // both sides of a pair must agree
   // Data messages this side received before their receive was posted (strict_receives).
   std::size_t early_arrivals() {
@@ -112,7 +116,10 @@ class mem_transport final : public transport {
       while (n < c.size() && !q->empty() && !inbox.empty()) {
         const op& o = q->front();
         std::memcpy(o.local, inbox.front().data(), std::min(o.length, inbox.front().size()));
-        c[n++] = {o.cookie, op_kind::recv};
+        if (count_receives && o.counted)
+          ++m_counted;
+        else
+          c[n++] = {o.cookie, op_kind::recv};
         inbox.pop_front();
         q->pop_front();
       }
@@ -124,6 +131,8 @@ class mem_transport final : public transport {
     }
     return static_cast<int>(n);
   }
+
+  [[nodiscard]] std::uint64_t counted_completions() const noexcept override { return m_counted; }
 
   pattern_outcome run_phase(const pattern_run& run, const pattern_buffers& buffers,
                             sample_recorder& samples, message_check* checker,
@@ -147,6 +156,7 @@ class mem_transport final : public transport {
   std::deque<op> m_recv_data, m_recv_sync;
   std::string m_error;
   bool m_gone = false;
+  std::uint64_t m_counted = 0;
 };
 
 }  // namespace pairperf::testing

@@ -55,16 +55,20 @@ struct pair_result {
   pattern_outcome client, server;
   std::size_t client_samples = 0, server_samples = 0;
   std::uint64_t client_corrupt = 0, server_corrupt = 0, client_checked = 0, server_checked = 0;
-  std::size_t client_early = 0, server_early = 0;      // strict receives: data before its receive
-  std::size_t client_in_post = 0, server_in_post = 0;  // sends completed inside post()
-  std::size_t client_left = 0, server_left = 0;        // receives still posted after the phase
+  std::size_t client_early = 0, server_early = 0;        // strict receives: data before its receive
+  std::size_t client_in_post = 0, server_in_post = 0;    // sends completed inside post()
+  std::size_t client_left = 0, server_left = 0;          // receives still posted after the phase
+  std::uint64_t client_counted = 0, server_counted = 0;  // receives completed into the counter
 };
 
 pair_result run_pair(pattern_kind kind, std::uint64_t n, unsigned window, std::size_t size,
                      bool validate, bool server_corrupts = false, bool strict_receives = false,
-                     bool complete_in_post = false) {
+                     bool complete_in_post = false, bool client_counts = false,
+                     bool server_counts = false) {
   auto link = std::make_shared<mem_link>();
   mem_transport ct(link, true), st(link, false);
+  ct.count_receives = client_counts;
+  st.count_receives = server_counts;
   st.corrupt_data = server_corrupts;
   ct.complete_in_post = st.complete_in_post = complete_in_post;
   ct.strict_receives = st.strict_receives = strict_receives;
@@ -88,6 +92,8 @@ pair_result run_pair(pattern_kind kind, std::uint64_t n, unsigned window, std::s
   r.server_early = st.early_arrivals();
   r.client_in_post = ct.sends_completed_in_post;
   r.server_in_post = st.sends_completed_in_post;
+  r.client_counted = ct.counted_completions();
+  r.server_counted = st.counted_completions();
   r.client_left = ct.posted_receives();
   r.server_left = st.posted_receives();
   r.client_samples = cs.samples.samples().size();
@@ -113,6 +119,17 @@ TEST(Patterns, PingPongRecordsEveryRoundTrip) {
   EXPECT_GT(r.client.elapsed_ns, 0);
 }
 
+// A validated ping-pong of n round trips that went through whole: every round trip timed, every
+// message checked and intact, no receive left posted.
+void expect_whole_pingpong(const pair_result& r, std::uint64_t n) {
+  EXPECT_EQ(r.client_samples, n);
+  EXPECT_EQ(r.client.messages_sent, n);
+  EXPECT_EQ(r.server.messages_received, n);
+  EXPECT_EQ(r.client_checked + r.server_checked, 2 * n);
+  EXPECT_EQ(r.client_corrupt + r.server_corrupt, 0U);
+  EXPECT_EQ(r.client_left + r.server_left, 0U);
+}
+
 // A transport that completes a send inside post() (UCX's eager send) and says so: the ping-pong
 // loops count it then, and nothing waits for a completion that never comes. Streams do not offer
 // it (their sends complete later, by slot), so they see queued completions as before.
@@ -120,15 +137,31 @@ TEST(Patterns, SendsCompletedInsidePostAreCountedThere) {
   const auto r = run_pair(pattern_kind::pingpong, 300, 1, 64, true, false, false, true);
   EXPECT_EQ(r.client_in_post, 300U);
   EXPECT_EQ(r.server_in_post, 300U);
-  EXPECT_EQ(r.client_samples, 300U);
-  EXPECT_EQ(r.client.messages_sent, 300U);
-  EXPECT_EQ(r.server.messages_received, 300U);
-  EXPECT_EQ(r.client_checked + r.server_checked, 600U);
-  EXPECT_EQ(r.client_corrupt + r.server_corrupt, 0U);
-  EXPECT_EQ(r.client_left + r.server_left, 0U);
+  expect_whole_pingpong(r, 300);
 
   const auto s = run_pair(pattern_kind::stream_bi, 500, 8, 64, true, false, false, true);
   EXPECT_EQ(s.client_in_post + s.server_in_post, 0U);
+  EXPECT_EQ(s.client.messages_received, 500U);
+  EXPECT_EQ(s.server.messages_received, 500U);
+  EXPECT_EQ(s.client_corrupt + s.server_corrupt, 0U);
+}
+
+// A transport that completes a ping-pong's receives into its counter (op::counted; UCX's
+// callbacks only count them): the loops read the counter beside poll(), on both sides or on one
+// (each side's loop reads whichever its transport uses), with sends completed in post or not.
+TEST(Patterns, ReceivesCountedByTheTransportAreSeenByTheLoops) {
+  for (const auto& [client_counts, server_counts, in_post] :
+       {std::tuple{true, true, true}, {true, false, false}, {false, true, true}}) {
+    const auto r = run_pair(pattern_kind::pingpong, 300, 1, 64, true, false, false, in_post,
+                            client_counts, server_counts);
+    EXPECT_EQ(r.client_counted, client_counts ? 300U : 0U);
+    EXPECT_EQ(r.server_counted, server_counts ? 300U : 0U);
+    expect_whole_pingpong(r, 300);
+  }
+  // Streams keep their cookies (slots, arrival order): they never ask for counting.
+  const auto s =
+      run_pair(pattern_kind::stream_bi, 500, 8, 64, true, false, false, false, true, true);
+  EXPECT_EQ(s.client_counted + s.server_counted, 0U);
   EXPECT_EQ(s.client.messages_received, 500U);
   EXPECT_EQ(s.server.messages_received, 500U);
   EXPECT_EQ(s.client_corrupt + s.server_corrupt, 0U);
@@ -224,12 +257,14 @@ timed_pair run_timed(mem_transport& ct, mem_transport& st, side_state& cs, side_
 }
 
 TEST(Patterns, TimedPingPongEndsAtItsBudgetAndLeavesNoReceivePosted) {
-  // UCX/TCP-like, then verbs-like receives, then UCX-like sends completed inside post()
+  // TCP-like, then verbs-like receives, then UCX-like: sends completed inside post() and
+  // receives into the counter (the closing message's too)
   for (const auto& [strict, in_post] : {std::pair{false, false}, {true, false}, {false, true}}) {
     auto link = std::make_shared<mem_link>();
     mem_transport ct(link, true), st(link, false);
     ct.strict_receives = st.strict_receives = strict;
     ct.complete_in_post = st.complete_in_post = in_post;
+    ct.count_receives = st.count_receives = in_post;
     side_state cs(64, 1, true), ss(64, 1, true);
     const timed_pair r = run_timed(ct, st, cs, ss, 2'000'000, 50ms);
     EXPECT_GE(r.took, 50ms) << "strict " << strict;
@@ -254,6 +289,9 @@ TEST(Patterns, TimedPingPongEndsAtItsBudgetAndLeavesNoReceivePosted) {
     EXPECT_EQ(ct.early_arrivals(), 0U) << "strict " << strict;
     if (in_post) {
       EXPECT_EQ(ct.sends_completed_in_post, r.client.messages_sent + 100);
+      // Every request the server took, the closing message included, and every reply.
+      EXPECT_EQ(st.counted_completions(), r.server.messages_received + 1 + 100);
+      EXPECT_EQ(ct.counted_completions(), r.client.messages_sent + 100);
     }
   }
 }

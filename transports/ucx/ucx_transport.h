@@ -38,6 +38,9 @@ class ucx_transport final : public transport {
   // data message's post and the loop's every step.
   [[nodiscard]] int post(const op& operation) noexcept override;
   [[nodiscard]] int poll(std::span<completion> out) noexcept override;
+  // A ping-pong's receives (op::counted) complete into a counter: their callback only unlinks
+  // and counts, and the loop reads the count, with no completion queued and none to pop.
+  [[nodiscard]] std::uint64_t counted_completions() const noexcept override { return m_counted; }
   pattern_outcome run_phase(const pattern_run& run, const pattern_buffers& buffers,
                             sample_recorder& samples, message_check* checker,
                             const where& place) override;
@@ -70,6 +73,9 @@ class ucx_transport final : public transport {
   static void on_send(void* request, ucs_status_t status, void* user_data);
   static void on_tag_recv(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
                           void* user_data);
+  // A counted receive's (op::counted): into m_counted, no completion queued.
+  static void on_counted_recv(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
+                              void* user_data);
   static void on_am_data(void* request, ucs_status_t status, std::size_t length, void* user_data);
   static void on_flush(void* request, ucs_status_t status, void* user_data);
   static void on_worker_flush(void* request, ucs_status_t status, void* user_data);
@@ -121,8 +127,9 @@ class ucx_transport final : public transport {
   std::vector<remote_region> m_remote;
   fifo<completion> m_done;
   request_info* m_outstanding = nullptr;  // the list of posted, not yet completed operations
-  ucp_request_param_t m_send_params{}, m_recv_params{}, m_sync_send_params{}, m_sync_recv_params{},
-      m_am_data_params{};
+  ucp_request_param_t m_send_params{}, m_recv_params{}, m_counted_recv_params{},
+      m_sync_send_params{}, m_sync_recv_params{}, m_am_data_params{};
+  std::uint64_t m_counted = 0;  // counted receives completed (counted_completions())
   // A probed post (UCP_OP_ATTR_FLAG_NO_IMM_CMPL) may complete inside the call, before its
   // request_info is written; its callback (on_probed, user_data this) then takes the operation
   // from here and leaves the freeing to the poster, which queries the request first.
@@ -179,9 +186,14 @@ inline void ucx_transport::link(request_info* info) noexcept {
       return track(request, operation, "ucp_tag_send_nbx");
     }
     if (operation.kind == op_kind::recv) {
-      return track(ucp_tag_recv_nbx(m_worker.get(), operation.local, operation.length, m_data_tag,
-                                    ucx_wire::full_mask, &m_recv_params),
-                   operation, "ucp_tag_recv_nbx");
+      const ucs_status_ptr_t request = ucp_tag_recv_nbx(
+          m_worker.get(), operation.local, operation.length, m_data_tag, ucx_wire::full_mask,
+          operation.counted ? &m_counted_recv_params : &m_recv_params);
+      if (request == nullptr && operation.counted) {  // matched a message already there
+        ++m_counted;
+        return 0;
+      }
+      return track(request, operation, "ucp_tag_recv_nbx");
     }
   }
   return post_other(operation);

@@ -28,6 +28,8 @@ void ucx_transport::build_params() noexcept {
   m_send_params = m_recv_params = m_am_data_params = base;
   m_send_params.cb.send = &ucx_transport::on_send;
   m_recv_params.cb.recv = &ucx_transport::on_tag_recv;
+  m_counted_recv_params = m_recv_params;
+  m_counted_recv_params.cb.recv = &ucx_transport::on_counted_recv;
   m_am_data_params.cb.recv_am = &ucx_transport::on_am_data;
 }
 
@@ -96,6 +98,19 @@ void ucx_transport::on_send(void* request, ucs_status_t status, void* user_data)
 void ucx_transport::on_tag_recv(void* request, ucs_status_t status,
                                 const ucp_tag_recv_info_t* /*info*/, void* user_data) {
   static_cast<ucx_transport*>(user_data)->complete(request, status);
+}
+
+void ucx_transport::on_counted_recv(void* request, ucs_status_t status,
+                                    const ucp_tag_recv_info_t* /*info*/, void* user_data) {
+  auto* self = static_cast<ucx_transport*>(user_data);
+  auto* info = static_cast<request_info*>(request);
+  if (status == UCS_OK) {
+    ++self->m_counted;
+  } else {
+    self->settle(completion{info->cookie, info->kind}, status);  // records the failure
+  }
+  self->unlink(info);
+  ucp_request_free(request);
 }
 
 void ucx_transport::on_am_data(void* request, ucs_status_t status, std::size_t /*length*/,
