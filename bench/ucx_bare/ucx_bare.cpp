@@ -20,7 +20,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
-#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <ucp/api/ucp.h>
@@ -33,6 +32,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -451,9 +451,8 @@ int server_main(const options& o) {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The command line, then the run; 2 for a usage error.
+int parse_and_run(int argc, char** argv) {
   options o;
   CLI::App app{
       "ucx_perftest's tag_lat / tag_bw loop on UCP alone, client and server forked on this host"};
@@ -478,10 +477,18 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  return server_main(o);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
   try {
-    return server_main(o);
+    return parse_and_run(argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "pairperf_ucx_bare: %s\n", e.what());
-    return 1;
+  } catch (...) {
+    std::fprintf(stderr, "pairperf_ucx_bare: an unknown exception\n");
   }
+  return 1;
 }
