@@ -364,7 +364,13 @@ def compare_ucx(a):
                 figures[tls][key]["bare_loop"] = series["bare"]
                 splits.append(breakdown(f"ucx {tls} {name}", series["pairperf"], series["bare"], series["perftest"]))
     figures["breakdown"] = splits
-    # The sweep: one pairperf command against a loop of ucx_perftest runs, same iterations.
+    sweep_rows, figures["sweep_wall_s"] = compare_sweep(a)
+    return rows + sweep_rows, figures
+
+
+def compare_sweep(a):
+    """The sweep: one pairperf command against a loop of ucx_perftest runs, same iterations."""
+    rows = []
     sizes = [1 << i for i in range(24)]
     tls_sets = ["tcp", "posix,sysv,cma", ""]
     iters, warmup = 200, 20
@@ -393,9 +399,8 @@ def compare_ucx(a):
     per_case = ctx["overhead"].get("per_case_s", {}).get("median", 0.0)
     print(f"sweep: pairperf per-case overhead median {per_case * 1e3:.1f} ms, start-up {ctx['overhead']['setup_s']:.2f} s "
           f"(results context); ucx_perftest {up_fixed / len(sizes) / len(tls_sets) * 1e3:.0f} ms a run", file=sys.stderr)
-    figures["sweep_wall_s"] = {"pairperf": pp_wall, "ucx_perftest_loop": up_wall, "pairperf_fixed": pp_fixed, "ucx_perftest_fixed": up_fixed,
-                               "pairperf_overhead": ctx["overhead"]}
-    return rows, figures
+    return rows, {"pairperf": pp_wall, "ucx_perftest_loop": up_wall, "pairperf_fixed": pp_fixed, "ucx_perftest_fixed": up_fixed,
+                  "pairperf_overhead": ctx["overhead"]}
 
 
 OFI_PROVIDERS = ["tcp;ofi_rxm", "shm"]
