@@ -73,7 +73,7 @@ void from_json(const nlohmann::json& j, iface_address& addr) {
 }
 
 void to_json(nlohmann::json& j, const interface_info& info) {
-  j = {{"name", info.name},          {"up", info.up},         {"running", info.running},
+  j = {{"name", info.name},          {"index", info.index}, {"up", info.up},         {"running", info.running},
        {"loopback", info.loopback},  {"mtu_bytes", info.mtu}, {"mac", info.mac},
        {"addresses", info.addresses}};
   j["speed_Mbps"] = info.speed_mbps ? nlohmann::json(*info.speed_mbps) : nlohmann::json(nullptr);
@@ -81,6 +81,7 @@ void to_json(nlohmann::json& j, const interface_info& info) {
 
 void from_json(const nlohmann::json& j, interface_info& info) {
   j.at("name").get_to(info.name);
+  info.index = j.value("index", 0U);
   info.up = j.value("up", false);
   info.running = j.value("running", false);
   info.loopback = j.value("loopback", false);
@@ -117,6 +118,7 @@ std::vector<interface_info> list_interfaces() {
   std::vector<interface_info> out;
   for (auto& [name, info] : by_name) {
     info.mtu = static_cast<unsigned>(read_sys_long(name, "mtu").value_or(0));
+    info.index = ::if_nametoindex(name.c_str());
     // Virtual devices report -1 or fail the read: leave the speed unknown then.
     if (auto speed = read_sys_long(name, "speed"); speed && *speed > 0)
       info.speed_mbps = static_cast<int>(*speed);

@@ -16,6 +16,7 @@ struct iface_address {
 
 struct interface_info {
   std::string name;
+  unsigned index = 0;    // the kernel's ifindex (0: unknown); getifaddrs lists in this order
   bool up = false;       // IFF_UP
   bool running = false;  // IFF_RUNNING (carrier)
   bool loopback = false;
@@ -30,7 +31,8 @@ void from_json(const nlohmann::json& j, interface_info& info);
 void to_json(nlohmann::json& j, const iface_address& addr);
 void from_json(const nlohmann::json& j, iface_address& addr);
 
-// All interfaces of this host (this network namespace), sorted by name.
+// All interfaces of this host (this network namespace), sorted by name; each one's addresses in
+// the order getifaddrs lists them.
 std::vector<interface_info> list_interfaces();
 
 // Interfaces that can carry a test: up and with at least one address.

@@ -90,6 +90,10 @@ side_view make_side(const std::string& name, const nlohmann::json& host, const n
   if (env.is_object()) s.env = env;
   const auto ifaces = interfaces_of(host);
   s.ifaces = names_of(ifaces);
+  s.interfaces = host.is_object() && host.contains("interfaces")
+                     ? host.at("interfaces").get<std::vector<interface_info>>()
+                     : std::vector<interface_info>();
+  if (host.is_object() && host.contains("nccl")) s.nccl = nccl_side_from(host.at("nccl"));
   for (const auto& i : ifaces) {
     if (i.loopback) s.loopback.insert(i.name);
   }
@@ -244,6 +248,8 @@ void analyze(doctor_report& r) {
         application_outcome{true, a.result.status == case_status::ok, a.result.message};
   }
   r.findings = check_variables(r.client, r.server, measured);
+  r.nccl = judge_nccl(r.client);
+  for (auto& v : judge_nccl(r.server)) r.nccl.push_back(std::move(v));
 
   if (r.reach.empty()) {
     r.findings.push_back(finding{"pair", "interfaces",

@@ -105,6 +105,9 @@ struct doctor_report {
   std::optional<path_verdict> verdict;
   std::optional<gpu_pair> gpus;  // when both sides know their GPUs
   side_view client, server;
+  // NCCL's bootstrap interface on each side, as each side's libnccl answered (or NCCL's rule),
+  // and whether the peer reaches it.
+  std::vector<nccl_verdict> nccl;
   std::vector<finding> findings;
   std::chrono::nanoseconds probe_timeout{};  // each connection attempt's bound
   std::chrono::nanoseconds bound{};          // the most the probes could take, announced up front

@@ -88,7 +88,13 @@ void to_json(nlohmann::json& j, const doctor_report& r) {
     nlohmann::json vars = nlohmann::json::object();
     for (const auto& v : shown_variables())
       vars[v] = s.env.contains(v) ? s.env.at(v) : nlohmann::json();
+    // NCCL's rule on this side, whatever its libraries answered (the fallback, shown to be checked).
+    const auto rule = nccl_rule_bootstrap(s.interfaces, s.env);
+    const nlohmann::json nccl_rule{{"version", nccl_rule_version},
+                                   {"iface", rule ? rule->iface : ""},
+                                   {"address", rule ? rule->address : ""}};
     return nlohmann::json{{"interfaces", s.ifaces},
+                          {"nccl_rule", nccl_rule},
                           {"reaching", s.ranked},
                           {"variables", vars},
                           {"recommended", recommended},
@@ -108,6 +114,7 @@ void to_json(nlohmann::json& j, const doctor_report& r) {
        {"client", side(r.client)},
        {"server", side(r.server)},
        {"findings", r.findings},
+       {"nccl", r.nccl},
        {"bound_s", static_cast<double>(r.bound.count()) * 1e-9},
        {"elapsed_s", r.elapsed_s},
        {"scope", r.this_host_only ? "this host" : "pair"},
@@ -250,7 +257,24 @@ void print_gpus(std::FILE* out, const doctor_report& r) {
   }
 }
 
+// "NCCL on the client: NCCL 2.28.9 (/usr/lib/libnccl.so.2) takes eth0:10.0.0.1 for its
+// bootstrap: eth0 reaches the peer".
+void print_nccl(std::FILE* out, const doctor_report& r) {
+  if (r.nccl.empty()) return;
+  fmt::print(out, "\nNCCL's bootstrap interface (asked of each side's libnccl.so.2):\n");
+  for (const auto& v : r.nccl) {
+    const std::string who =
+        v.source == "rule"
+            ? fmt::format("no libnccl answered; NCCL {}'s rule", v.version)
+            : fmt::format("NCCL {} ({})", v.version.empty() ? "?" : v.version, v.library);
+    const std::string takes = v.iface.empty() ? std::string("no interface")
+                                              : fmt::format("{}:{}", v.iface, v.address);
+    fmt::print(out, "  {:<7} {}: {}: {} ({})\n", v.side, who, takes, v.outcome, v.why);
+  }
+}
+
 void print_outcome(std::FILE* out, const doctor_report& r) {
+  print_nccl(out, r);
   for (const auto& [variable, a] : r.applications) {
     fmt::print(out, "\n{}'s own connection (each side's environment, judging {}): {}\n",
                a.test.transport, variable,

@@ -20,6 +20,7 @@
 #include "core/clock.h"
 #include "core/interfaces.h"
 #include "host/gpus.h"
+#include "host/nccl_probe.h"
 #include "host/noise.h"
 #include "transports/registry.h"
 
@@ -63,6 +64,11 @@ described& described_transports() {
   return d;
 }
 
+std::atomic<bool>& nccl_described() {
+  static std::atomic<bool> on{false};
+  return on;
+}
+
 }  // namespace
 
 void prepare_context(const std::vector<std::string>& transports) {
@@ -73,6 +79,11 @@ void prepare_context(const std::vector<std::string>& transports) {
   }
   setup_loop_clock();
   (void)tool_context();
+}
+
+void describe_nccl_in_context() {
+  (void)nccl_description();
+  nccl_described().store(true);
 }
 
 nlohmann::json tool_context() {
@@ -149,7 +160,7 @@ nlohmann::json host_context() {
   host.resize(host.find('\0'));
   const long pages = ::sysconf(_SC_PHYS_PAGES);
   const long page = ::sysconf(_SC_PAGESIZE);
-  return {{"hostname", host},
+  nlohmann::json out{{"hostname", host},
           {"kernel", fmt::format("{} {}", u.sysname, u.release)},
           {"machine", u.machine},
           {"os", value_after("/etc/os-release", "PRETTY_NAME=", '=')},
@@ -164,6 +175,8 @@ nlohmann::json host_context() {
           {"gpus", read_gpus()},
           {"loop_clock", loop_clock_context()},
           {"process", process_context()}};
+  if (nccl_described().load()) out["nccl"] = nccl_description();
+  return out;
 }
 
 nlohmann::json relevant_environment() {

@@ -15,11 +15,17 @@ namespace pairperf {
 // libraries are described (and loaded or probed), in this call and in tool_context() after it.
 void prepare_context(const std::vector<std::string>& transports = {});
 
+// From now on host_context() carries NCCL's own answer on this host (host/nccl_probe.h: which
+// interface each libnccl.so.2 found here takes for its bootstrap, asked in a child with this
+// process's environment; once per process, about 15 ms a library). A server calls it before it
+// accepts sessions, so that its hello says it; doctor and mesh call it for their own side.
+void describe_nccl_in_context();
+
 // name, version, git revision, build type, compiler, built-in transports, and the libraries of
 // the transports this process runs (prepare_context), each as its transport describes it.
 nlohmann::json tool_context();
 // hostname, kernel, OS, CPU model and count, memory, interfaces, RDMA devices, GPUs (NVML),
-// process.
+// process; NCCL's answer after describe_nccl_in_context().
 nlohmann::json host_context();
 // This process's place on the host: pid, boot id, namespace ids (ipc, pid, net, mnt, user, uts)
 // and /dev/shm (device, inode, size). Two processes on one host share memory only when these

@@ -440,6 +440,7 @@ int supervisor::run() {
   }
   // Learnt once here, inherited by every session (a client's hello waits in the backlog).
   prepare_context(m_options.transports);
+  describe_nccl_in_context();
   m_idle_deadline = deadline_in(m_options.timeouts.idle);
   while (!done()) {
     reap();

@@ -48,7 +48,7 @@ class checker {
     // connection); else its variables are judged by gloo's rules alone.
     const bool gloo_known = m_c.gloo.known && m_s.gloo.known;
     for (const side_view* side : {&m_c, &m_s}) {
-      nccl_socket_ifname(*side);
+      for (auto& f : check_nccl(*side)) m_out.push_back(std::move(f));
       if (!gloo_known) socket_ifname(*side, "GLOO_SOCKET_IFNAME");
       ucx_net_devices(*side);
       nccl_ib_hca(*side);
@@ -78,60 +78,6 @@ class checker {
   std::vector<std::string> selected(const side_view& s, const char* var, const std::string& value) {
     if (std::string(var) == "GLOO_SOCKET_IFNAME") return existing(s, split_list(value));
     return nccl_select(parse_nccl_filter(value), s.ifaces);
-  }
-
-  // NCCL's interfaces, by its rule (NCCL cannot run here: it needs a GPU). Followed from NCCL
-  // 2.18 src/misc/socket.cc, ncclFindInterfaces(): NCCL_SOCKET_IFNAME is read only when longer
-  // than one character, "find or fail" (prefixes; "^" excludes, "=" matches exactly); unset, the
-  // first of: ib* interfaces, (NCCL_COMM_ID's subnet), all but docker* and lo, docker*, lo.
-  // The bootstrap takes the first interface found (ncclFindInterfaces(..., 1) in bootstrap.cc);
-  // NET/Socket spreads over every one found.
-  void nccl_socket_ifname(const side_view& s) {
-    static constexpr const char* rule =
-        " (NCCL's rule, src/misc/socket.cc ncclFindInterfaces, NCCL 2.18; NCCL is not run here)";
-    const auto value = get(s, "NCCL_SOCKET_IFNAME");
-    if (value && value->size() <= 1) {
-      add(s, "NCCL_SOCKET_IFNAME",
-          fmt::format("NCCL_SOCKET_IFNAME={} is one character on the {}: NCCL reads it only when "
-                      "it is longer, and picks interfaces by itself{}",
-                      *value, s.name, rule),
-          fix_line(s, "NCCL_SOCKET_IFNAME"), severity::advice);
-    }
-    if (!value || value->size() <= 1) {
-      const auto picks = nccl_default_interfaces(s.ifaces);
-      const auto bad = unreaching(s, picks);
-      if (bad.empty()) return;
-      const bool first_bad = !picks.empty() && bad.front() == picks.front();
-      add(s, "NCCL_SOCKET_IFNAME",
-          fmt::format("NCCL_SOCKET_IFNAME is unset on the {}: NCCL may pick any of {}, and {} "
-                      "does not reach the peer{}{}",
-                      s.name, joined(picks), joined(bad),
-                      first_bad ? fmt::format("; its bootstrap takes the first, {}", picks.front())
-                                : std::string(),
-                      rule),
-          fix_line(s, "NCCL_SOCKET_IFNAME"), first_bad ? severity::fails : severity::fragile);
-      return;
-    }
-    const auto chosen = nccl_select(parse_nccl_filter(*value), s.ifaces);
-    if (chosen.empty()) {
-      add(s, "NCCL_SOCKET_IFNAME",
-          fmt::format("NCCL_SOCKET_IFNAME={} names no interface of the {} (it has {}): NCCL "
-                      "finds none (\"NET/Socket : no interface found\"){}",
-                      *value, s.name, joined(s.ifaces), rule),
-          fix_line(s, "NCCL_SOCKET_IFNAME"));
-      return;
-    }
-    const auto bad = unreaching(s, chosen);
-    if (bad.empty()) return;
-    const bool first_bad = bad.front() == chosen.front();
-    add(s, "NCCL_SOCKET_IFNAME",
-        fmt::format("NCCL_SOCKET_IFNAME={} selects {} on the {}; {} {} not reach the peer{}{}",
-                    *value, joined(chosen), s.name, joined(bad),
-                    bad.size() == 1 ? "does" : "do",
-                    first_bad ? fmt::format(" and its bootstrap takes the first, {}", chosen.front())
-                              : std::string(),
-                    rule),
-        fix_line(s, "NCCL_SOCKET_IFNAME"), first_bad ? severity::fails : severity::fragile);
   }
 
   // gloo's variable by gloo's rules, where gloo's devices are not known (no libgloo here).
@@ -429,16 +375,6 @@ std::vector<std::string> nccl_select(const nccl_filter& f, const std::vector<std
     if (hit != f.exclude) out.push_back(n);
   }
   return out;
-}
-
-std::vector<std::string> nccl_default_interfaces(const std::vector<std::string>& names) {
-  // ncclFindInterfaces' order (NCCL 2.18 src/misc/socket.cc): "ib", then "^docker,lo", then
-  // "docker", then "lo" (NCCL_COMM_ID's subnet, tried after ib, is not known here).
-  for (const char* filter : {"ib", "^docker,lo", "docker", "lo"}) {
-    auto picks = nccl_select(parse_nccl_filter(filter), names);
-    if (!picks.empty()) return picks;
-  }
-  return {};
 }
 
 void to_json(nlohmann::json& j, const gpu_info& g) {

@@ -16,7 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "core/interfaces.h"
 #include "core/units.h"  // split_list
+#include "host/nccl_probe.h"
 
 namespace pairperf {
 
@@ -29,9 +31,35 @@ struct nccl_filter {
 nccl_filter parse_nccl_filter(const std::string& value);
 // Which of `names` the filter selects (the ":port" of an entry is ignored).
 std::vector<std::string> nccl_select(const nccl_filter& f, const std::vector<std::string>& names);
-// What NCCL picks with NCCL_SOCKET_IFNAME unset (NCCL 2.18 src/misc/socket.cc, ncclFindInterfaces):
-// ib* interfaces if any, else every interface but docker* and lo, else docker*, else lo.
-std::vector<std::string> nccl_default_interfaces(const std::vector<std::string>& names);
+
+// NCCL's interface search as its source has it, for a side where no libnccl.so.2 answered
+// (followed from NCCL 2.30.7 src/misc/socket.cc ncclFindInterfaces and src/os/linux.cc
+// ncclOsFindInterfaces, ncclFindInterfaceMatchSubnet; nccl_rule_version names it). getifaddrs'
+// order (every IPv4 address by ifindex, then every IPv6 one), an interface without carrier
+// skipped (IFF_RUNNING, since 2.28.3), NCCL_SOCKET_FAMILY (AF_INET / AF_INET6), ::1 skipped, one
+// address per interface name. NCCL_SOCKET_IFNAME longer than one character: only its list; else
+// "ib", NCCL_COMM_ID's subnet, "^docker,lo,virbr", "docker", "lo", "virbr".
+struct nccl_pick {
+  std::string iface;
+  std::string address;
+};
+inline constexpr const char* nccl_rule_version = "2.30.7";
+// The interfaces NCCL's search finds, at most `max` (the bootstrap takes 1, NET/Socket 16).
+// `env`: the side's NCCL_* variables. `interfaces` in any order (sorted by index here).
+std::vector<nccl_pick> nccl_rule_interfaces(std::vector<interface_info> interfaces,
+                                            const nlohmann::json& env, std::size_t max);
+// The bootstrap's one interface: with NCCL_COMM_ID set, the first address on that address's
+// subnet (NCCL_SOCKET_IFNAME and _FAMILY are not read then); else nccl_rule_interfaces(.., 1).
+std::optional<nccl_pick> nccl_rule_bootstrap(const std::vector<interface_info>& interfaces,
+                                             const nlohmann::json& env);
+
+// A side's NCCL libraries and their answers (host/nccl_probe.h describe_nccl(), in its hello).
+struct nccl_side {
+  bool known = false;  // the side asked its libraries (its hello carried the answer)
+  std::string searched;
+  std::vector<nccl_answer> answers;
+};
+nccl_side nccl_side_from(const nlohmann::json& description);
 
 // One side of the pair as the checks see it.
 struct gpu_info {
@@ -93,7 +121,25 @@ struct side_view {
   bool loopback_reaches_peer = false;         // one network namespace: 127.0.0.1 is the peer's too
   std::map<std::string, std::string> addresses;  // every address of its interfaces -> interface
   gloo_side gloo;
+  std::vector<interface_info> interfaces;  // all of them, with flags, index and addresses
+  nccl_side nccl;
 };
+
+// What NCCL's bootstrap takes on one side and whether the peer can reach it: asked of a library
+// (each answer of the side's nccl), or by NCCL's rule where none answered.
+struct nccl_verdict {
+  std::string side;
+  std::string source;   // "library" or "rule"
+  std::string library;  // the file that answered ("" for the rule)
+  std::string version;  // its version, or the rule's
+  std::string iface, address;
+  // reaches: the peer reaches it; fails: it cannot, or NCCL finds no interface; unknown: the
+  // library did not answer, or the interface was not probed
+  std::string outcome;
+  std::string why;
+};
+void to_json(nlohmann::json& j, const nccl_verdict& v);
+std::vector<nccl_verdict> judge_nccl(const side_view& s);
 
 // How sure a finding is that the application fails:
 //   fails    the application's connection fails between these nodes: measured by running its

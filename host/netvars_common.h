@@ -43,6 +43,9 @@ inline std::string fix_line(const side_view& s, const char* var) {
   return fmt::format("on the {}: {}={}", s.name, var, b);
 }
 
+// NCCL's interface on one side (netvars_nccl.cpp): its libraries' answers, else its rule.
+std::vector<finding> check_nccl(const side_view& s);
+
 // gloo's checks, with its devices known (netvars_gloo.cpp).
 std::vector<finding> check_gloo(const side_view& client, const side_view& server,
                                 const application_outcome& probe);

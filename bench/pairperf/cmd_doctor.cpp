@@ -13,6 +13,7 @@
 #include "core/output.h"
 #include "core/units.h"
 #include "diagnose/doctor.h"
+#include "harness/context.h"
 #include "harness/client_hello.h"
 #include "transports/registry.h"
 
@@ -138,6 +139,8 @@ int doctor_command(const doctor_args& a, const std::vector<std::string>& argv) {
   // until the report is written.
   std::optional<stdout_to_stderr> quiet_stdout;
   if (json_stdout) quiet_stdout.emplace();
+  // NCCL's own answer on this side, for the hello's host facts (the server gives its own).
+  describe_nccl_in_context();
   doctor_report r;
   try {
     r = run_doctor(o, a.quiet || json_stdout ? nullptr : stderr);
