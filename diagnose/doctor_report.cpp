@@ -102,7 +102,7 @@ void to_json(nlohmann::json& j, const doctor_report& r) {
                           {"hostname_iface", s.hostname_iface}};
   };
   j = {{"schema", "pairperf.doctor"},
-       {"schema_version", "1.3.0"},
+       {"schema_version", "1.4.0"},
        {"context", r.context},
        {r.reach_transport, cells(r.reach)},
        {"path", r.path},

@@ -177,6 +177,7 @@ std::thread start_node_server(const std::string& iface, const timeouts& bounds, 
 
 // Every rank's node (name, address, port, host facts, variables), in rank order.
 std::vector<mesh_node> exchange_nodes(const mesh_node& me) {
+  describe_nccl_in_context();  // this node's libnccl.so.2 answers, in its host facts
   const nlohmann::json mine{{"hostname", host_context().value("hostname", "?")},
                             {"address", me.address},
                             {"port", me.port},

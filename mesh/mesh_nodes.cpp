@@ -152,6 +152,76 @@ void variable_findings(const std::vector<std::string>& names, const node_interfa
   }
 }
 
+// Whether `address` lies in a subnet of one of `node`'s interfaces.
+bool on_a_subnet_of(const std::vector<interface_info>& node, const std::string& address) {
+  return std::any_of(node.begin(), node.end(), [&](const interface_info& i) {
+    return std::any_of(i.addresses.begin(), i.addresses.end(), [&](const iface_address& a) {
+      return !is_link_local(a.address) && in_subnet(a, address);
+    });
+  });
+}
+
+// One node's NCCL answer judged against the others: an interface no other node can reach
+// (loopback, down, link-local, or on a subnet where no other node has an address) and a library
+// that finds no interface at all. NCCL's versions that differ between nodes are advice.
+void nccl_findings(const std::vector<std::string>& names, const std::vector<nlohmann::json>& hosts,
+                   std::vector<finding>& out) {
+  std::map<std::string, std::vector<std::string>> versions;  // version -> nodes
+  for (std::size_t i = 0; i < names.size() && i < hosts.size(); ++i) {
+    if (!hosts[i].contains("nccl")) continue;
+    const nccl_side side = nccl_side_from(hosts[i].at("nccl"));
+    const auto mine = hosts[i].value("interfaces", std::vector<interface_info>());
+    for (const auto& a : side.answers) {
+      if (!a.ran) continue;
+      versions[a.version].push_back(names[i]);
+      const std::string who = fmt::format("NCCL {} ({})", a.version, a.library);
+      const std::string fix = fmt::format(
+          "on {}: NCCL_SOCKET_IFNAME=<the interface on the network the other nodes share>", names[i]);
+      if (!a.ok) {
+        out.push_back(finding{names[i], "NCCL_SOCKET_IFNAME",
+                              fmt::format("on {}, {} finds no interface for its bootstrap: {}",
+                                          names[i], who, a.error),
+                              fix});
+        continue;
+      }
+      const auto info = std::find_if(mine.begin(), mine.end(),
+                                     [&](const interface_info& x) { return x.name == a.iface; });
+      std::string why;
+      severity how = severity::fails;
+      if (is_loopback(a.address) || (info != mine.end() && info->loopback)) {
+        why = "loopback: no other node reaches it";
+      } else if (info != mine.end() && (!info->up || !info->running)) {
+        why = "the interface is down or has no carrier";
+      } else if (is_link_local(a.address)) {
+        why = "an IPv6 link-local address, which names no route to another node";
+      } else {
+        std::vector<std::string> apart;
+        for (std::size_t k = 0; k < names.size() && k < hosts.size(); ++k) {
+          if (k == i) continue;
+          if (!on_a_subnet_of(hosts[k].value("interfaces", std::vector<interface_info>()), a.address))
+            apart.push_back(names[k]);
+        }
+        if (apart.empty()) continue;
+        why = fmt::format("no interface of {} is on its subnet (reachable only through a router)",
+                          fmt::join(apart, ","));
+        how = severity::fragile;
+      }
+      out.push_back(finding{names[i], "NCCL_SOCKET_IFNAME",
+                            fmt::format("on {}, {} takes {}:{} for its bootstrap: {}", names[i],
+                                        who, a.iface, a.address, why),
+                            fix, how});
+    }
+  }
+  if (versions.size() > 1) {
+    std::vector<std::string> parts;
+    for (const auto& [v, who] : versions) parts.push_back(fmt::format("{} on {}", v, fmt::join(who, ",")));
+    out.push_back(finding{"pair", "NCCL version",
+                          fmt::format("the nodes load different NCCL versions: {}", fmt::join(parts, "; ")),
+                          "run one NCCL version on every node (a job's ranks must match)",
+                          severity::advice});
+  }
+}
+
 }  // namespace
 
 std::vector<finding> compare_nodes(const std::vector<std::string>& names,
@@ -162,6 +232,7 @@ std::vector<finding> compare_nodes(const std::vector<std::string>& names,
   interface_findings(names, ifaces, out);
   mtu_findings(names, ifaces, out);
   variable_findings(names, ifaces, envs, out);
+  nccl_findings(names, hosts, out);
   return out;
 }
 

@@ -173,7 +173,9 @@ command add_doctor(CLI::App& root, const std::vector<std::string>& argv) {
   CLI::App* app = root.add_subcommand(
       "doctor",
       "Diagnose a pair: which interfaces reach the server and how fast, UCX per interface, fast "
-      "path or fallback, and the UCX/NCCL/gloo interface variables of both sides");
+      "path or fallback, and the UCX/NCCL/gloo interface variables of both sides. NCCL's "
+      "interface is asked of each side's own libnccl.so.2 (PAIRPERF_NCCL_LIBRARY=PATH[:PATH] "
+      "names it; else the loader's, the CUDA toolkit's and Python environments' are found)");
   app->add_option("peer", a->peer,
                   "pairperf server host[:port]; none = a local server on 127.0.0.1, which checks "
                   "this host only");

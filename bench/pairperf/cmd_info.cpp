@@ -127,6 +127,24 @@ void print_transports() {
   }
 }
 
+// Each libnccl.so.2 found here and the interface its bootstrap takes in this environment.
+void print_nccl(const nlohmann::json& host) {
+  const nlohmann::json nccl = host.value("nccl", nlohmann::json::object());
+  const auto answers = nccl.value("answers", nlohmann::json::array());
+  fmt::print("\nNCCL (libnccl.so.2 asked with this environment; searched: {}):\n",
+             nccl.value("searched", "?"));
+  if (answers.empty()) fmt::print("  none found\n");
+  for (const auto& a : answers) {
+    const std::string what =
+        !a.value("ran", false) ? fmt::format("no answer: {}", a.value("error", ""))
+        : !a.value("ok", false)
+            ? fmt::format("finds no interface: {}", a.value("error", ""))
+            : fmt::format("bootstrap takes {}:{}", a.value("iface", ""), a.value("address", ""));
+    fmt::print("  {:<8} {}  ({}, {})\n", a.value("version", "?"), what,
+               a.value("library", ""), a.value("found_by", ""));
+  }
+}
+
 void print_table(const nlohmann::json& host, const nlohmann::json& topo) {
   fmt::print("host        {} ({}, {})\n", host["hostname"].get<std::string>(),
              host["kernel"].get<std::string>(), host["os"].get<std::string>());
@@ -143,6 +161,7 @@ void print_table(const nlohmann::json& host, const nlohmann::json& topo) {
                i.speed_mbps ? fmt::format("{} Mb/s", *i.speed_mbps) : "-", fmt::join(addrs, " "));
   }
   print_devices(host, topo);
+  print_nccl(host);
   print_transports();
   fmt::print("\nmemory types:\n");
   const nlohmann::json memory = memory_types();  // items() must not outlive it
@@ -174,6 +193,7 @@ command add_info(CLI::App& root) {
                   "running nvidia-smi here");
   return command{app, [as_json, topo_file] {
                    const nlohmann::json topo = topology(*topo_file);
+                   describe_nccl_in_context();
                    const nlohmann::json host = host_context();
                    if (*as_json) {
                      // results/info.schema.json describes it.

@@ -183,7 +183,7 @@ def oracle(node, other, library, env):
         if out.get("rc") == 0 and listen:
             host = f"('{listen['address']}', {listen['port']}, 0, {listen['scope']})" if listen["family"] == 10 \
                 else f"('{listen['address']}', {listen['port']})"
-            code = (f"import socket; s = socket.socket({listen['family']}); s.settimeout(3); s.connect({host})")
+            code = (f"import socket; s = socket.socket({listen['family']}); s.settimeout(1); s.connect({host})")
             works = subprocess.run(netns.inside(NS[other], PY, "-c", code), capture_output=True,
                                    timeout=30).returncode == 0
         return (out.get("iface") if out.get("rc") == 0 else None), out.get("address", ""), works, out
@@ -200,15 +200,16 @@ def oracle(node, other, library, env):
 
 def doctor(a_env, b_env, ipv6):
     with pp.Server("--timeout-idle", "60s", listen="::", prefix=netns.inside(NS["B"]), env=b_env) as s:
-        return pp.doctor_json(f"[{B6}]:{s.port}" if ipv6 else f"{B4}:{s.port}", "--no-ucx", "--probe-timeout", "2s",
+        return pp.doctor_json(f"[{B6}]:{s.port}" if ipv6 else f"{B4}:{s.port}", "--no-ucx", "--probe-timeout", "0.5s",
                               prefix=netns.inside(NS["A"]), env=a_env)
 
 
 @unittest.skipIf(REASON is not None, REASON or "")
 class NcclAgreesWithDoctor(unittest.TestCase):
     def test_doctor_names_nccls_interface_and_its_outcome_in_every_configuration(self):
-        versions = sorted(LIBS)
+        versions = sorted(LIBS, key=lambda v: tuple(int(x) for x in v.split(".")))
         newest = versions[-1]
+        nccl_rule = "2.30.7"
         table, problems = [], []
         with netns.Namespaces() as base:
             base.add(NS["B"])
@@ -244,6 +245,10 @@ class NcclAgreesWithDoctor(unittest.TestCase):
                             problems.append(f"{name} [{side}, NCCL {v}]: NCCL {iface}:{address} "
                                             f"{'works' if works else 'fails'}; doctor {json.dumps(d)}\n"
                                             f"  NCCL's log: {raw.get('log')}")
+                b_iface, _, b_works, _ = truth[("server", newest)]
+                b_said = said.get(("server", newest)) or {}
+                row.append(f"{b_iface or '(none)'} {'works' if b_works else 'fails'} / "
+                           f"{b_said.get('iface') or '(none)'} {b_said.get('outcome')}")
                 # The rule (used where no library answers) against the newest library, on A.
                 rule = doc["client"].get("nccl_rule") if isinstance(doc.get("client"), dict) else None
                 row.append(f"{(rule or {}).get('iface') or '(none)'}")
@@ -254,11 +259,41 @@ class NcclAgreesWithDoctor(unittest.TestCase):
                 table.append(row)
                 print(f"config {i + 1}: {row}", flush=True)
         head = ["configuration"] + [c for v in versions for c in (f"NCCL {v} (A)", f"doctor {v} (A)")] + \
-            [f"rule {newest}", "agree"]
+            [f"B: NCCL {newest} / doctor", f"rule {nccl_rule} (A)", "agree"]
         print("\n| " + " | ".join(head) + " |\n|" + "---|" * len(head))
         for row in table:
             print("| " + " | ".join(row) + " |")
         self.assertEqual(problems, [], "\n".join(problems))
+
+
+class NoNcclAnswer(unittest.TestCase):
+    """A library that is missing or is not NCCL gives no verdict of its own: doctor says why, in an
+    advice finding, and judges by NCCL's rule, naming the version the rule follows."""
+
+    def test_a_missing_or_foreign_library_falls_back_to_the_rule_with_the_reason(self):
+        libc = [l.split("=>")[-1].strip() for l in subprocess.run(["ldconfig", "-p"], capture_output=True, text=True)
+                .stdout.splitlines() if "libc.so.6 " in l][:1]
+        cases = [("/nonexistent/libnccl.so.2", "cannot load /nonexistent/libnccl.so.2")] + \
+            ([(libc[0], "has no ncclGetVersion or ncclGetUniqueId: not NCCL")] if libc else [])
+        for library, reason in cases:
+            with pp.tmpdir() as d:
+                out = os.path.join(d, "doctor.json")
+                proc, _ = pp.run(["doctor", "--no-ucx", "--duration", "0.1s", "--noise-threshold", "100", "--json", out],
+                                 env=pp.clean_env(PAIRPERF_NCCL_LIBRARY=library))
+                doc = pp.load(out) if os.path.exists(out) else None
+            shown = f"{library}: {proc.stdout}\n{proc.stderr}"
+            self.assertIsNotNone(doc, shown)
+            for side in ("client", "server"):
+                mine = [n for n in doc["nccl"] if n["side"] == side]
+                self.assertEqual([n["source"] for n in mine], ["library", "rule"], shown)
+                self.assertEqual(mine[0]["outcome"], "unknown", shown)
+                self.assertIn(reason, mine[0]["why"], shown)
+                self.assertEqual(mine[1]["version"], "2.30.7", shown)
+            advice = [f for f in doc["findings"] if f["subject"] == "NCCL_SOCKET_IFNAME"]
+            self.assertTrue(advice and all(f["severity"] == "advice" for f in advice), shown)
+            self.assertIn(reason, advice[0]["problem"], shown)
+            self.assertIn("PAIRPERF_NCCL_LIBRARY", advice[0]["fix"], shown)
+            self.assertIn("no libnccl answered; NCCL 2.30.7's rule", proc.stdout + proc.stderr, shown)
 
 
 if __name__ == "__main__":

@@ -254,5 +254,38 @@ TEST(MeshNodes, TheSpareServerStandsOut) {
   EXPECT_FALSE(has("n1", "NCCL_SOCKET_IFNAME", ""));
 }
 
+// Each node's libnccl.so.2 answer (host facts' "nccl"): the node whose NCCL takes an interface on
+// a network no other node is on, or loopback, stands out; so do versions that differ.
+TEST(MeshNodes, NcclsOwnInterfaceOnEachNode) {
+  const std::vector<std::string> names{"n1", "n2", "n3"};
+  std::vector<nlohmann::json> hosts{
+      host({{"eth0", "10.90.0.1", 1500}}),
+      host({{"eth0", "10.90.0.2", 1500}, {"ib0", "10.87.0.2", 1500}}),
+      host({{"eth0", "10.90.0.3", 1500}})};
+  const auto answer = [](const std::string& version, const std::string& iface,
+                         const std::string& address) {
+    return nlohmann::json{{"answers",
+                           {{{"library", "/usr/lib/libnccl.so.2"}, {"version", version},
+                             {"ran", true}, {"ok", true}, {"iface", iface}, {"address", address}}}}};
+  };
+  hosts[0]["nccl"] = answer("2.28.9", "eth0", "10.90.0.1");
+  hosts[1]["nccl"] = answer("2.28.9", "ib0", "10.87.0.2");
+  hosts[2]["nccl"] = answer("2.18.3", "lo", "127.0.0.1");
+  const std::vector<nlohmann::json> envs(3, nlohmann::json::object());
+  const auto f = compare_nodes(names, hosts, envs);
+  const auto find = [&](const std::string& side, const std::string& text) {
+    return std::find_if(f.begin(), f.end(), [&](const finding& x) {
+      return x.side == side && x.problem.find(text) != std::string::npos;
+    });
+  };
+  ASSERT_NE(find("n2", "takes ib0:10.87.0.2"), f.end()) << nlohmann::json(f).dump(1);
+  EXPECT_EQ(find("n2", "takes ib0")->severity, severity::fragile);
+  EXPECT_NE(find("n2", "no interface of n1,n3 is on its subnet"), f.end());
+  ASSERT_NE(find("n3", "NCCL 2.18.3 (/usr/lib/libnccl.so.2) takes lo:127.0.0.1"), f.end());
+  EXPECT_EQ(find("n3", "takes lo")->severity, severity::fails);
+  EXPECT_EQ(find("n1", "takes"), f.end());
+  EXPECT_NE(find("pair", "2.18.3 on n3; 2.28.9 on n1,n2"), f.end());
+}
+
 }  // namespace
 }  // namespace pairperf
