@@ -73,9 +73,9 @@ void from_json(const nlohmann::json& j, iface_address& addr) {
 }
 
 void to_json(nlohmann::json& j, const interface_info& info) {
-  j = {{"name", info.name},          {"index", info.index}, {"up", info.up},         {"running", info.running},
-       {"loopback", info.loopback},  {"mtu_bytes", info.mtu}, {"mac", info.mac},
-       {"addresses", info.addresses}};
+  j = {{"name", info.name},       {"index", info.index},        {"up", info.up},
+       {"running", info.running}, {"loopback", info.loopback},  {"mtu_bytes", info.mtu},
+       {"mac", info.mac},         {"addresses", info.addresses}};
   j["speed_Mbps"] = info.speed_mbps ? nlohmann::json(*info.speed_mbps) : nlohmann::json(nullptr);
 }
 

@@ -100,7 +100,7 @@ struct doctor_report {
     case_result result;
   };
   std::vector<application_result> applications;
-  std::string path_iface;             // the interface the path cases were pinned to
+  std::string path_iface;  // the interface the path cases were pinned to
   pair_facts pair;
   std::optional<path_verdict> verdict;
   std::optional<gpu_pair> gpus;  // when both sides know their GPUs

@@ -88,7 +88,8 @@ void to_json(nlohmann::json& j, const doctor_report& r) {
     nlohmann::json vars = nlohmann::json::object();
     for (const auto& v : shown_variables())
       vars[v] = s.env.contains(v) ? s.env.at(v) : nlohmann::json();
-    // NCCL's rule on this side, whatever its libraries answered (the fallback, shown to be checked).
+    // NCCL's rule on this side, whatever its libraries answered (the fallback, shown to be
+    // checked).
     const auto rule = nccl_rule_bootstrap(s.interfaces, s.env);
     const nlohmann::json nccl_rule{{"version", nccl_rule_version},
                                    {"iface", rule ? rule->iface : ""},
@@ -267,8 +268,8 @@ void print_nccl(std::FILE* out, const doctor_report& r) {
         v.source == "rule"
             ? fmt::format("no libnccl answered; NCCL {}'s rule", v.version)
             : fmt::format("NCCL {} ({})", v.version.empty() ? "?" : v.version, v.library);
-    const std::string takes = v.iface.empty() ? std::string("no interface")
-                                              : fmt::format("{}:{}", v.iface, v.address);
+    const std::string takes =
+        v.iface.empty() ? std::string("no interface") : fmt::format("{}:{}", v.iface, v.address);
     fmt::print(out, "  {:<7} {}: {}: {} ({})\n", v.side, who, takes, v.outcome, v.why);
   }
 }

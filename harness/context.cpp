@@ -161,20 +161,20 @@ nlohmann::json host_context() {
   const long pages = ::sysconf(_SC_PHYS_PAGES);
   const long page = ::sysconf(_SC_PAGESIZE);
   nlohmann::json out{{"hostname", host},
-          {"kernel", fmt::format("{} {}", u.sysname, u.release)},
-          {"machine", u.machine},
-          {"os", value_after("/etc/os-release", "PRETTY_NAME=", '=')},
-          {"cpu_model", value_after("/proc/cpuinfo", "model name", ':')},
-          {"cpus", std::thread::hardware_concurrency()},
-          {"memory_bytes", pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) *
-                                                       static_cast<std::uint64_t>(page)
-                                                 : 0},
-          {"interfaces", list_interfaces()},
-          {"hostname_addresses", hostname_addresses()},
-          {"rdma_devices", rdma_devices()},
-          {"gpus", read_gpus()},
-          {"loop_clock", loop_clock_context()},
-          {"process", process_context()}};
+                     {"kernel", fmt::format("{} {}", u.sysname, u.release)},
+                     {"machine", u.machine},
+                     {"os", value_after("/etc/os-release", "PRETTY_NAME=", '=')},
+                     {"cpu_model", value_after("/proc/cpuinfo", "model name", ':')},
+                     {"cpus", std::thread::hardware_concurrency()},
+                     {"memory_bytes", pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) *
+                                                                  static_cast<std::uint64_t>(page)
+                                                            : 0},
+                     {"interfaces", list_interfaces()},
+                     {"hostname_addresses", hostname_addresses()},
+                     {"rdma_devices", rdma_devices()},
+                     {"gpus", read_gpus()},
+                     {"loop_clock", loop_clock_context()},
+                     {"process", process_context()}};
   if (nccl_described().load()) out["nccl"] = nccl_description();
   return out;
 }

@@ -14,10 +14,10 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <optional>
 #include <cstring>
 #include <deque>
 #include <list>
+#include <optional>
 
 #include "core/control.h"
 #include "core/interfaces.h"
@@ -203,7 +203,8 @@ bool supervisor::read_hello(pending_conn& p) {
 double supervisor::expected_wait_s(std::size_t sessions_to_end) const {
   double wait = 0;
   if (m_session && sessions_to_end > 0) {
-    const double budget = m_session->client.budget_s > 0 ? m_session->client.budget_s : unknown_budget_s;
+    const double budget =
+        m_session->client.budget_s > 0 ? m_session->client.budget_s : unknown_budget_s;
     const double ran = std::chrono::duration<double>(steady::now() - m_session->started).count();
     wait += std::max(0.0, budget - ran);
     --sessions_to_end;
@@ -248,8 +249,9 @@ void supervisor::authenticated(pending_conn& p, std::optional<std::uint64_t> tic
 // Into the line by its order: a client that comes back with its ticket goes ahead of the ones
 // that arrived after it was first turned away.
 void supervisor::admit(client_conn c) {
-  const auto at = std::upper_bound(m_queue.begin(), m_queue.end(), c.order,
-                                   [](std::uint64_t o, const client_conn& q) { return o < q.order; });
+  const auto at =
+      std::upper_bound(m_queue.begin(), m_queue.end(), c.order,
+                       [](std::uint64_t o, const client_conn& q) { return o < q.order; });
   const auto index = static_cast<std::size_t>(std::distance(m_queue.begin(), at));
   if (!m_session && index == 0 && !m_tickets.earlier_due(c.order, steady::now())) {
     m_queue.push_front(std::move(c));
@@ -326,8 +328,8 @@ void supervisor::start_session() {
   }
   log(fmt::format("{}: session started{}", next.peer,
                   next.ticket ? fmt::format(" (ticket {})", *next.ticket) : std::string()));
-  m_session = session_process{pid, std::move(next), steady::now(), std::move(waiting_write),
-                              std::nullopt};
+  m_session =
+      session_process{pid, std::move(next), steady::now(), std::move(waiting_write), std::nullopt};
   for (std::size_t i = 0; i < m_queue.size(); ++i)
     send_quietly(m_queue[i].fd.get(), msg_type::queued, {{"position", i + 1}});
 }

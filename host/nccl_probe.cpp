@@ -88,8 +88,7 @@ class candidate_list {
 // nccl.h's NCCL_VERSION_CODE: major*10000 + minor*100 + patch since 2.9, major*1000 + minor*100 +
 // patch before.
 std::string version_text(int code) {
-  if (code >= 20900)
-    return fmt::format("{}.{}.{}", code / 10000, (code % 10000) / 100, code % 100);
+  if (code >= 20900) return fmt::format("{}.{}.{}", code / 10000, (code % 10000) / 100, code % 100);
   return fmt::format("{}.{}.{}", code / 1000, (code % 1000) / 100, code % 100);
 }
 
@@ -188,7 +187,8 @@ std::vector<std::string> nccl_lines(const std::string& text) {
   const int answer_fd = ::dup(STDOUT_FILENO);
   const int log_fd = ::memfd_create("pairperf-nccl-log", 0);
   if (answer_fd < 0 || log_fd < 0 || ::dup2(log_fd, STDOUT_FILENO) < 0) {
-    answer_self_probe(nlohmann::json{{"ran", false}, {"error", "cannot redirect NCCL's log"}}.dump());
+    answer_self_probe(
+        nlohmann::json{{"ran", false}, {"error", "cannot redirect NCCL's log"}}.dump());
   }
   nlohmann::json out = ask_library(library);
   std::fflush(stdout);
@@ -220,8 +220,8 @@ std::vector<std::string> child_environment(const std::string& library) {
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string_view entry(*e);
     bool keep = true;
-    for (const std::string_view drop : {"NCCL_DEBUG=", "NCCL_DEBUG_FILE=", "NCCL_DEBUG_SUBSYS=",
-                                        "PAIRPERF_NCCL_PROBE_LIBRARY="})
+    for (const std::string_view drop :
+         {"NCCL_DEBUG=", "NCCL_DEBUG_FILE=", "NCCL_DEBUG_SUBSYS=", "PAIRPERF_NCCL_PROBE_LIBRARY="})
       keep = keep && entry.rfind(drop, 0) != 0;
     if (keep) env.emplace_back(entry);
   }
@@ -338,7 +338,8 @@ std::vector<nccl_candidate> find_nccl_libraries(const std::vector<std::string>& 
       site.push_back(py / "dist-packages");
     }
   }
-  for (const auto& s : site) list.add(s / "nvidia" / "nccl" / "lib" / "libnccl.so.2", "a Python environment");
+  for (const auto& s : site)
+    list.add(s / "nvidia" / "nccl" / "lib" / "libnccl.so.2", "a Python environment");
   return list.take();
 }
 

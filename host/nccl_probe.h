@@ -40,15 +40,15 @@ std::vector<nccl_candidate> find_nccl_libraries(const std::vector<std::string>& 
 // One library's answer.
 struct nccl_answer {
   std::string found_by;
-  std::string library;  // the file that really ran (the loader's real path)
-  std::string version;  // "2.28.9" (ncclGetVersion); "" when it did not load
-  bool ran = false;     // the child loaded the library and called ncclGetUniqueId
-  bool ok = false;      // ncclGetUniqueId succeeded
-  std::string iface;    // the bootstrap's interface, from NCCL's own line
-  std::string address;  // its address (numeric, without scope)
-  std::string family;   // "ipv4" or "ipv6"
-  std::string root;     // the root address the id carries ("192.0.2.2:53267")
-  std::string error;    // why not: NCCL's WARN line and result, or the child's failure
+  std::string library;           // the file that really ran (the loader's real path)
+  std::string version;           // "2.28.9" (ncclGetVersion); "" when it did not load
+  bool ran = false;              // the child loaded the library and called ncclGetUniqueId
+  bool ok = false;               // ncclGetUniqueId succeeded
+  std::string iface;             // the bootstrap's interface, from NCCL's own line
+  std::string address;           // its address (numeric, without scope)
+  std::string family;            // "ipv4" or "ipv6"
+  std::string root;              // the root address the id carries ("192.0.2.2:53267")
+  std::string error;             // why not: NCCL's WARN line and result, or the child's failure
   std::vector<std::string> log;  // NCCL's INFO and WARN lines, trimmed to what follows "NCCL "
 };
 void to_json(nlohmann::json& j, const nccl_answer& a);

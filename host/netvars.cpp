@@ -1,12 +1,12 @@
 #include "host/netvars.h"
 
-#include "host/netvars_common.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
 #include <cctype>
+
+#include "host/netvars_common.h"
 
 namespace pairperf {
 namespace {
@@ -40,7 +40,9 @@ std::vector<std::string> unreaching(const side_view& s, const std::vector<std::s
 class checker {
  public:
   checker(const side_view& client, const side_view& server, const measured_connections& measured)
-      : m_c(client), m_s(server), m_gloo(outcome(measured, "GLOO_SOCKET_IFNAME")),
+      : m_c(client),
+        m_s(server),
+        m_gloo(outcome(measured, "GLOO_SOCKET_IFNAME")),
         m_ucx(outcome(measured, "UCX_NET_DEVICES")) {}
 
   std::vector<finding> run() {
@@ -70,8 +72,7 @@ class checker {
  private:
   void add(const side_view& s, std::string subject, std::string problem, std::string fix,
            severity how = severity::fails) {
-    m_out.push_back(
-        finding{s.name, std::move(subject), std::move(problem), std::move(fix), how});
+    m_out.push_back(finding{s.name, std::move(subject), std::move(problem), std::move(fix), how});
   }
 
   // The interfaces a variable selects on this side, as its library reads it.
@@ -150,9 +151,10 @@ class checker {
   [[nodiscard]] std::string ucx_measured() const {
     if (!m_ucx.ran) return " (by UCX's rule: it uses every listed device; not run)";
     return m_ucx.ok ? " (measured: UCX's own connection with each side's UCX_* worked)"
-                    : fmt::format(" (measured: UCX's own connection with each side's UCX_* "
-                                  "failed: {})",
-                                  m_ucx.message);
+                    : fmt::format(
+                          " (measured: UCX's own connection with each side's UCX_* "
+                          "failed: {})",
+                          m_ucx.message);
   }
   // A selected device that does not reach: the connection fails unless UCX was measured to work
   // (then it chose another device, by its own ranking: fragile).
@@ -166,7 +168,8 @@ class checker {
     if (!value || trim(*value) == "all") {
       std::vector<std::string> bad;
       for (const auto& n : s.ifaces) {
-        if (n != "lo" && s.loopback.count(n) == 0 && s.tested.count(n) > 0 && s.reaching.count(n) == 0)
+        if (n != "lo" && s.loopback.count(n) == 0 && s.tested.count(n) > 0 &&
+            s.reaching.count(n) == 0)
           bad.push_back(n);
       }
       if (!bad.empty()) {
@@ -194,20 +197,20 @@ class checker {
       // UCX skips a device it lacks; with none left it has no usable transport.
       const bool none_left = missing.size() == listed.size();
       add(s, "UCX_NET_DEVICES",
-          fmt::format("UCX_NET_DEVICES={} names {}, which the {} does not have (interfaces {}, "
-                      "RDMA devices {}){}{}",
-                      *value, joined(missing), s.name, joined(s.ifaces), joined(s.rdma),
-                      none_left ? ": UCX has no usable device (\"no usable transports/devices\")"
-                                : "",
-                      ucx_measured()),
+          fmt::format(
+              "UCX_NET_DEVICES={} names {}, which the {} does not have (interfaces {}, "
+              "RDMA devices {}){}{}",
+              *value, joined(missing), s.name, joined(s.ifaces), joined(s.rdma),
+              none_left ? ": UCX has no usable device (\"no usable transports/devices\")" : "",
+              ucx_measured()),
           fix_line(s, "UCX_NET_DEVICES"),
           none_left && !(m_ucx.ran && m_ucx.ok) ? severity::fails : severity::advice);
     }
     const auto bad = unreaching(s, nets);
     if (!bad.empty()) {
       add(s, "UCX_NET_DEVICES",
-          fmt::format("UCX_NET_DEVICES={} on the {}: {} does not reach the peer{}", *value,
-                      s.name, joined(bad), ucx_measured()),
+          fmt::format("UCX_NET_DEVICES={} on the {}: {} does not reach the peer{}", *value, s.name,
+                      joined(bad), ucx_measured()),
           fix_line(s, "UCX_NET_DEVICES"), ucx_unreaching());
     }
   }
@@ -218,13 +221,13 @@ class checker {
     for (const auto& f : m_out) {
       if (f.subject == "UCX_NET_DEVICES" && f.severity == severity::fails) return;
     }
-    m_out.push_back(finding{
-        "pair", "UCX_NET_DEVICES",
-        fmt::format("UCX's own connection with each side's UCX_* environment fails: {}",
-                    m_ucx.message),
-        fmt::format("pin UCX to interfaces that reach each other ({}; {})",
-                    fix_line(m_c, "UCX_NET_DEVICES"), fix_line(m_s, "UCX_NET_DEVICES")),
-        severity::fails});
+    m_out.push_back(
+        finding{"pair", "UCX_NET_DEVICES",
+                fmt::format("UCX's own connection with each side's UCX_* environment fails: {}",
+                            m_ucx.message),
+                fmt::format("pin UCX to interfaces that reach each other ({}; {})",
+                            fix_line(m_c, "UCX_NET_DEVICES"), fix_line(m_s, "UCX_NET_DEVICES")),
+                severity::fails});
   }
 
   void nccl_ib_hca(const side_view& s) {
@@ -443,10 +446,9 @@ gloo_side gloo_side_from(const nlohmann::json& description) {
   g.ignored_ifname = d.value("ignored_GLOO_SOCKET_IFNAME", std::string());
   for (const auto& dev : d.value("devices", nlohmann::json::array())) {
     if (!dev.is_object()) continue;
-    g.devices.push_back(gloo_device_fact{dev.value("iface", std::string()),
-                                         dev.value("hostname", std::string()),
-                                         dev.value("address", std::string()),
-                                         dev.value("error", std::string())});
+    g.devices.push_back(
+        gloo_device_fact{dev.value("iface", std::string()), dev.value("hostname", std::string()),
+                         dev.value("address", std::string()), dev.value("error", std::string())});
   }
   return g;
 }

@@ -8,10 +8,10 @@
 //   UCX_NET_DEVICES                   comma list of devices (netdevs, or RDMA "mlx5_0:1"), or all
 //   CUDA_VISIBLE_DEVICES              indices or GPU UUIDs (a unique prefix is enough)
 //   NVIDIA_VISIBLE_DEVICES            all, none, void, or indices / UUIDs (the container runtime)
-#include <nlohmann/json.hpp>
-#include <optional>
 #include <cstdio>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -171,8 +171,8 @@ struct application_outcome {
 void print_findings(std::FILE* out, const std::vector<finding>& findings);
 
 // The libraries' own connections that doctor ran, by the variable whose findings each decides:
-// "GLOO_SOCKET_IFNAME" (gloo, torch.distributed's devices on each side), "UCX_NET_DEVICES" (UCX with
-// each side's UCX_* environment).
+// "GLOO_SOCKET_IFNAME" (gloo, torch.distributed's devices on each side), "UCX_NET_DEVICES" (UCX
+// with each side's UCX_* environment).
 using measured_connections = std::map<std::string, application_outcome>;
 
 // Every variable check on both sides, and between them. Where a library's own connection was

@@ -55,14 +55,17 @@ std::vector<nccl_pick> find_interfaces(const std::vector<listed_address>& listed
                                        const std::string& filter, int family, std::size_t max) {
   const nccl_filter f = parse_nccl_filter(filter);
   std::vector<nccl_pick> out;
-  for (const auto& [iface, address] : listed) {
+  for (const auto& entry : listed) {
+    const interface_info* iface = entry.iface;
+    const iface_address* address = entry.address;
     if (out.size() >= max) break;
     if (!iface->running) continue;  // 2.28.3 on: IFF_RUNNING
     if (family != AF_UNSPEC && address->family != family) continue;
     if (address->family == AF_INET6 && address->address == "::1") continue;
     if (!nccl_matches(f, iface->name)) continue;
-    const bool seen = std::any_of(out.begin(), out.end(),
-                                  [&](const nccl_pick& p) { return p.iface == iface->name; });
+    const std::string& name = iface->name;
+    const bool seen =
+        std::any_of(out.begin(), out.end(), [&](const nccl_pick& p) { return p.iface == name; });
     if (!seen) out.push_back({iface->name, address->address});
   }
   return out;
@@ -104,8 +107,8 @@ std::pair<std::string, std::string> reach_of(const side_view& s, const std::stri
   const bool loop = s.loopback.count(iface) > 0 || is_loopback(address);
   if (loop) {
     if (s.loopback_reaches_peer) return {"reaches", "the peer shares this host's network"};
-    return {"fails", fmt::format("{} is the {}'s loopback: no other node reaches it", iface,
-                                 s.name)};
+    return {"fails",
+            fmt::format("{} is the {}'s loopback: no other node reaches it", iface, s.name)};
   }
   const auto info = std::find_if(s.interfaces.begin(), s.interfaces.end(),
                                  [&](const interface_info& i) { return i.name == iface; });
@@ -116,8 +119,7 @@ std::pair<std::string, std::string> reach_of(const side_view& s, const std::stri
     if (s.reaching.count(iface) > 0) return {"reaches", fmt::format("{} reaches the peer", iface)};
     return {"fails", fmt::format("{} does not reach the peer (doctor's probes)", iface)};
   }
-  if (s.loopback_reaches_peer)
-    return {"reaches", "the peer is in this host's network namespace"};
+  if (s.loopback_reaches_peer) return {"reaches", "the peer is in this host's network namespace"};
   if (is_link_local(address))
     return {"fails", fmt::format("{} is an IPv6 link-local address: it names no route to "
                                  "another node (no global address on {})",
@@ -128,7 +130,8 @@ std::pair<std::string, std::string> reach_of(const side_view& s, const std::stri
 }
 
 std::string label(const nccl_verdict& v) {
-  if (v.source == "rule") return fmt::format("NCCL's rule ({} source; no libnccl answered)", v.version);
+  if (v.source == "rule")
+    return fmt::format("NCCL's rule ({} source; no libnccl answered)", v.version);
   return fmt::format("NCCL {} ({})", v.version.empty() ? "?" : v.version, v.library);
 }
 
@@ -179,9 +182,8 @@ nccl_side nccl_side_from(const nlohmann::json& description) {
 }
 
 void to_json(nlohmann::json& j, const nccl_verdict& v) {
-  j = {{"side", v.side},       {"source", v.source},   {"library", v.library},
-       {"version", v.version}, {"iface", v.iface},     {"address", v.address},
-       {"outcome", v.outcome}, {"why", v.why}};
+  j = {{"side", v.side},   {"source", v.source},   {"library", v.library}, {"version", v.version},
+       {"iface", v.iface}, {"address", v.address}, {"outcome", v.outcome}, {"why", v.why}};
 }
 
 std::vector<nccl_verdict> judge_nccl(const side_view& s) {
@@ -231,28 +233,30 @@ namespace {
 void data_path(const side_view& s, const std::vector<nccl_verdict>& verdicts,
                std::vector<finding>& out) {
   if (verdicts.empty() || s.env.contains("NCCL_COMM_ID")) return;
-  const auto first = std::find_if(verdicts.begin(), verdicts.end(), [](const nccl_verdict& v) {
-    return v.outcome == "reaches";
-  });
+  const auto first = std::find_if(verdicts.begin(), verdicts.end(),
+                                  [](const nccl_verdict& v) { return v.outcome == "reaches"; });
   if (first == verdicts.end()) return;
   constexpr std::size_t max_ifs = 16;
   const auto picks = nccl_rule_interfaces(s.interfaces, s.env, max_ifs);
   if (picks.size() < 2 || picks.front().iface != first->iface) return;
   std::vector<std::string> bad;
   for (std::size_t i = 1; i < picks.size(); ++i) {
-    if (reach_of(s, picks[i].iface, picks[i].address).first == "fails") bad.push_back(picks[i].iface);
+    if (reach_of(s, picks[i].iface, picks[i].address).first == "fails")
+      bad.push_back(picks[i].iface);
   }
   if (bad.empty()) return;
   std::vector<std::string> names;
+  names.reserve(picks.size());
   for (const auto& p : picks) names.push_back(p.iface);
   out.push_back(finding{
       s.name, "NCCL_SOCKET_IFNAME",
-      fmt::format("on the {}, NCCL's bootstrap takes {}, which reaches the peer, but NET/Socket (its "
-                  "data path without RDMA) spreads over {}, and {} {} not reach it (NCCL {}'s "
-                  "rule, src/transport/net_socket.cc, whose first interface is what the library "
-                  "answered)",
-                  s.name, first->iface, joined(names), joined(bad), bad.size() == 1 ? "does" : "do",
-                  nccl_rule_version),
+      fmt::format(
+          "on the {}, NCCL's bootstrap takes {}, which reaches the peer, but NET/Socket (its "
+          "data path without RDMA) spreads over {}, and {} {} not reach it (NCCL {}'s "
+          "rule, src/transport/net_socket.cc, whose first interface is what the library "
+          "answered)",
+          s.name, first->iface, joined(names), joined(bad), bad.size() == 1 ? "does" : "do",
+          nccl_rule_version),
       fix_line(s, "NCCL_SOCKET_IFNAME"), severity::fragile});
 }
 
@@ -285,22 +289,24 @@ std::vector<finding> check_nccl(const side_view& s) {
     std::string fix = fix_line(s, "NCCL_SOCKET_IFNAME");
     if (v.outcome != "fails") {
       fix = v.why.rfind("no answer", 0) == 0 || v.iface.empty()
-                ? fmt::format("the verdict falls back to NCCL's rule; if the job loads another "
-                              "libnccl.so.2, name it on the {} with PAIRPERF_NCCL_LIBRARY=PATH",
-                              s.name)
+                ? fmt::format(
+                      "the verdict falls back to NCCL's rule; if the job loads another "
+                      "libnccl.so.2, name it on the {} with PAIRPERF_NCCL_LIBRARY=PATH",
+                      s.name)
                 : fmt::format("run doctor without --iface so that {} is probed", v.iface);
     } else if (comm_id) {
-      fix = fmt::format("NCCL_COMM_ID is set on the {}: its bootstrap takes the interface on that "
-                        "address's subnet and ignores NCCL_SOCKET_IFNAME; give it an address of the "
-                        "root that the other nodes reach",
-                        s.name);
+      fix = fmt::format(
+          "NCCL_COMM_ID is set on the {}: its bootstrap takes the interface on that "
+          "address's subnet and ignores NCCL_SOCKET_IFNAME; give it an address of the "
+          "root that the other nodes reach",
+          s.name);
     } else if (is_link_local(v.address)) {
       fix += "; or NCCL_SOCKET_FAMILY=AF_INET";
     }
-    out.push_back(finding{s.name, "NCCL_SOCKET_IFNAME",
-                          fmt::format("on the {}, {} {}: {}", s.name, fmt::join(who, " and "),
-                                      takes, v.why),
-                          fix, v.outcome == "fails" ? severity::fails : severity::advice});
+    out.push_back(
+        finding{s.name, "NCCL_SOCKET_IFNAME",
+                fmt::format("on the {}, {} {}: {}", s.name, fmt::join(who, " and "), takes, v.why),
+                fix, v.outcome == "fails" ? severity::fails : severity::advice});
   }
   data_path(s, verdicts, out);
   return out;

@@ -176,7 +176,8 @@ void nccl_findings(const std::vector<std::string>& names, const std::vector<nloh
       versions[a.version].push_back(names[i]);
       const std::string who = fmt::format("NCCL {} ({})", a.version, a.library);
       const std::string fix = fmt::format(
-          "on {}: NCCL_SOCKET_IFNAME=<the interface on the network the other nodes share>", names[i]);
+          "on {}: NCCL_SOCKET_IFNAME=<the interface on the network the other nodes share>",
+          names[i]);
       if (!a.ok) {
         out.push_back(finding{names[i], "NCCL_SOCKET_IFNAME",
                               fmt::format("on {}, {} finds no interface for its bootstrap: {}",
@@ -198,7 +199,8 @@ void nccl_findings(const std::vector<std::string>& names, const std::vector<nloh
         std::vector<std::string> apart;
         for (std::size_t k = 0; k < names.size() && k < hosts.size(); ++k) {
           if (k == i) continue;
-          if (!on_a_subnet_of(hosts[k].value("interfaces", std::vector<interface_info>()), a.address))
+          if (!on_a_subnet_of(hosts[k].value("interfaces", std::vector<interface_info>()),
+                              a.address))
             apart.push_back(names[k]);
         }
         if (apart.empty()) continue;
@@ -214,11 +216,13 @@ void nccl_findings(const std::vector<std::string>& names, const std::vector<nloh
   }
   if (versions.size() > 1) {
     std::vector<std::string> parts;
-    for (const auto& [v, who] : versions) parts.push_back(fmt::format("{} on {}", v, fmt::join(who, ",")));
-    out.push_back(finding{"pair", "NCCL version",
-                          fmt::format("the nodes load different NCCL versions: {}", fmt::join(parts, "; ")),
-                          "run one NCCL version on every node (a job's ranks must match)",
-                          severity::advice});
+    parts.reserve(versions.size());
+    for (const auto& [v, who] : versions)
+      parts.push_back(fmt::format("{} on {}", v, fmt::join(who, ",")));
+    out.push_back(
+        finding{"pair", "NCCL version",
+                fmt::format("the nodes load different NCCL versions: {}", fmt::join(parts, "; ")),
+                "run one NCCL version on every node (a job's ranks must match)", severity::advice});
   }
 }
 

@@ -13,8 +13,8 @@
 #include "core/output.h"
 #include "core/units.h"
 #include "diagnose/doctor.h"
-#include "harness/context.h"
 #include "harness/client_hello.h"
+#include "harness/context.h"
 #include "transports/registry.h"
 
 namespace pairperf::cli {

@@ -140,8 +140,8 @@ void print_nccl(const nlohmann::json& host) {
         : !a.value("ok", false)
             ? fmt::format("finds no interface: {}", a.value("error", ""))
             : fmt::format("bootstrap takes {}:{}", a.value("iface", ""), a.value("address", ""));
-    fmt::print("  {:<8} {}  ({}, {})\n", a.value("version", "?"), what,
-               a.value("library", ""), a.value("found_by", ""));
+    fmt::print("  {:<8} {}  ({}, {})\n", a.value("version", "?"), what, a.value("library", ""),
+               a.value("found_by", ""));
   }
 }
 

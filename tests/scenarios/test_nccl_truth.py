@@ -217,18 +217,22 @@ class NcclAgreesWithDoctor(unittest.TestCase):
             sysctl(NS["B"], "net.ipv6.conf.default.accept_dad=0", "net.ipv6.conf.all.accept_dad=0")
             for i, (name, interfaces, a_vars, b_vars) in enumerate(CONFIGS):
                 with netns.Namespaces() as nets:
+                    made = time.monotonic()
                     build_a(nets, interfaces)
+                    print(f"  topology took {time.monotonic() - made:.1f} s", flush=True)
                     all_libs = ":".join(LIBS[v] for v in versions)
                     a_env = pp.clean_env(PAIRPERF_NCCL_LIBRARY=all_libs, **a_vars)
                     b_env = pp.clean_env(PAIRPERF_NCCL_LIBRARY=all_libs, **b_vars)
                     truth = {}
+                    started = time.monotonic()
                     for v in versions:
                         truth[("client", v)] = oracle("A", "B", LIBS[v], pp.clean_env(**a_vars))
                         truth[("server", v)] = oracle("B", "A", LIBS[v], pp.clean_env(**b_vars))
-                    started = time.monotonic()
+                    asked = time.monotonic()
                     ipv6 = not any(kind == "peer" and v4 for _, kind, v4 in interfaces)
                     proc, doc = doctor(a_env, b_env, ipv6)
-                    print(f"  doctor took {time.monotonic() - started:.1f} s", flush=True)
+                    print(f"  NCCL itself took {asked - started:.1f} s, doctor {time.monotonic() - asked:.1f} s",
+                          flush=True)
                 self.assertIsNotNone(doc, f"{name}: doctor wrote no report\n{proc.stdout}\n{proc.stderr}")
                 said = {(n["side"], n["version"]): n for n in doc["nccl"] if n["source"] == "library"}
                 row = [name]

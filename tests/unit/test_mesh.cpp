@@ -258,15 +258,18 @@ TEST(MeshNodes, TheSpareServerStandsOut) {
 // a network no other node is on, or loopback, stands out; so do versions that differ.
 TEST(MeshNodes, NcclsOwnInterfaceOnEachNode) {
   const std::vector<std::string> names{"n1", "n2", "n3"};
-  std::vector<nlohmann::json> hosts{
-      host({{"eth0", "10.90.0.1", 1500}}),
-      host({{"eth0", "10.90.0.2", 1500}, {"ib0", "10.87.0.2", 1500}}),
-      host({{"eth0", "10.90.0.3", 1500}})};
+  std::vector<nlohmann::json> hosts{host({{"eth0", "10.90.0.1", 1500}}),
+                                    host({{"eth0", "10.90.0.2", 1500}, {"ib0", "10.87.0.2", 1500}}),
+                                    host({{"eth0", "10.90.0.3", 1500}})};
   const auto answer = [](const std::string& version, const std::string& iface,
                          const std::string& address) {
     return nlohmann::json{{"answers",
-                           {{{"library", "/usr/lib/libnccl.so.2"}, {"version", version},
-                             {"ran", true}, {"ok", true}, {"iface", iface}, {"address", address}}}}};
+                           {{{"library", "/usr/lib/libnccl.so.2"},
+                             {"version", version},
+                             {"ran", true},
+                             {"ok", true},
+                             {"iface", iface},
+                             {"address", address}}}}};
   };
   hosts[0]["nccl"] = answer("2.28.9", "eth0", "10.90.0.1");
   hosts[1]["nccl"] = answer("2.28.9", "ib0", "10.87.0.2");

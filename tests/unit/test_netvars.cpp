@@ -78,19 +78,17 @@ TEST(NcclRule, FollowsIfindexOrderAndSkipsDockerLoVirbr) {
 }
 
 TEST(NcclRule, CarrierFamilyAndCommId) {
-  std::vector<interface_info> host{nic("lo", 1, {"127.0.0.1", "::1"}),
-                                   nic("enp141s0", 2, {"10.85.0.1"}, false),
-                                   nic("eth0", 3, {"10.88.0.1", "fd88::1"}),
-                                   nic("ib0", 4, {"fe80::1"})};
+  std::vector<interface_info> host{
+      nic("lo", 1, {"127.0.0.1", "::1"}), nic("enp141s0", 2, {"10.85.0.1"}, false),
+      nic("eth0", 3, {"10.88.0.1", "fd88::1"}), nic("ib0", 4, {"fe80::1"})};
   // enp141s0 has no carrier (skipped since 2.28.3); ib0 has only an IPv6 link-local address,
   // which NCCL takes (IPv6 comes after every IPv4 address, but "ib" matches nothing else).
   EXPECT_EQ(rule(host, {}), names{"ib0"});
   EXPECT_EQ(rule(host, {{"NCCL_SOCKET_FAMILY", "AF_INET"}}), names{"eth0"});
   EXPECT_EQ(rule(host, {{"NCCL_SOCKET_FAMILY", "AF_INET6"}, {"NCCL_SOCKET_IFNAME", "eth0"}}),
             names{"eth0"});
-  EXPECT_EQ(nccl_rule_interfaces(host, {{"NCCL_SOCKET_FAMILY", "AF_INET6"},
-                                        {"NCCL_SOCKET_IFNAME", "eth0"}},
-                                 1)
+  EXPECT_EQ(nccl_rule_interfaces(
+                host, {{"NCCL_SOCKET_FAMILY", "AF_INET6"}, {"NCCL_SOCKET_IFNAME", "eth0"}}, 1)
                 .front()
                 .address,
             "fd88::1");
@@ -117,8 +115,8 @@ TEST(NcclProbe, ReadsTheBootstrapLineOfEitherVersion) {
 }
 
 TEST(NcclProbe, FindsTheNamedLibrariesOnly) {
-  const auto c = find_nccl_libraries({"PAIRPERF_NCCL_LIBRARY=/a/libnccl.so.2:/b/libnccl.so.2",
-                                      "PATH=/usr/bin"});
+  const auto c = find_nccl_libraries(
+      {"PAIRPERF_NCCL_LIBRARY=/a/libnccl.so.2:/b/libnccl.so.2", "PATH=/usr/bin"});
   ASSERT_EQ(c.size(), 2U);
   EXPECT_EQ(c[0].path, "/a/libnccl.so.2");
   EXPECT_EQ(c[1].found_by, "PAIRPERF_NCCL_LIBRARY");
@@ -330,7 +328,8 @@ TEST(CheckVariables, CudaVisibleDevicesAgainstTheGpusSeen) {
       has(check_variables(p.client, p.server), "client", "CUDA_VISIBLE_DEVICES", "GPU-ffff"));
   // An index too long for any integer is a GPU it does not see, not a crash.
   p.client.env["CUDA_VISIBLE_DEVICES"] = "99999999999999999999999";
-  EXPECT_TRUE(has(check_variables(p.client, p.server), "client", "CUDA_VISIBLE_DEVICES", "sees 2 GPU"));
+  EXPECT_TRUE(
+      has(check_variables(p.client, p.server), "client", "CUDA_VISIBLE_DEVICES", "sees 2 GPU"));
   // Unknown GPUs (no NVML on that side): nothing is claimed.
   p.server.env["CUDA_VISIBLE_DEVICES"] = "7";
   EXPECT_FALSE(has(check_variables(p.client, p.server), "server", "CUDA_VISIBLE_DEVICES"));
@@ -420,8 +419,10 @@ pair_fixture gloo_pair(const std::string& client_address) {
   p.client.env.erase("GLOO_SOCKET_IFNAME");
   p.client.addresses = {{"10.118.0.1", "bond0.118"}, {"10.200.0.1", "enp141s0"}};
   p.server.addresses = {{"10.118.0.2", "eth0"}};
-  p.client.gloo = gloo_side{true, "the hostname nodea", false, "", {{"", "nodea", client_address, ""}}};
-  p.server.gloo = gloo_side{true, "GLOO_SOCKET_IFNAME=eth0", false, "", {{"eth0", "", "10.118.0.2", ""}}};
+  p.client.gloo =
+      gloo_side{true, "the hostname nodea", false, "", {{"", "nodea", client_address, ""}}};
+  p.server.gloo =
+      gloo_side{true, "GLOO_SOCKET_IFNAME=eth0", false, "", {{"eth0", "", "10.118.0.2", ""}}};
   return p;
 }
 
@@ -473,15 +474,15 @@ TEST(Severity, NcclsRuleFailsWhenItsBootstrapInterfaceDoesNotReach) {
   p.client.env["NCCL_SOCKET_IFNAME"] = "enp";
   f = check_variables(p.client, p.server);
   EXPECT_EQ(worst(f, "NCCL_SOCKET_IFNAME"), severity::fails);
-  EXPECT_TRUE(has(f, "client", "NCCL_SOCKET_IFNAME", "NCCL's rule (2.30.7 source; no libnccl "
-                                                     "answered) takes enp141s0:10.200.0.1"))
+  EXPECT_TRUE(has(f, "client", "NCCL_SOCKET_IFNAME",
+                  "NCCL's rule (2.30.7 source; no libnccl "
+                  "answered) takes enp141s0:10.200.0.1"))
       << dump(f);
   // One character: NCCL ignores it (and picks by itself).
   p.client.env["NCCL_SOCKET_IFNAME"] = "e";
   f = check_variables(p.client, p.server);
   EXPECT_TRUE(has(f, "client", "NCCL_SOCKET_IFNAME", "is one character")) << dump(f);
 }
-
 
 }  // namespace
 }  // namespace pairperf
@@ -506,7 +507,8 @@ TEST(Severity, ASelectionVariableFailsOnlyWhenNothingItNamesExists) {
 namespace pairperf {
 namespace {
 
-nccl_answer answer(const std::string& version, const std::string& iface, const std::string& address) {
+nccl_answer answer(const std::string& version, const std::string& iface,
+                   const std::string& address) {
   nccl_answer a;
   a.found_by = "PAIRPERF_NCCL_LIBRARY";
   a.library = "/opt/nccl-" + version + "/libnccl.so.2";
@@ -538,7 +540,8 @@ TEST(NcclLibrary, TheAnswerDecidesAndNamesItsVersion) {
                   "NCCL 2.18.3 (/opt/nccl-2.18.3/libnccl.so.2) takes enp141s0:10.200.0.1"))
       << dump(f);
   EXPECT_FALSE(has(f, "client", "NCCL_SOCKET_IFNAME", "NCCL 2.28.9")) << dump(f);
-  EXPECT_TRUE(has(f, "client", "NCCL_SOCKET_IFNAME", "on the client: NCCL_SOCKET_IFNAME=bond0.118"));
+  EXPECT_TRUE(
+      has(f, "client", "NCCL_SOCKET_IFNAME", "on the client: NCCL_SOCKET_IFNAME=bond0.118"));
 }
 
 TEST(NcclLibrary, LoopbackLinkLocalAndNoInterface) {
