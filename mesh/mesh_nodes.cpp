@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "core/interfaces.h"
 #include "core/units.h"
@@ -152,6 +153,25 @@ void variable_findings(const std::vector<std::string>& names, const node_interfa
   }
 }
 
+// A node's interfaces from its host facts (none for a node that never answered: null facts).
+std::vector<interface_info> interfaces_in(const nlohmann::json& host) {
+  if (!host.is_object() || !host.contains("interfaces")) return {};
+  return host.at("interfaces").get<std::vector<interface_info>>();
+}
+
+// Whether every node that answered runs in one network namespace of one host (boot id and the
+// namespace's id alike): loopback then reaches them all.
+bool one_network(const std::vector<nlohmann::json>& hosts) {
+  std::set<std::string> places;
+  for (const auto& h : hosts) {
+    if (!h.is_object()) continue;
+    const auto process = h.value("process", nlohmann::json::object());
+    places.insert(process.value("boot_id", "?") + "/" +
+                  process.value("namespaces", nlohmann::json::object()).value("net", "?"));
+  }
+  return places.size() == 1 && places.count("?/?") == 0;
+}
+
 // Whether `address` lies in a subnet of one of `node`'s interfaces.
 bool on_a_subnet_of(const std::vector<interface_info>& node, const std::string& address) {
   return std::any_of(node.begin(), node.end(), [&](const interface_info& i) {
@@ -168,9 +188,9 @@ void nccl_findings(const std::vector<std::string>& names, const std::vector<nloh
                    std::vector<finding>& out) {
   std::map<std::string, std::vector<std::string>> versions;  // version -> nodes
   for (std::size_t i = 0; i < names.size() && i < hosts.size(); ++i) {
-    if (!hosts[i].contains("nccl")) continue;
+    if (!hosts[i].is_object() || !hosts[i].contains("nccl")) continue;
     const nccl_side side = nccl_side_from(hosts[i].at("nccl"));
-    const auto mine = hosts[i].value("interfaces", std::vector<interface_info>());
+    const auto mine = interfaces_in(hosts[i]);
     for (const auto& a : side.answers) {
       if (!a.ran) continue;
       versions[a.version].push_back(names[i]);
@@ -179,10 +199,19 @@ void nccl_findings(const std::vector<std::string>& names, const std::vector<nloh
           "on {}: NCCL_SOCKET_IFNAME=<the interface on the network the other nodes share>",
           names[i]);
       if (!a.ok) {
-        out.push_back(finding{names[i], "NCCL_SOCKET_IFNAME",
-                              fmt::format("on {}, {} finds no interface for its bootstrap: {}",
-                                          names[i], who, a.error),
-                              fix});
+        const std::string said =
+            fmt::format("{} finds no interface for its bootstrap: {}", who, a.error);
+        // The variable's own finding (it names no interface here) gets NCCL's word as evidence.
+        const auto named = std::find_if(out.begin(), out.end(), [&](const finding& f) {
+          return f.side == names[i] && f.subject == "NCCL_SOCKET_IFNAME" &&
+                 f.severity == severity::fails;
+        });
+        if (named != out.end()) {
+          named->problem += fmt::format("; {} confirms it: {}", who, a.error);
+        } else {
+          out.push_back(finding{names[i], "NCCL_SOCKET_IFNAME",
+                                fmt::format("on {}, {}", names[i], said), fix});
+        }
         continue;
       }
       const auto info = std::find_if(mine.begin(), mine.end(),
@@ -190,6 +219,7 @@ void nccl_findings(const std::vector<std::string>& names, const std::vector<nloh
       std::string why;
       severity how = severity::fails;
       if (is_loopback(a.address) || (info != mine.end() && info->loopback)) {
+        if (one_network(hosts)) continue;  // every node in this network namespace
         why = "loopback: no other node reaches it";
       } else if (info != mine.end() && (!info->up || !info->running)) {
         why = "the interface is down or has no carrier";
@@ -198,10 +228,8 @@ void nccl_findings(const std::vector<std::string>& names, const std::vector<nloh
       } else {
         std::vector<std::string> apart;
         for (std::size_t k = 0; k < names.size() && k < hosts.size(); ++k) {
-          if (k == i) continue;
-          if (!on_a_subnet_of(hosts[k].value("interfaces", std::vector<interface_info>()),
-                              a.address))
-            apart.push_back(names[k]);
+          if (k == i || !hosts[k].is_object()) continue;  // itself; a node that never answered
+          if (!on_a_subnet_of(interfaces_in(hosts[k]), a.address)) apart.push_back(names[k]);
         }
         if (apart.empty()) continue;
         why = fmt::format("no interface of {} is on its subnet (reachable only through a router)",
