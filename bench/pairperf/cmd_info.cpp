@@ -140,8 +140,9 @@ void print_nccl(const nlohmann::json& host) {
         : !a.value("ok", false)
             ? fmt::format("finds no interface: {}", a.value("error", ""))
             : fmt::format("bootstrap takes {}:{}", a.value("iface", ""), a.value("address", ""));
-    fmt::print("  {:<8} {}  ({}, {})\n", a.value("version", "?"), what, a.value("library", ""),
-               a.value("found_by", ""));
+    const std::string version = a.value("version", "");
+    fmt::print("  {:<8} {}  ({}, {})\n", version.empty() ? "-" : version, what,
+               a.value("library", ""), a.value("found_by", ""));
   }
 }
 
