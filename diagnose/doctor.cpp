@@ -23,6 +23,7 @@ client_options base_options(const doctor_options& o) {
   c.server = o.server;
   c.token = o.token;
   c.wait_busy = o.wait_busy;
+  c.nccl_budget = std::chrono::seconds(5);  // the server asks its own libnccl.so.2 in its hello
   c.argv = redact_argv(o.argv);
   c.config.duration = o.duration;
   c.config.noise_threshold = o.noise_threshold;

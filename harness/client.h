@@ -33,6 +33,9 @@ struct client_options {
   // ticket keeps this client's place in line. 0 = give up at the first `busy`.
   std::chrono::nanoseconds wait_busy = std::chrono::minutes(2);
   std::FILE* busy_progress = stderr;  // the one "waiting" line; nullptr = silent
+  // Ask the server for NCCL's own answer on its host in its hello reply (doctor, mesh), granting
+  // it this long to ask its libraries; zero = do not ask.
+  std::chrono::nanoseconds nccl_budget{0};
 };
 
 // What the cases should take, in seconds, as the server's queue estimate counts them: per case,

@@ -33,10 +33,14 @@ nlohmann::json say_hello(control_channel& channel, const hello_request& request,
       {"protocol", control_protocol_version}, {"token", request.token}, {"tool", tool_context()}};
   if (request.budget_s > 0) hello["budget_s"] = request.budget_s;
   if (ticket) hello["ticket"] = *ticket;
+  if (request.nccl_budget.count() > 0) {
+    hello["want"] = {"nccl"};
+    hello["nccl_budget_s"] = std::chrono::duration<double>(request.nccl_budget).count();
+  }
   channel.send(msg_type::hello, std::move(hello), "hello", t.handshake);
   const auto in_line = std::max({t.idle, t.handshake, queue_wait});
   const deadline_t give_up = deadline_in(in_line);
-  std::chrono::nanoseconds wait = t.handshake;
+  std::chrono::nanoseconds wait = t.handshake + request.nccl_budget;
   for (;;) {
     message m = channel.receive("hello", wait);
     if (m.type == msg_type::hello) return std::move(m.body);
@@ -152,6 +156,7 @@ hello_request hello_of(const client_options& options) {
   h.wait_busy = options.wait_busy;
   h.progress = options.busy_progress;
   h.interrupted = options.interrupted;
+  h.nccl_budget = options.nccl_budget;
   return h;
 }
 

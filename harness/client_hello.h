@@ -51,8 +51,11 @@ struct hello_request {
   // How long to wait out `busy` replies (and, once queued, the server's other clients) before
   // giving up; 0 = fail at the first busy, as a client without the option would.
   std::chrono::nanoseconds wait_busy = std::chrono::minutes(2);
-  std::FILE* progress = stderr;                  // where the one "waiting" line goes; null = silent
+  std::FILE* progress = stderr;  // where the one "waiting" line goes; null = silent
   const std::atomic<int>* interrupted = nullptr;  // a signal ends the wait within 0.1 s
+  // Not zero: the hello asks for NCCL's answer on the server's host ("want": ["nccl"]) and grants
+  // the server this long to ask its libraries, on top of the handshake bound for the reply.
+  std::chrono::nanoseconds nccl_budget{0};
 };
 
 // Says hello on a connected channel and waits for the server's: through `queued` replies while
@@ -66,7 +69,8 @@ nlohmann::json say_hello(control_channel& channel, const hello_request& request,
 // server's retry-after (with +-20% jitter, so clients turned away together do not return together)
 // and comes back with its ticket, until request.wait_busy has passed; then server_stayed_busy.
 // Prints once where it stands in line. `step` names the connection in errors ("control connect").
-std::pair<control_channel, nlohmann::json> open_hello(const endpoint& server, const std::string& step,
+std::pair<control_channel, nlohmann::json> open_hello(const endpoint& server,
+                                                      const std::string& step,
                                                       const hello_request& request,
                                                       const timeouts& t);
 

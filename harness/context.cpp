@@ -81,8 +81,8 @@ void prepare_context(const std::vector<std::string>& transports) {
   (void)tool_context();
 }
 
-void describe_nccl_in_context() {
-  (void)nccl_description();
+void describe_nccl_in_context(std::chrono::milliseconds budget) {
+  (void)nccl_description(budget);
   nccl_described().store(true);
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // The context block of a results file: what tool, on what hosts, in what environment. Gathered
 // on each side (the server sends its own in the hello) so results can be compared later.
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -17,9 +18,10 @@ void prepare_context(const std::vector<std::string>& transports = {});
 
 // From now on host_context() carries NCCL's own answer on this host (host/nccl_probe.h: which
 // interface each libnccl.so.2 found here takes for its bootstrap, asked in a child with this
-// process's environment; once per process, about 15 ms a library). A server calls it before it
-// accepts sessions, so that its hello says it; doctor and mesh call it for their own side.
-void describe_nccl_in_context();
+// process's environment; once per process, about 15 ms a library with the file in the page
+// cache, all within `budget`). A server session calls it when the client's hello asks (doctor,
+// mesh), so that its hello reply says it; doctor, mesh and info call it for their own side.
+void describe_nccl_in_context(std::chrono::milliseconds budget = std::chrono::seconds(10));
 
 // name, version, git revision, build type, compiler, built-in transports, and the libraries of
 // the transports this process runs (prepare_context), each as its transport describes it.

@@ -49,6 +49,8 @@ struct client_conn {
   double budget_s = 0;                  // what its cases should take, from its hello (0: unknown)
   std::optional<std::uint64_t> ticket;  // the one it came back with, if it was turned away before
   std::uint64_t order = 0;  // its place in the line: its ticket, else a number drawn on arrival
+  // Its hello asked for NCCL's answer on this host (doctor, mesh), granting this long; 0: not.
+  std::chrono::milliseconds nccl_budget{0};
 };
 
 // A client that names no budget (an older pairperf) counts as this many seconds in estimates.
@@ -84,7 +86,8 @@ class supervisor {
   void send_quietly(int fd, msg_type type, nlohmann::json body) const;
   void accept_all();
   bool read_hello(pending_conn& p);  // false: the connection is finished with
-  void authenticated(pending_conn& p, std::optional<std::uint64_t> ticket, double budget_s);
+  void authenticated(pending_conn& p, std::optional<std::uint64_t> ticket, double budget_s,
+                     std::chrono::milliseconds nccl_budget);
   void admit(client_conn c);
   void admit_waiting(client_conn c, std::size_t index);
   [[nodiscard]] double expected_wait_s(std::size_t sessions_to_end) const;
@@ -194,7 +197,19 @@ bool supervisor::read_hello(pending_conn& p) {
   double budget_s = 0;
   if (const auto b = h.find("budget_s"); b != h.end() && b->is_number())
     budget_s = std::clamp(b->get<double>(), 0.0, 86400.0);
-  authenticated(p, ticket, budget_s);
+  // What the hello asks to be described beyond the host's facts: ["nccl"] (doctor, mesh), with
+  // the time it grants for it (0.1 to 30 s; 3 s where it names none).
+  std::chrono::milliseconds nccl_budget{0};
+  if (const auto w = h.find("want"); w != h.end() && w->is_array()) {
+    for (const auto& x : *w) {
+      if (!x.is_string() || x.get<std::string>() != "nccl") continue;
+      const auto b = h.find("nccl_budget_s");
+      const double seconds = b != h.end() && b->is_number() ? b->get<double>() : 3.0;
+      nccl_budget = std::chrono::milliseconds(
+          static_cast<std::int64_t>(std::clamp(seconds, 0.1, 30.0) * 1000.0));
+    }
+  }
+  authenticated(p, ticket, budget_s, nccl_budget);
   return false;
 }
 
@@ -215,7 +230,7 @@ double supervisor::expected_wait_s(std::size_t sessions_to_end) const {
 }
 
 void supervisor::authenticated(pending_conn& p, std::optional<std::uint64_t> ticket,
-                               double budget_s) {
+                               double budget_s, std::chrono::milliseconds nccl_budget) {
   set_nonblocking(p.fd.get(), false);
   const auto now = steady::now();
   // Clients turned away earlier and still expected back come first: a newcomer, or a client
@@ -227,7 +242,7 @@ void supervisor::authenticated(pending_conn& p, std::optional<std::uint64_t> tic
   if ((idle && ahead == 0) || room > ahead) {
     if (ticket) m_tickets.redeem(*ticket);
     admit(client_conn{std::move(p.fd), p.peer, budget_s, ticket,
-                      ticket ? *ticket : m_tickets.draw()});
+                      ticket ? *ticket : m_tickets.draw(), nccl_budget});
     return;
   }
   // Busy: come back when enough sessions should have ended to leave room for this client.
@@ -283,7 +298,7 @@ void supervisor::start_session() {
     const std::string iface = interface_of_address(local_ip(next.fd.get()));
     control_channel channel(std::move(next.fd), where{"", next.peer, iface});
     try {
-      serve_session(m_options, channel, m_listen);
+      serve_session(m_options, channel, m_listen, -1, next.nccl_budget);
     } catch (const std::exception& e) {
       log(fmt::format("{}: client dropped: {}", next.peer, e.what()));
     }
@@ -318,7 +333,7 @@ void supervisor::start_session() {
     const std::string iface = interface_of_address(local_ip(next.fd.get()));
     control_channel channel(std::move(next.fd), where{"", next.peer, iface});
     try {
-      serve_session(m_options, channel, m_listen, waiting_read.get());
+      serve_session(m_options, channel, m_listen, waiting_read.get(), next.nccl_budget);
     } catch (const std::exception& e) {
       log(fmt::format("{}: client dropped: {}", next.peer, e.what()));
       code = 1;
@@ -442,7 +457,6 @@ int supervisor::run() {
   }
   // Learnt once here, inherited by every session (a client's hello waits in the backlog).
   prepare_context(m_options.transports);
-  describe_nccl_in_context();
   m_idle_deadline = deadline_in(m_options.timeouts.idle);
   while (!done()) {
     reap();

@@ -46,11 +46,12 @@ struct run_request {
 class client_handler {
  public:
   client_handler(const server_options& options, control_channel& channel, std::string listen_host,
-                 int others_waiting)
+                 int others_waiting, std::chrono::milliseconds nccl_budget)
       : m_options(options),
         m_channel(channel),
         m_listen_host(std::move(listen_host)),
-        m_others_waiting(others_waiting) {}
+        m_others_waiting(others_waiting),
+        m_nccl_budget(nccl_budget) {}
 
   // Returns when the client says bye, goes away or breaks the protocol.
   void serve();
@@ -86,9 +87,12 @@ class client_handler {
   std::uint64_t m_session_bytes = 0;
   int m_others_waiting = -1;
   bool m_others_told = false;
+  std::chrono::milliseconds m_nccl_budget{0};
 };
 
 void client_handler::hello_reply() {
+  // Within what the client granted on top of its wait for this reply.
+  if (m_nccl_budget.count() > 0) describe_nccl_in_context(m_nccl_budget);
   m_channel.send(msg_type::hello,
                  {{"protocol", control_protocol_version},
                   {"tool", tool_context()},
@@ -437,8 +441,9 @@ pattern_outcome client_handler::run_phase(std::uint64_t n, const where& place, p
 }  // namespace
 
 void serve_session(const server_options& options, control_channel& channel,
-                   const std::string& listen_host, int others_waiting) {
-  client_handler(options, channel, listen_host, others_waiting).serve();
+                   const std::string& listen_host, int others_waiting,
+                   std::chrono::milliseconds nccl_budget) {
+  client_handler(options, channel, listen_host, others_waiting, nccl_budget).serve();
 }
 
 }  // namespace pairperf

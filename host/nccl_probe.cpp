@@ -343,14 +343,26 @@ std::vector<nccl_candidate> find_nccl_libraries(const std::vector<std::string>& 
   return list.take();
 }
 
-nlohmann::json describe_nccl(std::chrono::milliseconds limit) {
+nlohmann::json describe_nccl(std::chrono::milliseconds budget) {
+  const auto until = std::chrono::steady_clock::now() + budget;
   std::vector<std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) env.emplace_back(*e);
   const auto candidates = find_nccl_libraries(env);
   nlohmann::json answers = nlohmann::json::array();
   std::set<std::string> seen;
   for (const auto& c : candidates) {
-    const nccl_answer a = ask(c, limit);
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      nccl_answer skipped;
+      skipped.found_by = c.found_by;
+      skipped.library = c.path;
+      skipped.error = fmt::format("not asked: the probes' {:g} s were spent",
+                                  static_cast<double>(budget.count()) / 1000.0);
+      answers.push_back(skipped);
+      continue;
+    }
+    const nccl_answer a = ask(c, left);
     // The loader's search finding no libnccl.so.2 is no library, not a failing one.
     if (!a.ran && c.found_by == std::string("the dynamic loader") && a.library == c.path &&
         a.error.rfind("cannot load", 0) == 0)
@@ -365,8 +377,8 @@ nlohmann::json describe_nccl(std::chrono::milliseconds limit) {
           {"answers", answers}};
 }
 
-const nlohmann::json& nccl_description() {
-  static const nlohmann::json description = describe_nccl();
+const nlohmann::json& nccl_description(std::chrono::milliseconds budget) {
+  static const nlohmann::json description = describe_nccl(budget);
   return description;
 }
 

@@ -54,12 +54,14 @@ struct nccl_answer {
 void to_json(nlohmann::json& j, const nccl_answer& a);
 void from_json(const nlohmann::json& j, nccl_answer& a);
 
-// Asks every library find_nccl_libraries() lists, one child each, each bounded by `limit`:
-// {"searched": "...", "answers": [nccl_answer...]}. No library found: "answers" is empty.
-nlohmann::json describe_nccl(std::chrono::milliseconds limit = std::chrono::seconds(10));
+// Asks every library find_nccl_libraries() lists, one child each, all within `budget` (a library
+// left when it is spent answers "not asked"): {"searched": "...", "answers": [nccl_answer...]}.
+// No library found: "answers" is empty.
+nlohmann::json describe_nccl(std::chrono::milliseconds budget = std::chrono::seconds(10));
 
-// What describe_nccl() said in this process (asked once, on first use; thread-safe).
-const nlohmann::json& nccl_description();
+// What describe_nccl(budget) said in this process (asked once, on first use, with the first
+// call's budget; thread-safe).
+const nlohmann::json& nccl_description(std::chrono::milliseconds budget = std::chrono::seconds(10));
 
 // NCCL's "Bootstrap: Using NAME:ADDRESS<PORT>" line (either spelling) among `lines`, with the
 // interface name matched against `names` (an alias "eth0:1" holds a ':'): {iface, address}; empty

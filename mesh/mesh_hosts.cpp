@@ -48,6 +48,7 @@ std::vector<mesh_node> hello_nodes(const mesh_args& a, const mesh_plan& plan,
     o.config = plan.config;
     o.token = a.token;
     o.wait_busy = a.wait_busy;
+    o.nccl_budget = std::chrono::seconds(5);  // each server asks its own libnccl.so.2
     collecting_reporter ctx;
     try {
       run_client(o, ctx);

@@ -29,6 +29,28 @@ class ServerSide(unittest.TestCase):
             self.assertIn(f"speaks version {pp.PROTOCOL}", reply["reason"])
             self.assert_serves_a_real_client(s)
 
+    def test_nccls_answer_comes_only_to_a_hello_that_asks(self):
+        # doctor and mesh ask ("want": ["nccl"]) and grant the time; a plain run's hello costs no
+        # NCCL probe. A library named that does not exist answers with the reason, within the grant.
+        env = pp.clean_env(PAIRPERF_NCCL_LIBRARY="/nonexistent/libnccl.so.2")
+        for want, budget in ((None, None), (["nccl"], 2.0)):
+            with pp.Server(env=env) as s, pp.connect(s.port) as c:
+                h = pp.hello()
+                if want:
+                    h["want"], h["nccl_budget_s"] = want, budget
+                c.sendall(pp.frame(h))
+                reply = pp.read_frame(c, timeout=10)
+                self.assertEqual(reply["type"], "hello", reply)
+                host = reply["host"]  # a message is its body with its "type" (core/control.cpp)
+                if not want:
+                    self.assertNotIn("nccl", host)
+                    continue
+                answers = host["nccl"]["answers"]
+                self.assertEqual(host["nccl"]["searched"], "PAIRPERF_NCCL_LIBRARY")
+                self.assertEqual([a["library"] for a in answers], ["/nonexistent/libnccl.so.2"], answers)
+                self.assertFalse(answers[0]["ran"])
+                self.assertIn("cannot load /nonexistent/libnccl.so.2", answers[0]["error"])
+
     def test_wrong_token_is_refused(self):
         with pp.Server("--token", "s3cret") as s:
             with pp.connect(s.port) as c:
