@@ -78,13 +78,75 @@ def start(args, prefix=(), **kw):
     return subprocess.Popen(list(prefix) + [BIN] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
-def kill_server_mid_case(server, client_args, after=2.0):
+def _descendants(pid):
+    """The PIDs below `pid` (children, grandchildren...), from /proc."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def _established_tcp_inodes():
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                for line in f.readlines()[1:]:
+                    fields = line.split()
+                    if fields[3] == "01":  # ESTABLISHED
+                        inodes.add(fields[9])
+        except OSError:
+            pass
+    return inodes
+
+
+def case_data_connected(server_pid):
+    """Whether the server's session (its child process, which runs the cases' server side) holds an
+    established TCP connection besides its control connection: the case's data path is up."""
+    established = _established_tcp_inodes()
+    for pid in _descendants(server_pid):
+        count = 0
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            count += link.startswith("socket:[") and link[8:-1] in established
+        if count >= 2:
+            return True
+    return False
+
+
+def kill_server_mid_case(server, client_args, after=2.0, connected=False):
     """Starts a client against `server`, SIGKILLs the server `after` seconds in (while the
     client is measuring), and returns (client exit code, seconds from the kill to its exit,
-    client output)."""
+    client output). `connected`: the case's data goes over TCP, so wait first (up to 30 s) until
+    the server's session holds its data connection, then `after` seconds more: the kill then
+    lands in the measurement however slow the set-up was under load."""
     client = start(["run", server.address] + list(client_args))
     output = None
     try:
+        if connected:
+            deadline = time.monotonic() + 30
+            while not case_data_connected(server.proc.pid) and time.monotonic() < deadline:
+                if client.poll() is not None:
+                    break
+                time.sleep(0.05)
         time.sleep(after)
         if client.poll() is not None:
             output = stop(client)

@@ -210,7 +210,9 @@ class Ofi(unittest.TestCase):
                 out = os.path.join(d, "r.json")
                 rc, took, output = pp.kill_server_mid_case(s, ["--json", out, "--transport", "ofi", "--iface", "lo", "--test", "fi_tag_bw",
                                                                "--ofi-provider", provider, "--sizes", "64K", "-n", "2000000",
-                                                               "--timeout-case", "4s"], after=1.5)
+                                                               "--timeout-case", "4s"],
+                                                            after=0.5 if provider != "shm" else 1.5,
+                                                            connected=provider != "shm")
                 self.assertEqual(rc, 1, output)
                 self.assertLess(took, 4 + 3, output)
                 r = pp.load(out)["results"][0]
