@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <csignal>
@@ -45,20 +46,6 @@ void answer_self_probe(const std::string& text) {
 }
 
 namespace {
-
-// The child's environment: this one's, with `variable`=1, less the entries `drop` names.
-std::vector<std::string> child_environment(std::string_view variable,
-                                           const std::vector<std::string>& drop) {
-  const std::string own = fmt::format("{}=", variable);
-  std::vector<std::string> env{own + "1"};
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    const std::string_view entry(*e);
-    bool keep = entry.rfind(own, 0) != 0;
-    for (const auto& d : drop) keep = keep && entry.rfind(d, 0) != 0;
-    if (keep) env.emplace_back(entry);
-  }
-  return env;
-}
 
 // What the child wrote, read from both pipes until they close or the deadline passes: its answer
 // on stdout, the last 2 KiB of its stderr.
@@ -100,6 +87,22 @@ child_output read_child(int out_fd, int err_fd, std::chrono::milliseconds limit)
 }
 
 }  // namespace
+
+std::vector<std::string> child_environment(const std::vector<std::string>& set,
+                                           const std::vector<std::string>& drop) {
+  std::vector<std::string> env = set;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const auto named = [&](const std::string& x) {
+      const auto eq = x.find('=');
+      return entry.rfind(eq == std::string::npos ? x : x.substr(0, eq + 1), 0) == 0;
+    };
+    if (std::none_of(set.begin(), set.end(), named) &&
+        std::none_of(drop.begin(), drop.end(), named))
+      env.emplace_back(entry);
+  }
+  return env;
+}
 
 self_run run_self(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                   std::chrono::milliseconds limit) {
@@ -154,7 +157,8 @@ self_run run_self(const std::vector<std::string>& argv, const std::vector<std::s
 
 self_probe_answer ask_self_probe(const self_probe_question& q, std::chrono::milliseconds limit,
                                  const std::vector<std::string>& drop) {
-  const self_run r = run_self({std::string(q.program)}, child_environment(q.variable, drop), limit);
+  const self_run r = run_self({std::string(q.program)},
+                              child_environment({fmt::format("{}=1", q.variable)}, drop), limit);
   if (!r.spawn_error.empty()) return {"", fmt::format("spawning {}: {}", q.what, r.spawn_error)};
   const std::string last_words = r.err.empty() ? std::string() : fmt::format(": {}", r.err);
   if (r.timed_out)

@@ -27,6 +27,12 @@ struct self_probe_question {
   std::string_view what;
 };
 
+// This process's environment with `set` (NAME=VALUE entries, each in place of that name's own
+// value) and less the entries that start with one of `drop` (for example "NCCL_DEBUG_FILE="):
+// what a child asked a question gets.
+std::vector<std::string> child_environment(const std::vector<std::string>& set,
+                                           const std::vector<std::string>& drop = {});
+
 // Spawns the child with this process's environment, less the entries that start with one of
 // `drop` (for example "FI_PROVIDER=": the child must see every provider); waits at most `limit`,
 // then kills it. Its stderr is kept (the last 2 KiB) for the error when it fails.

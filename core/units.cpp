@@ -160,11 +160,11 @@ std::string format_message_rate(double per_second) {
   return fmt::format("{:.0f} /s", per_second);
 }
 
-std::vector<std::string> split_list(const std::string& value) {
+std::vector<std::string> split_list(const std::string& value, char separator) {
   std::vector<std::string> out;
   std::size_t start = 0;
   while (start <= value.size()) {
-    const auto comma = value.find(',', start);
+    const auto comma = value.find(separator, start);
     std::string item =
         value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     const auto not_space = [](unsigned char c) { return std::isspace(c) == 0; };

@@ -36,8 +36,8 @@ std::string format_seconds(double seconds);
 // Messages per second -> "1.23 M/s".
 std::string format_message_rate(double per_second);
 
-// A comma-separated list (UCX_TLS, UCX_NET_DEVICES, GLOO_SOCKET_IFNAME): items trimmed of blanks,
-// empty ones dropped.
-std::vector<std::string> split_list(const std::string& value);
+// A comma-separated list (UCX_TLS, UCX_NET_DEVICES, GLOO_SOCKET_IFNAME), or one with another
+// separator (a ':' path list): items trimmed of blanks, empty ones dropped.
+std::vector<std::string> split_list(const std::string& value, char separator = ',');
 
 }  // namespace pairperf

@@ -46,14 +46,20 @@ std::vector<case_result> run_cases(const doctor_options& o, std::vector<test_cas
   return std::move(out.results);
 }
 
+// Every interface of a side's host facts, whatever its state.
+std::vector<interface_info> all_interfaces_of(const nlohmann::json& host) {
+  if (!host.is_object() || !host.contains("interfaces")) return {};
+  return host.at("interfaces").get<std::vector<interface_info>>();
+}
+
+// Those that can carry a probe: up, with an address.
+std::vector<interface_info> usable_of(std::vector<interface_info> all) {
+  std::erase_if(all, [](const interface_info& i) { return !i.up || i.addresses.empty(); });
+  return all;
+}
+
 std::vector<interface_info> interfaces_of(const nlohmann::json& host) {
-  std::vector<interface_info> out;
-  if (!host.is_object() || !host.contains("interfaces")) return out;
-  for (const auto& j : host.at("interfaces")) {
-    interface_info info = j.get<interface_info>();
-    if (info.up && !info.addresses.empty()) out.push_back(std::move(info));
-  }
-  return out;
+  return usable_of(all_interfaces_of(host));
 }
 
 std::vector<std::string> names_of(const std::vector<interface_info>& list) {
@@ -89,11 +95,9 @@ side_view make_side(const std::string& name, const nlohmann::json& host, const n
   side_view s;
   s.name = name;
   if (env.is_object()) s.env = env;
-  const auto ifaces = interfaces_of(host);
+  s.interfaces = all_interfaces_of(host);
+  const auto ifaces = usable_of(s.interfaces);
   s.ifaces = names_of(ifaces);
-  s.interfaces = host.is_object() && host.contains("interfaces")
-                     ? host.at("interfaces").get<std::vector<interface_info>>()
-                     : std::vector<interface_info>();
   if (host.is_object() && host.contains("nccl")) s.nccl = nccl_side_from(host.at("nccl"));
   for (const auto& i : ifaces) {
     if (i.loopback) s.loopback.insert(i.name);

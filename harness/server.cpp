@@ -190,26 +190,8 @@ bool supervisor::read_hello(pending_conn& p) {
     log(fmt::format("{}: refused: {}", p.peer, why));
     return false;
   }
-  // Optional, from clients that know them: a ticket from an earlier `busy`, the planned time.
-  std::optional<std::uint64_t> ticket;
-  if (const auto t = h.find("ticket"); t != h.end() && t->is_number_unsigned())
-    ticket = t->get<std::uint64_t>();
-  double budget_s = 0;
-  if (const auto b = h.find("budget_s"); b != h.end() && b->is_number())
-    budget_s = std::clamp(b->get<double>(), 0.0, 86400.0);
-  // What the hello asks to be described beyond the host's facts: ["nccl"] (doctor, mesh), with
-  // the time it grants for it (0.1 to 30 s; 3 s where it names none).
-  std::chrono::milliseconds nccl_budget{0};
-  if (const auto w = h.find("want"); w != h.end() && w->is_array()) {
-    for (const auto& x : *w) {
-      if (!x.is_string() || x.get<std::string>() != "nccl") continue;
-      const auto b = h.find("nccl_budget_s");
-      const double seconds = b != h.end() && b->is_number() ? b->get<double>() : 3.0;
-      nccl_budget = std::chrono::milliseconds(
-          static_cast<std::int64_t>(std::clamp(seconds, 0.1, 30.0) * 1000.0));
-    }
-  }
-  authenticated(p, ticket, budget_s, nccl_budget);
+  const hello_extras extras = read_hello_extras(h);
+  authenticated(p, extras.ticket, extras.budget_s, extras.nccl_budget);
   return false;
 }
 

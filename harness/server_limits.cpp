@@ -105,4 +105,22 @@ std::string drive_allowlist::to_string() const {
   return fmt::format("{}", fmt::join(m_entries, ","));
 }
 
+hello_extras read_hello_extras(const nlohmann::json& h) {
+  hello_extras x;
+  if (const auto t = h.find("ticket"); t != h.end() && t->is_number_unsigned())
+    x.ticket = t->get<std::uint64_t>();
+  if (const auto b = h.find("budget_s"); b != h.end() && b->is_number())
+    x.budget_s = std::clamp(b->get<double>(), 0.0, 86400.0);
+  const auto want = h.find("want");
+  if (want == h.end() || !want->is_array()) return x;
+  for (const auto& w : *want) {
+    if (!w.is_string() || w.get<std::string>() != "nccl") continue;
+    const auto b = h.find("nccl_budget_s");
+    const double seconds = b != h.end() && b->is_number() ? b->get<double>() : 3.0;
+    x.nccl_budget = std::chrono::milliseconds(
+        static_cast<std::int64_t>(std::clamp(seconds, 0.1, 30.0) * 1000.0));
+  }
+  return x;
+}
+
 }  // namespace pairperf

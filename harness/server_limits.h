@@ -64,4 +64,16 @@ class drive_allowlist {
   std::vector<std::string> m_entries;
 };
 
+// The optional fields of a client's hello, as the server takes them (absent or malformed: the
+// defaults): the ticket it came back with after a `busy`; its planned time (0 to 24 h; 0 =
+// unknown); and, where it says "want": ["nccl"] (doctor, mesh), the time it grants the session
+// to ask this host's libnccl.so.2 ("nccl_budget_s", 0.1 to 30 s, 3 s where it names none; 0 =
+// not asked).
+struct hello_extras {
+  std::optional<std::uint64_t> ticket;
+  double budget_s = 0;
+  std::chrono::milliseconds nccl_budget{0};
+};
+hello_extras read_hello_extras(const nlohmann::json& hello);
+
 }  // namespace pairperf

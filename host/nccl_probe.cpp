@@ -15,14 +15,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <mutex>
 #include <set>
 #include <sstream>
 
 #include "core/interfaces.h"
 #include "core/self_probe.h"
-
-extern char** environ;  // NOLINT: POSIX
+#include "core/units.h"
 
 namespace pairperf {
 namespace {
@@ -40,16 +38,6 @@ std::string env_value(const std::vector<std::string>& env, std::string_view name
       return e.substr(name.size() + 1);
   }
   return {};
-}
-
-std::vector<std::string> split_on(const std::string& value, char sep) {
-  std::vector<std::string> out;
-  std::string piece;
-  std::istringstream in(value);
-  while (std::getline(in, piece, sep)) {
-    if (!piece.empty()) out.push_back(piece);
-  }
-  return out;
 }
 
 // The folders under `dir` whose names start with `prefix` ("python3", "cuda-"), sorted.
@@ -214,25 +202,17 @@ std::vector<std::string> nccl_lines(const std::string& text) {
 }
 
 // This process's environment for the child: NCCL's debug output on stdout at INFO, and the cue.
-std::vector<std::string> child_environment(const std::string& library) {
-  std::vector<std::string> env{fmt::format("{}={}", child_variable, library), "NCCL_DEBUG=INFO",
-                               "NCCL_DEBUG_SUBSYS=INIT,BOOTSTRAP,ENV,NET"};
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    const std::string_view entry(*e);
-    bool keep = true;
-    for (const std::string_view drop :
-         {"NCCL_DEBUG=", "NCCL_DEBUG_FILE=", "NCCL_DEBUG_SUBSYS=", "PAIRPERF_NCCL_PROBE_LIBRARY="})
-      keep = keep && entry.rfind(drop, 0) != 0;
-    if (keep) env.emplace_back(entry);
-  }
-  return env;
+std::vector<std::string> probe_environment(const std::string& library) {
+  return child_environment({fmt::format("{}={}", child_variable, library), "NCCL_DEBUG=INFO",
+                            "NCCL_DEBUG_SUBSYS=INIT,BOOTSTRAP,ENV,NET"},
+                           {"NCCL_DEBUG_FILE="});
 }
 
 nccl_answer ask(const nccl_candidate& c, std::chrono::milliseconds limit) {
   nccl_answer a;
   a.found_by = c.found_by;
   a.library = c.path;
-  const self_run r = run_self({"pairperf-nccl-probe"}, child_environment(c.path), limit);
+  const self_run r = run_self({"pairperf-nccl-probe"}, probe_environment(c.path), limit);
   const auto seconds = static_cast<double>(limit.count()) / 1000.0;
   if (!r.spawn_error.empty()) {
     a.error = fmt::format("the probe could not start: {}", r.spawn_error);
@@ -304,7 +284,7 @@ void from_json(const nlohmann::json& j, nccl_answer& a) {
 std::vector<nccl_candidate> find_nccl_libraries(const std::vector<std::string>& environment) {
   candidate_list list;
   if (const auto named = env_value(environment, "PAIRPERF_NCCL_LIBRARY"); !named.empty()) {
-    for (const auto& p : split_on(named, ':')) list.add_unresolved(p, "PAIRPERF_NCCL_LIBRARY");
+    for (const auto& p : split_list(named, ':')) list.add_unresolved(p, "PAIRPERF_NCCL_LIBRARY");
     return list.take();
   }
   list.add_unresolved("libnccl.so.2", "the dynamic loader");
@@ -324,7 +304,7 @@ std::vector<nccl_candidate> find_nccl_libraries(const std::vector<std::string>& 
   for (const char* var : {"VIRTUAL_ENV", "CONDA_PREFIX"}) {
     if (const auto v = env_value(environment, var); !v.empty()) roots.emplace_back(v);
   }
-  for (const auto& dir : split_on(env_value(environment, "PATH"), ':')) {
+  for (const auto& dir : split_list(env_value(environment, "PATH"), ':')) {
     const fs::path p(dir);
     if (p.filename() == "bin") roots.push_back(p.parent_path());
   }
@@ -345,9 +325,7 @@ std::vector<nccl_candidate> find_nccl_libraries(const std::vector<std::string>& 
 
 nlohmann::json describe_nccl(std::chrono::milliseconds budget) {
   const auto until = std::chrono::steady_clock::now() + budget;
-  std::vector<std::string> env;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) env.emplace_back(*e);
-  const auto candidates = find_nccl_libraries(env);
+  const auto candidates = find_nccl_libraries(child_environment({}));
   nlohmann::json answers = nlohmann::json::array();
   std::set<std::string> seen;
   for (const auto& c : candidates) {

@@ -367,15 +367,21 @@ nccl_filter parse_nccl_filter(const std::string& value) {
   return f;
 }
 
+bool nccl_matches(const nccl_filter& f, const std::string& name) {
+  // NCCL's matchIfList: an empty list matches every name (so "^=" excludes them all).
+  if (f.entries.empty()) return !f.exclude;
+  bool hit = false;
+  for (const auto& e : f.entries) {
+    const std::string want = e.substr(0, e.find(':'));
+    hit = hit || (f.exact ? name == want : name.rfind(want, 0) == 0);
+  }
+  return hit != f.exclude;
+}
+
 std::vector<std::string> nccl_select(const nccl_filter& f, const std::vector<std::string>& names) {
   std::vector<std::string> out;
   for (const auto& n : names) {
-    bool hit = false;
-    for (const auto& e : f.entries) {
-      const std::string want = e.substr(0, e.find(':'));
-      hit = hit || (f.exact ? n == want : n.rfind(want, 0) == 0);
-    }
-    if (hit != f.exclude) out.push_back(n);
+    if (nccl_matches(f, n)) out.push_back(n);
   }
   return out;
 }

@@ -29,7 +29,9 @@ struct nccl_filter {
   std::vector<std::string> entries;
 };
 nccl_filter parse_nccl_filter(const std::string& value);
-// Which of `names` the filter selects (the ":port" of an entry is ignored).
+// Whether the filter selects `name` (NCCL's matchIfList; the ":port" of an entry is ignored).
+bool nccl_matches(const nccl_filter& f, const std::string& name);
+// Which of `names` the filter selects.
 std::vector<std::string> nccl_select(const nccl_filter& f, const std::vector<std::string>& names);
 
 // NCCL's interface search as its source has it, for a side where no libnccl.so.2 answered

@@ -21,18 +21,6 @@ std::string env_text(const nlohmann::json& env, const char* name) {
   return it != env.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-// NCCL's matchIfList over one name (src/misc/socket.cc in 2.18, src/misc/param/... since 2.30):
-// prefixes, or exact names after "=", a ":port" ignored; an empty list matches every name.
-bool nccl_matches(const nccl_filter& f, const std::string& name) {
-  if (f.entries.empty()) return !f.exclude;
-  bool hit = false;
-  for (const auto& e : f.entries) {
-    const std::string want = e.substr(0, e.find(':'));
-    hit = hit || (f.exact ? name == want : name.rfind(want, 0) == 0);
-  }
-  return hit != f.exclude;
-}
-
 struct listed_address {
   const interface_info* iface;
   const iface_address* address;

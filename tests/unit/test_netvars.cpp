@@ -1,16 +1,16 @@
 // The interface variables of UCX, NCCL and gloo, read as each library reads them, and the
 // findings doctor draws from them on both sides of a pair.
 #include <gtest/gtest.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 
 #include "host/netvars.h"
+#include "tests/unit/netvars_fixture.h"
 
 namespace pairperf {
 namespace {
 
-using names = std::vector<std::string>;
+using namespace netvars_test;  // NOLINT: the shared pair and helpers
 
 TEST(NcclFilter, PrefixExactAndExclude) {
   const names ifaces{"lo", "eth0", "eth1", "ib0", "docker0", "bond0.118"};
@@ -27,158 +27,9 @@ TEST(NcclFilter, PrefixExactAndExclude) {
   EXPECT_EQ(nccl_select(parse_nccl_filter("=mlx5_1"), names{"mlx5_1", "mlx5_10"}), names{"mlx5_1"});
 }
 
-// An interface as the host facts carry it: index, carrier, addresses in getifaddrs' order.
-interface_info nic(const std::string& name, unsigned index, std::vector<std::string> addresses,
-                   bool running = true) {
-  interface_info i;
-  i.name = name;
-  i.index = index;
-  i.up = true;
-  i.running = running;
-  i.loopback = name == "lo";
-  for (auto& a : addresses) {
-    const bool v6 = a.find(':') != std::string::npos;
-    i.addresses.push_back({v6 ? AF_INET6 : AF_INET, a, v6 ? 64U : 24U});
-  }
-  return i;
-}
-
-std::vector<std::string> rule(const std::vector<interface_info>& ifaces, const nlohmann::json& env,
-                              std::size_t max = 16) {
-  names out;
-  for (const auto& p : nccl_rule_interfaces(ifaces, env, max)) out.push_back(p.iface);
-  return out;
-}
-
-// NCCL 2.30.7's search (src/misc/socket.cc, src/os/linux.cc), each case one that real NCCL
-// answered the same way in tests/scenarios/test_nccl_truth.py.
-TEST(NcclRule, FollowsIfindexOrderAndSkipsDockerLoVirbr) {
-  const std::vector<interface_info> host{
-      nic("lo", 1, {"127.0.0.1", "::1"}), nic("virbr0", 2, {"192.168.122.1"}),
-      nic("enp141s0", 3, {"10.85.0.1"}), nic("eth0", 4, {"10.88.0.1", "fd88::1"}),
-      nic("docker0", 5, {"172.17.0.1"})};
-  // Sorted by name, eth0 would come first: the kernel's order decides.
-  EXPECT_EQ(rule(host, nlohmann::json::object()), (names{"enp141s0", "eth0"}));
-  EXPECT_EQ(rule(host, nlohmann::json::object(), 1), names{"enp141s0"});
-  auto with_ib = host;
-  with_ib.push_back(nic("ib0", 6, {"10.87.0.1"}));
-  EXPECT_EQ(rule(with_ib, nlohmann::json::object()), names{"ib0"});
-  // "^eth": lo is not excluded by a user's list, and has the lowest index.
-  EXPECT_EQ(rule(with_ib, {{"NCCL_SOCKET_IFNAME", "^eth"}}, 1), names{"lo"});
-  // A list does not order: ifindex does.
-  EXPECT_EQ(rule(with_ib, {{"NCCL_SOCKET_IFNAME", "ib0,eth0"}}), (names{"eth0", "ib0"}));
-  EXPECT_EQ(rule(with_ib, {{"NCCL_SOCKET_IFNAME", "=eth"}}), names{});
-  EXPECT_EQ(rule(with_ib, {{"NCCL_SOCKET_IFNAME", "^=eth0"}}, 1), names{"lo"});
-  // One character: ignored.
-  EXPECT_EQ(rule(with_ib, {{"NCCL_SOCKET_IFNAME", "e"}}, 1), names{"ib0"});
-  // Only docker and lo left: docker before lo; then virbr last.
-  EXPECT_EQ(rule({nic("lo", 1, {"127.0.0.1"}), nic("docker0", 2, {"172.17.0.1"})}, {}),
-            names{"docker0"});
-  EXPECT_EQ(rule({nic("lo", 1, {"127.0.0.1"})}, {}), names{"lo"});
-}
-
-TEST(NcclRule, CarrierFamilyAndCommId) {
-  std::vector<interface_info> host{
-      nic("lo", 1, {"127.0.0.1", "::1"}), nic("enp141s0", 2, {"10.85.0.1"}, false),
-      nic("eth0", 3, {"10.88.0.1", "fd88::1"}), nic("ib0", 4, {"fe80::1"})};
-  // enp141s0 has no carrier (skipped since 2.28.3); ib0 has only an IPv6 link-local address,
-  // which NCCL takes (IPv6 comes after every IPv4 address, but "ib" matches nothing else).
-  EXPECT_EQ(rule(host, {}), names{"ib0"});
-  EXPECT_EQ(rule(host, {{"NCCL_SOCKET_FAMILY", "AF_INET"}}), names{"eth0"});
-  EXPECT_EQ(rule(host, {{"NCCL_SOCKET_FAMILY", "AF_INET6"}, {"NCCL_SOCKET_IFNAME", "eth0"}}),
-            names{"eth0"});
-  EXPECT_EQ(nccl_rule_interfaces(
-                host, {{"NCCL_SOCKET_FAMILY", "AF_INET6"}, {"NCCL_SOCKET_IFNAME", "eth0"}}, 1)
-                .front()
-                .address,
-            "fd88::1");
-  // NCCL_COMM_ID: the bootstrap takes the interface on its subnet, whatever else is set; no
-  // carrier check there (ncclFindInterfaceMatchSubnet).
-  const nlohmann::json comm{{"NCCL_COMM_ID", "10.85.0.9:29500"}, {"NCCL_SOCKET_IFNAME", "eth0"}};
-  EXPECT_EQ(nccl_rule_bootstrap(host, comm)->iface, "enp141s0");
-  EXPECT_FALSE(nccl_rule_bootstrap(host, {{"NCCL_COMM_ID", "10.99.0.1:29500"}}).has_value());
-  EXPECT_EQ(nccl_rule_bootstrap(host, {{"NCCL_COMM_ID", "[fd88::7]:29500"}})->iface, "eth0");
-}
-
-TEST(NcclProbe, ReadsTheBootstrapLineOfEitherVersion) {
-  const names ifaces{"eth0", "eth0:1", "ib0"};
-  // NCCL 2.18.3 and 2.28.9 / 2.32.3 as they printed here.
-  EXPECT_EQ(parse_bootstrap_line({"INFO Bootstrap : Using eth0:192.0.2.2<0>"}, ifaces),
-            (std::pair<std::string, std::string>{"eth0", "192.0.2.2"}));
-  EXPECT_EQ(parse_bootstrap_line({"INFO ENV/Plugin: Could not find: libnccl-env.so",
-                                  "INFO Bootstrap: Using ib0:fe80::1%ib0<0>"},
-                                 ifaces),
-            (std::pair<std::string, std::string>{"ib0", "fe80::1"}));
-  EXPECT_EQ(parse_bootstrap_line({"INFO Bootstrap: Using eth0:1:10.0.0.5<0>"}, ifaces).first,
-            "eth0:1");
-  EXPECT_EQ(parse_bootstrap_line({"WARN Bootstrap : no socket interface found"}, ifaces).first, "");
-}
-
-TEST(NcclProbe, FindsTheNamedLibrariesOnly) {
-  const auto c = find_nccl_libraries(
-      {"PAIRPERF_NCCL_LIBRARY=/a/libnccl.so.2:/b/libnccl.so.2", "PATH=/usr/bin"});
-  ASSERT_EQ(c.size(), 2U);
-  EXPECT_EQ(c[0].path, "/a/libnccl.so.2");
-  EXPECT_EQ(c[1].found_by, "PAIRPERF_NCCL_LIBRARY");
-  // Unnamed: the loader's search comes first.
-  const auto d = find_nccl_libraries({"PATH=/nonexistent/bin"});
-  ASSERT_FALSE(d.empty());
-  EXPECT_EQ(d.front().path, "libnccl.so.2");
-  EXPECT_EQ(d.front().found_by, "the dynamic loader");
-}
-
 TEST(SplitList, TrimsAndDropsEmpties) {
   EXPECT_EQ(split_list(" a, b ,,c "), (names{"a", "b", "c"}));
   EXPECT_EQ(split_list(""), names{});
-}
-
-// A pair like the issue's: client with a reaching and a non-reaching NIC, server with one.
-struct pair_fixture {
-  side_view client, server;
-  pair_fixture() {
-    client.name = "client";
-    client.ifaces = {"lo", "bond0.118", "enp141s0"};
-    client.tested = {"bond0.118", "enp141s0"};
-    client.reaching = {"bond0.118"};
-    client.ranked = client.recommendable = {"bond0.118"};
-    client.hostname_address = "10.118.0.1";
-    client.hostname_iface = "bond0.118";
-    client.loopback = {"lo"};
-    client.interfaces = {nic("lo", 1, {"127.0.0.1"}), nic("bond0.118", 2, {"10.118.0.1"}),
-                         nic("enp141s0", 3, {"10.200.0.1"})};
-    server.name = "server";
-    server.ifaces = {"lo", "eth0"};
-    server.tested = {"eth0"};
-    server.reaching = {"eth0"};
-    server.ranked = server.recommendable = {"eth0"};
-    server.hostname_address = "10.118.0.2";
-    server.hostname_iface = "eth0";
-    server.loopback = {"lo"};
-    server.interfaces = {nic("lo", 1, {"127.0.0.1"}), nic("eth0", 2, {"10.118.0.2"})};
-  }
-  // Both sides set every socket variable to what reaches: the healthy pair.
-  void healthy() {
-    client.env = {{"UCX_NET_DEVICES", "bond0.118"},
-                  {"NCCL_SOCKET_IFNAME", "bond0.118"},
-                  {"GLOO_SOCKET_IFNAME", "bond0.118"}};
-    server.env = {{"UCX_NET_DEVICES", "eth0"},
-                  {"NCCL_SOCKET_IFNAME", "eth0"},
-                  {"GLOO_SOCKET_IFNAME", "eth0"}};
-  }
-};
-
-bool has(const std::vector<finding>& f, const std::string& side, const std::string& subject,
-         const std::string& text = "") {
-  return std::any_of(f.begin(), f.end(), [&](const finding& x) {
-    return x.side == side && x.subject == subject &&
-           (x.problem.find(text) != std::string::npos || x.fix.find(text) != std::string::npos);
-  });
-}
-
-std::string dump(const std::vector<finding>& f) {
-  std::string out;
-  for (const auto& x : f) out += x.side + " " + x.subject + ": " + x.problem + " | " + x.fix + "\n";
-  return out;
 }
 
 TEST(CheckVariables, HealthyPairHasNoFinding) {
@@ -357,17 +208,7 @@ TEST(CheckVariables, AFixNeverNamesLoopback) {
 namespace pairperf {
 namespace {
 
-severity worst(const std::vector<finding>& f, const std::string& subject) {
-  severity w = severity::advice;
-  bool any = false;
-  for (const auto& x : f) {
-    if (x.subject != subject) continue;
-    if (!any || static_cast<int>(x.severity) < static_cast<int>(w)) w = x.severity;
-    any = true;
-  }
-  EXPECT_TRUE(any) << "no " << subject << " finding:\n" << dump(f);
-  return w;
-}
+using namespace netvars_test;  // NOLINT: the shared pair and helpers
 
 TEST(Severity, UcxsOwnConnectionDecidesWhetherAnUnreachingDeviceFails) {
   pair_fixture p;
@@ -461,34 +302,7 @@ TEST(Severity, GloosLoopbackFallbackIsFragileAcrossHosts) {
 namespace pairperf {
 namespace {
 
-TEST(Severity, NcclsRuleFailsWhenItsBootstrapInterfaceDoesNotReach) {
-  pair_fixture p;
-  p.healthy();
-  // The client lists the reaching interface first: the bootstrap works, another does not reach.
-  p.client.env["NCCL_SOCKET_IFNAME"] = "bond0.118,enp141s0";
-  auto f = check_variables(p.client, p.server);
-  EXPECT_EQ(worst(f, "NCCL_SOCKET_IFNAME"), severity::fragile);
-  EXPECT_TRUE(has(f, "client", "NCCL_SOCKET_IFNAME", "NET/Socket (its data path without RDMA)"))
-      << dump(f);
-  // Only the non-reaching one: the bootstrap takes it.
-  p.client.env["NCCL_SOCKET_IFNAME"] = "enp";
-  f = check_variables(p.client, p.server);
-  EXPECT_EQ(worst(f, "NCCL_SOCKET_IFNAME"), severity::fails);
-  EXPECT_TRUE(has(f, "client", "NCCL_SOCKET_IFNAME",
-                  "NCCL's rule (2.30.7 source; no libnccl "
-                  "answered) takes enp141s0:10.200.0.1"))
-      << dump(f);
-  // One character: NCCL ignores it (and picks by itself).
-  p.client.env["NCCL_SOCKET_IFNAME"] = "e";
-  f = check_variables(p.client, p.server);
-  EXPECT_TRUE(has(f, "client", "NCCL_SOCKET_IFNAME", "is one character")) << dump(f);
-}
-
-}  // namespace
-}  // namespace pairperf
-
-namespace pairperf {
-namespace {
+using namespace netvars_test;  // NOLINT: the shared pair and helpers
 
 TEST(Severity, ASelectionVariableFailsOnlyWhenNothingItNamesExists) {
   pair_fixture p;
@@ -499,93 +313,6 @@ TEST(Severity, ASelectionVariableFailsOnlyWhenNothingItNamesExists) {
   EXPECT_EQ(worst(check_variables(p.client, p.server), "FI_PROVIDER"), severity::fails);
   p.client.env["FI_PROVIDER"] = p.server.env["FI_PROVIDER"] = "efa,shm";
   EXPECT_EQ(worst(check_variables(p.client, p.server), "FI_PROVIDER"), severity::advice);
-}
-
-}  // namespace
-}  // namespace pairperf
-
-namespace pairperf {
-namespace {
-
-nccl_answer answer(const std::string& version, const std::string& iface,
-                   const std::string& address) {
-  nccl_answer a;
-  a.found_by = "PAIRPERF_NCCL_LIBRARY";
-  a.library = "/opt/nccl-" + version + "/libnccl.so.2";
-  a.version = version;
-  a.ran = a.ok = true;
-  a.iface = iface;
-  a.address = address;
-  return a;
-}
-
-// The library's answer decides over the rule, per version, and says which library answered.
-TEST(NcclLibrary, TheAnswerDecidesAndNamesItsVersion) {
-  pair_fixture p;
-  p.healthy();
-  p.client.env.erase("NCCL_SOCKET_IFNAME");
-  p.client.nccl.known = true;
-  p.client.nccl.answers = {answer("2.28.9", "bond0.118", "10.118.0.1")};
-  auto f = check_variables(p.client, p.server);
-  EXPECT_NE(worst(f, "NCCL_SOCKET_IFNAME"), severity::fails) << dump(f);
-  const auto v = judge_nccl(p.client);
-  ASSERT_EQ(v.size(), 1U);
-  EXPECT_EQ(v[0].outcome, "reaches");
-  EXPECT_EQ(v[0].source, "library");
-  // Two versions that disagree (2.18 has no carrier check): one finding names the one that fails.
-  p.client.nccl.answers.push_back(answer("2.18.3", "enp141s0", "10.200.0.1"));
-  f = check_variables(p.client, p.server);
-  EXPECT_EQ(worst(f, "NCCL_SOCKET_IFNAME"), severity::fails);
-  EXPECT_TRUE(has(f, "client", "NCCL_SOCKET_IFNAME",
-                  "NCCL 2.18.3 (/opt/nccl-2.18.3/libnccl.so.2) takes enp141s0:10.200.0.1"))
-      << dump(f);
-  EXPECT_FALSE(has(f, "client", "NCCL_SOCKET_IFNAME", "NCCL 2.28.9")) << dump(f);
-  EXPECT_TRUE(
-      has(f, "client", "NCCL_SOCKET_IFNAME", "on the client: NCCL_SOCKET_IFNAME=bond0.118"));
-}
-
-TEST(NcclLibrary, LoopbackLinkLocalAndNoInterface) {
-  pair_fixture p;
-  p.healthy();
-  p.client.nccl.known = true;
-  p.client.nccl.answers = {answer("2.32.3", "lo", "127.0.0.1")};
-  EXPECT_EQ(judge_nccl(p.client)[0].outcome, "fails");
-  p.client.loopback_reaches_peer = true;  // one network namespace
-  EXPECT_EQ(judge_nccl(p.client)[0].outcome, "reaches");
-  p.client.loopback_reaches_peer = false;
-  p.client.interfaces.push_back(nic("ib0", 4, {"fe80::1"}));
-  p.client.nccl.answers = {answer("2.32.3", "ib0", "fe80::1")};
-  auto f = check_variables(p.client, p.server);
-  EXPECT_TRUE(has(f, "client", "NCCL_SOCKET_IFNAME", "link-local")) << dump(f);
-  EXPECT_TRUE(has(f, "client", "NCCL_SOCKET_IFNAME", "NCCL_SOCKET_FAMILY=AF_INET")) << dump(f);
-  EXPECT_EQ(worst(f, "NCCL_SOCKET_IFNAME"), severity::fails);
-  nccl_answer none = answer("2.28.9", "", "");
-  none.ok = false;
-  none.error = "Bootstrap : no socket interface found; ncclGetUniqueId returned 5 (invalid usage)";
-  p.client.nccl.answers = {none};
-  f = check_variables(p.client, p.server);
-  EXPECT_TRUE(has(f, "client", "NCCL_SOCKET_IFNAME", "finds no interface")) << dump(f);
-  EXPECT_EQ(worst(f, "NCCL_SOCKET_IFNAME"), severity::fails);
-}
-
-// A library that crashed or hung is no verdict: advice with the reason, and the rule decides.
-TEST(NcclLibrary, NoAnswerFallsBackToTheRule) {
-  pair_fixture p;
-  p.healthy();
-  p.client.env["NCCL_SOCKET_IFNAME"] = "enp";
-  nccl_answer hung = answer("", "", "");
-  hung.ran = hung.ok = false;
-  hung.error = "NCCL's probe gave no answer within 10 s (killed)";
-  p.client.nccl.known = true;
-  p.client.nccl.answers = {hung};
-  const auto v = judge_nccl(p.client);
-  ASSERT_EQ(v.size(), 2U);
-  EXPECT_EQ(v[0].outcome, "unknown");
-  EXPECT_EQ(v[1].source, "rule");
-  EXPECT_EQ(v[1].iface, "enp141s0");
-  const auto f = check_variables(p.client, p.server);
-  EXPECT_TRUE(has(f, "client", "NCCL_SOCKET_IFNAME", "gave no answer within 10 s")) << dump(f);
-  EXPECT_EQ(worst(f, "NCCL_SOCKET_IFNAME"), severity::fails);  // the rule's enp141s0
 }
 
 }  // namespace

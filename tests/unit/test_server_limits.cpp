@@ -88,5 +88,25 @@ TEST(Token, MatchesOnlyTheSameStringAndStaysOutOfArgv) {
                                       "--token-file=(redacted)", "h"}));
 }
 
+// A hello's optional fields: defaults where absent or malformed, bounds where present.
+TEST(ServerLimits, HelloExtrasAreBounded) {
+  const auto extras = [](const char* text) {
+    return read_hello_extras(nlohmann::json::parse(text));
+  };
+  auto x = extras(R"({"type": "hello"})");
+  EXPECT_FALSE(x.ticket);
+  EXPECT_EQ(x.budget_s, 0);
+  EXPECT_EQ(x.nccl_budget.count(), 0);  // not asked: a plain run's hello
+  x = extras(R"({"ticket": 7, "budget_s": 1e9, "want": ["nccl"], "nccl_budget_s": 5})");
+  ASSERT_TRUE(x.ticket);
+  EXPECT_EQ(*x.ticket, 7U);
+  EXPECT_EQ(x.budget_s, 86400.0);
+  EXPECT_EQ(x.nccl_budget.count(), 5000);
+  EXPECT_EQ(extras(R"({"want": ["nccl"]})").nccl_budget.count(), 3000);
+  EXPECT_EQ(extras(R"({"want": ["nccl"], "nccl_budget_s": 1e6})").nccl_budget.count(), 30000);
+  EXPECT_EQ(extras(R"({"want": "nccl", "ticket": -1})").nccl_budget.count(), 0);
+  EXPECT_FALSE(extras(R"({"ticket": -1})").ticket);
+}
+
 }  // namespace
 }  // namespace pairperf
