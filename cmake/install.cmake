@@ -3,6 +3,7 @@
 #   bin/pairperf                         the command (component runtime, package pairperf)
 #   libexec/pairperf/report              `pairperf report`'s script (runtime), which starts
 #   libexec/pairperf/explain-catalog.json  `pairperf explain`'s signatures (runtime)
+#   libexec/pairperf/explain-formats.json  the libraries' message formats explain reads (generated)
 #   share/pairperf/python/pairperf_tools  the tools' Python package (runtime)
 #   libexec/pairperf/pairperf-mpi        `pairperf mesh` under mpirun/srun (component mpi, package
 #                                        pairperf-mpi: Open MPI's libraries stay optional)
@@ -14,7 +15,7 @@
 # change at install time and a copied tree still works; no build or source path is compiled in.
 
 install(PROGRAMS scripts/report DESTINATION ${PAIRPERF_INSTALL_LIBEXECDIR} COMPONENT runtime)
-install(FILES diagnose/explain-catalog.json DESTINATION ${PAIRPERF_INSTALL_LIBEXECDIR} COMPONENT runtime)
+install(FILES diagnose/explain-catalog.json diagnose/explain-formats.json DESTINATION ${PAIRPERF_INSTALL_LIBEXECDIR} COMPONENT runtime)
 install(DIRECTORY python/pairperf_tools DESTINATION ${CMAKE_INSTALL_DATADIR}/pairperf/python COMPONENT runtime
         FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE)
 file(GLOB _schemas CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/results/*schema.json)

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -13,6 +14,8 @@
 
 #include "core/errors.h"
 #include "core/exit_codes.h"
+#include "diagnose/cause_class.h"
+#include "diagnose/log_line.h"
 
 namespace pairperf {
 namespace {
@@ -21,13 +24,18 @@ namespace {
 constexpr std::size_t max_line_chars = 2048;
 constexpr std::size_t max_lines = 2'000'000;
 
-std::string trimmed(std::string s) {
-  while (!s.empty() && (s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) s.pop_back();
-  std::size_t start = 0;
-  while (start < s.size() && (s[start] == ' ' || s[start] == '\t')) ++start;
-  s.erase(0, start);
-  if (s.size() > max_line_chars) s.resize(max_line_chars);
-  return s;
+// Lines a launcher's context lines follow a failure by: fields a failure line lacks come from the
+// context lines right below it (gloo's `remote=[addr]:port` under its error, NCCL's `-> 2`).
+constexpr std::size_t context_below = 3;
+// Indented lines joined to the line above them as one wrapped message.
+constexpr std::size_t max_continuation = 3;
+
+// Interfaces that only reach this host's containers or VMs: never the peer of another node.
+bool is_bridge(const std::string& iface) {
+  for (const char* p : {"docker", "virbr", "cni", "br-", "veth", "lxcbr", "podman", "flannel"}) {
+    if (iface.rfind(p, 0) == 0) return true;
+  }
+  return false;
 }
 
 bool is_traceback_frame(const std::string& line) {
@@ -35,8 +43,47 @@ bool is_traceback_frame(const std::string& line) {
   return line.find("File \"") != std::string::npos && std::regex_search(line, frame);
 }
 
+// Lines that say "failed" or "error" without being failures: NCCL's INFO lines (NCCL prints its
+// failures as WARN; its INFO "Failed to find ncclNetPlugin_v6 symbol" is a probe), and the frames
+// of a C++ or UCX backtrace below the failure that names them.
+bool is_quiet(const std::string& text) {
+  if (text.find(" NCCL INFO ") != std::string::npos) return true;
+  if (text.rfind("frame #", 0) == 0) return true;
+  // UCX's backtrace: " 3 0x000000000005de2d ncclGroupEnd()  ???:0"
+  std::size_t i = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])) != 0) ++i;
+  return i > 0 && text.compare(i, 3, " 0x") == 0;
+}
+
+bool is_link_local(const std::string& addr) {
+  return addr.rfind("169.254.", 0) == 0 || addr.rfind("fe80:", 0) == 0 ||
+         addr.rfind("FE80:", 0) == 0;
+}
+
+// "[0]eth0:10.0.0.1<0> [1]ib0:fe80::1%ib0<0>" (NCCL's NET/Socket and Bootstrap lists): the
+// (interface, address) pairs.
+std::vector<std::pair<std::string, std::string>> interface_list(const std::string& text) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (std::size_t at = text.find('['); at != std::string::npos; at = text.find('[', at + 1)) {
+    const auto close = text.find(']', at);
+    const auto colon = close == std::string::npos ? close : text.find(':', close);
+    const auto lt = colon == std::string::npos ? colon : text.find('<', colon);
+    if (lt == std::string::npos) break;
+    out.emplace_back(text.substr(close + 1, colon - close - 1),
+                     text.substr(colon + 1, lt - colon - 1));
+  }
+  return out;
+}
+
 bool is_loopback(const std::string& addr) {
-  return addr.rfind("127.", 0) == 0 || addr == "::1" || addr == "localhost";
+  return addr.rfind("127.", 0) == 0 || addr == "::1" || addr == "localhost" ||
+         addr.rfind("::ffff:127.", 0) == 0;
+}
+
+// A failure, or a warning that names a class (a degradation): the logs hold something wrong.
+bool flagged(const diagnosis& d) {
+  return d.sig->kind == line_kind::failure ||
+         (d.sig->kind == line_kind::warning && !d.cause_class.empty());
 }
 
 void add_distinct(std::vector<std::string>& values, const std::string& v) {
@@ -123,6 +170,28 @@ void find_facts(explanation& e) {
     if (var != m.fields.end() && value != m.fields.end())
       settings[var->second].emplace(m.log,
                                     std::make_pair(value->second, where_of(e, m.log, m.line)));
+    // The interfaces a line names: a bridge, or a link-local address, reaches no other node.
+    std::vector<std::pair<std::string, std::string>> named;
+    if (const auto l = m.fields.find("ifaces"); l != m.fields.end())
+      named = interface_list(l->second);
+    if (const auto i = m.fields.find("iface"); i != m.fields.end()) {
+      const auto a = m.fields.find("local_addr");
+      named.emplace_back(i->second, a != m.fields.end() ? a->second : "");
+    }
+    for (const auto& [iface, addr] : named) {
+      const std::string what = addr.empty() ? iface : fmt::format("{} ({})", iface, addr);
+      if (is_bridge(iface))
+        e.facts.push_back({"bridge_interface",
+                           fmt::format("{} uses {}, a bridge to this host's containers or VMs: "
+                                       "other nodes do not reach it",
+                                       e.logs[m.log], what),
+                           {where_of(e, m.log, m.line)}});
+      if (is_link_local(addr))
+        e.facts.push_back({"link_local",
+                           fmt::format("{} uses {}, a link-local address no other node routes to",
+                                       e.logs[m.log], what),
+                           {where_of(e, m.log, m.line)}});
+    }
     if (const auto a = m.fields.find("local_addr"); a != m.fields.end()) {
       const auto iface = m.fields.find("iface");
       advertised[a->second].emplace_back(
@@ -241,6 +310,10 @@ void rank_causes(const explanation& e, diagnosis& d,
       }
     }
     c.supported = field_ok && evidence_ok;
+    if (c.supported && d.cause_class.empty() && !rule.cause_class.empty()) {
+      d.cause_class = rule.cause_class;
+      d.decided = true;
+    }
     if (!c.supported) {
       c.because = !field_ok ? fmt::format("not shown: no {} matching '{}'", rule.when_field,
                                           rule.when_matches_text)
@@ -250,18 +323,54 @@ void rank_causes(const explanation& e, diagnosis& d,
       supported.push_back(std::move(c));
     }
   }
+  if (d.cause_class.empty()) d.cause_class = d.sig->cause_class;
+  // A connection failure toward a loopback address: a peer advertised an address only it can
+  // reach, whatever the library's words for the failure.
+  if (const auto addrs = d.fields.find("addr");
+      !d.decided && addrs != d.fields.end() &&
+      (d.cause_class == "interface" || d.cause_class == "port") &&
+      std::any_of(addrs->second.begin(), addrs->second.end(), is_loopback)) {
+    d.cause_class = "loopback";
+    d.decided = true;
+  }
+  // Toward a link-local address: the peer advertised an interface only its own link reaches.
+  if (const auto addrs = d.fields.find("addr");
+      !d.decided && addrs != d.fields.end() && d.cause_class == "port" &&
+      std::any_of(addrs->second.begin(), addrs->second.end(), is_link_local)) {
+    d.cause_class = "interface";
+    d.decided = true;
+  }
   d.causes = std::move(supported);
   d.causes.insert(d.causes.end(), plain.begin(), plain.end());
   d.causes.insert(d.causes.end(), unshown.begin(), unshown.end());
 }
 
+// Addresses that prove nothing as "the peer" of a check: loopback, and those the logs show on a
+// bridge interface (a container's docker0 address answers on every host).
+std::set<std::string> useless_targets(const explanation& e) {
+  std::set<std::string> out;
+  for (const auto& m : e.matches) {
+    const auto iface = m.fields.find("iface");
+    if (iface == m.fields.end() || !is_bridge(iface->second)) continue;
+    for (const char* k : {"local_addr", "addr"}) {
+      if (const auto a = m.fields.find(k); a != m.fields.end()) out.insert(a->second);
+    }
+  }
+  return out;
+}
+
 void suggest_checks(const explanation& e, diagnosis& d, const explain_options& o) {
   std::set<std::string> seen;
+  const std::set<std::string> useless = useless_targets(e);
   // One set of values per match (the fields of one line belong together).
   for (const auto i : d.matches) {
     const log_match& m = e.matches[i];
     std::map<std::string, std::string> values = m.fields;
     values["pairperf_port"] = std::to_string(o.pairperf_port);
+    if (const auto a = values.find("addr");
+        a != values.end() &&
+        (is_loopback(a->second) || is_link_local(a->second) || useless.count(a->second) > 0))
+      values.erase(a);  // a check that needs it is not runnable; doctor of this node still is
     for (const auto& tmpl : d.sig->checks) {
       auto [command, missing] = fill(tmpl, values);
       if (!seen.insert(command).second) continue;
@@ -302,6 +411,171 @@ void suggest_mesh(explanation& e, const explain_options& o) {
   e.across.push_back(std::move(c));
 }
 
+// `shown` is the line as the log printed it (trimmed, capped); the groups come from the cleaned
+// text they matched (without a launcher's prefix, with a wrapped message's continuation).
+void add_match(explanation& e, std::size_t log, std::size_t n, const std::string& shown,
+               std::string origin, const signature* hit, const std::smatch& groups) {
+  log_match m{log, n + 1, shown, std::move(origin), hit, {}};
+  for (std::size_t g = 0; g < hit->fields.size(); ++g) {
+    if (groups[g + 1].matched && groups[g + 1].length() > 0)
+      m.fields[hit->fields[g]] = groups[g + 1].str();
+  }
+  e.matches.push_back(std::move(m));
+}
+
+std::string cleaned(const std::string& raw, std::string* origin = nullptr) {
+  clean_result clean =
+      clean_line(std::string_view(raw).substr(0, std::min(raw.size(), 2 * max_line_chars)));
+  if (clean.text.size() > max_line_chars) clean.text.resize(max_line_chars);
+  if (origin != nullptr) *origin = std::move(clean.origin);
+  return std::move(clean.text);
+}
+
+std::string printed(const std::string& raw) {
+  std::size_t b = 0, e = raw.size();
+  while (b < e && (raw[b] == ' ' || raw[b] == '\t')) ++b;
+  while (e > b && (raw[e - 1] == ' ' || raw[e - 1] == '\t' || raw[e - 1] == '\r')) --e;
+  return raw.substr(b, std::min(e - b, max_line_chars));
+}
+
+const signature* match_text(const explain_catalog& catalog, const std::string& text,
+                            std::smatch& groups) {
+  // A failure or warning before context: a line that carries both (torch's "NCCL error in: ...,
+  // NCCL version 2.19.3") is the failure, not NCCL's version banner.
+  const signature* context = nullptr;
+  for (const std::size_t i : candidates(catalog, text)) {
+    const signature& sig = catalog.signatures[i];
+    if (text.find(sig.contains) == std::string::npos) continue;
+    if (context != nullptr && sig.kind == line_kind::context) continue;
+    if (!std::regex_search(text, groups, sig.re)) continue;
+    if (sig.kind != line_kind::context) return &sig;
+    context = &sig;
+  }
+  if (context != nullptr) std::regex_search(text, groups, context->re);
+  return context;
+}
+
+// A message a program or a paste wrapped: the lines right below that are indented (and are not
+// a traceback's frames), joined to it with one space.
+std::size_t continuation_lines(const log_input& in, std::size_t n) {
+  std::size_t k = 0;
+  while (k < max_continuation && n + k + 1 < in.lines.size()) {
+    const std::string& next = in.lines[n + k + 1];
+    if (next.size() < 3 || (next[0] != ' ' && next[0] != '\t')) break;
+    if (next.find("File \"") != std::string::npos || is_traceback_frame(in.lines[n + k])) break;
+    ++k;
+  }
+  return k;
+}
+
+void read_lines(const explain_catalog& catalog, const log_input& in, std::size_t log,
+                const explain_options& options, explanation& e) {
+  for (std::size_t n = 0; n < in.lines.size(); ++n) {
+    std::string origin;
+    std::string text = cleaned(in.lines[n], &origin);
+    if (text.empty()) continue;
+    const std::string shown = printed(in.lines[n]);
+    std::smatch groups;
+    const signature* hit = nullptr;
+    // The wrapped message first (its fields may sit on the continuation), then the line alone.
+    if (const std::size_t more = continuation_lines(in, n); more > 0) {
+      std::string joined = text;
+      for (std::size_t k = 1; k <= more; ++k) joined += " " + cleaned(in.lines[n + k]);
+      if (joined.size() > max_line_chars) joined.resize(max_line_chars);
+      hit = match_text(catalog, joined, groups);
+      if (hit != nullptr) {
+        text = std::move(joined);
+        hit = match_text(catalog, text, groups);  // groups point into `text` now
+      }
+      if (hit != nullptr) {
+        add_match(e, log, n, shown, std::move(origin), hit, groups);
+        n += more;
+        continue;
+      }
+    }
+    hit = match_text(catalog, text, groups);
+    if (hit != nullptr) {
+      add_match(e, log, n, shown, std::move(origin), hit, groups);
+      continue;
+    }
+    // A Python traceback quotes source code under each frame ("File ..., line N, in f"):
+    // code that says timeout= is not a failure.
+    if (n > 0 && is_traceback_frame(in.lines[n - 1])) continue;
+    if (is_quiet(text)) continue;
+    if (std::any_of(catalog.failure_looking.begin(), catalog.failure_looking.end(),
+                    [&](const std::regex& re) { return std::regex_search(text, re); })) {
+      ++e.unexplained_total;
+      if (e.unexplained.size() < options.max_unexplained)
+        e.unexplained.push_back({log, n + 1, shown});
+    }
+  }
+}
+
+// Context lines right below a failure give it the fields its own line lacks.
+void attach_context(explanation& e) {
+  for (std::size_t i = 0; i < e.matches.size(); ++i) {
+    log_match& failure = e.matches[i];
+    if (failure.sig->kind == line_kind::context) continue;
+    for (std::size_t j = i + 1; j < e.matches.size(); ++j) {
+      const log_match& below = e.matches[j];
+      if (below.log != failure.log || below.line > failure.line + context_below) break;
+      if (below.sig->kind != line_kind::context) continue;
+      for (const auto& [k, v] : below.fields) failure.fields.emplace(k, v);
+    }
+  }
+}
+
+std::pair<std::size_t, std::size_t> first_line(const explanation& e, const diagnosis& d) {
+  const log_match& m = e.matches[d.matches.front()];
+  return {m.log, m.line};
+}
+
+// The first failure that is not a consequence; then a finding; then the first consequence,
+// which leaves the cause undetermined.
+void choose_verdict(explanation& e) {
+  std::optional<std::size_t> best;
+  auto rank = [&](std::size_t i) {
+    const diagnosis& d = e.diagnoses[i];
+    // Failures that are causes, consequences whose evidence names the cause, findings, then
+    // the consequences that name none.
+    const bool plain = !d.sig->consequence || d.decided;
+    const int tier = d.sig->kind != line_kind::failure ? 2
+                     : plain                           ? (d.sig->consequence ? 1 : 0)
+                                                       : 3;
+    return std::make_tuple(tier, first_line(e, d));
+  };
+  std::size_t consequences = 0;
+  for (std::size_t i = 0; i < e.diagnoses.size(); ++i) {
+    if (!flagged(e.diagnoses[i])) continue;
+    consequences += e.diagnoses[i].sig->consequence ? 1 : 0;
+    if (!best || rank(i) < rank(*best)) best = i;
+  }
+  if (!best) return;
+  const diagnosis& d = e.diagnoses[*best];
+  verdict_info& v = e.verdict;
+  v.diagnosis = best;
+  const auto [log, line] = first_line(e, d);
+  v.first = where_of(e, log, line);
+  if (d.sig->consequence && !d.decided) {
+    v.cause_class = "undetermined";
+    v.because = fmt::format(
+        "only consequences of a first cause these logs do not hold ({} of them, first {}): "
+        "look for the first failure in the other ranks' logs",
+        consequences, v.first);
+  } else {
+    v.cause_class = d.cause_class;
+    v.because = d.sig->kind == line_kind::failure
+                    ? fmt::format("the first failure at {}{}", v.first,
+                                  consequences > 0
+                                      ? fmt::format("; {} later failure(s) are its consequences",
+                                                    consequences)
+                                      : "")
+                    : fmt::format("nothing failed, but {} shows a degradation", v.first);
+  }
+  const cause_class_info* info = find_cause_class(v.cause_class);
+  v.network = info != nullptr && info->network;
+}
+
 }  // namespace
 
 log_input read_log(const std::string& name) {
@@ -331,41 +605,14 @@ explanation explain_logs(const explain_catalog& catalog, const std::vector<log_i
   explanation e;
   e.catalog_path = catalog.path;
   e.catalog_version = catalog.version;
+  e.formats_path = catalog.formats_path;
+  e.generated_formats = catalog.generated;
   for (std::size_t log = 0; log < logs.size(); ++log) {
     e.logs.push_back(logs[log].name);
     e.line_counts.push_back(logs[log].lines.size());
-    for (std::size_t n = 0; n < logs[log].lines.size(); ++n) {
-      std::string text = trimmed(logs[log].lines[n]);
-      if (text.empty()) continue;
-      const signature* hit = nullptr;
-      std::smatch groups;
-      for (const auto& sig : catalog.signatures) {
-        if (text.find(sig.contains) == std::string::npos) continue;
-        if (std::regex_search(text, groups, sig.re)) {
-          hit = &sig;
-          break;
-        }
-      }
-      if (hit != nullptr) {
-        log_match m{log, n + 1, text, hit, {}};
-        for (std::size_t g = 0; g < hit->fields.size(); ++g) {
-          if (groups[g + 1].matched && groups[g + 1].length() > 0)
-            m.fields[hit->fields[g]] = groups[g + 1].str();
-        }
-        e.matches.push_back(std::move(m));
-        continue;
-      }
-      // A Python traceback quotes source code under each frame ("File ..., line N, in f"):
-      // code that says timeout= is not a failure.
-      if (n > 0 && is_traceback_frame(logs[log].lines[n - 1])) continue;
-      if (std::any_of(catalog.failure_looking.begin(), catalog.failure_looking.end(),
-                      [&](const std::regex& re) { return std::regex_search(text, re); })) {
-        ++e.unexplained_total;
-        if (e.unexplained.size() < options.max_unexplained)
-          e.unexplained.push_back({log, n + 1, std::move(text)});
-      }
-    }
+    read_lines(catalog, logs[log], log, options, e);
   }
+  attach_context(e);
   find_facts(e);
   // One diagnosis per signature that is not context, failures first.
   for (const line_kind kind : {line_kind::failure, line_kind::warning}) {
@@ -374,7 +621,10 @@ explanation explain_logs(const explain_catalog& catalog, const std::vector<log_i
       const log_match& m = e.matches[i];
       if (m.sig->kind != kind) continue;
       auto [it, fresh] = index.emplace(m.sig, e.diagnoses.size());
-      if (fresh) e.diagnoses.push_back(diagnosis{m.sig, {}, {}, {}, {}, {}, {}});
+      if (fresh) {
+        e.diagnoses.emplace_back();
+        e.diagnoses.back().sig = m.sig;
+      }
       diagnosis& d = e.diagnoses[it->second];
       d.matches.push_back(i);
       for (const auto& [k, v] : m.fields) add_distinct(d.fields[k], v);
@@ -393,6 +643,8 @@ explanation explain_logs(const explain_catalog& catalog, const std::vector<log_i
     rank_causes(e, d, first, failing.size());
     suggest_checks(e, d, options);
   }
+  for (const auto& m : e.matches) e.context_lines += m.sig->kind == line_kind::context ? 1 : 0;
+  choose_verdict(e);
   return e;
 }
 
@@ -405,8 +657,7 @@ int exit_code(const explanation& e) {
   for (const auto& c : e.across) {
     if (c.result && c.result->outcome == "failed") return code(exit_status::failed);
   }
-  if (std::any_of(e.diagnoses.begin(), e.diagnoses.end(),
-                  [](const diagnosis& d) { return d.sig->kind == line_kind::failure; }))
+  if (std::any_of(e.diagnoses.begin(), e.diagnoses.end(), flagged))
     return code(exit_status::missed);
   if (e.unexplained_total > 0) return code(exit_status::inconclusive);
   return code(exit_status::held);

@@ -31,6 +31,7 @@ struct log_match {
   std::size_t log = 0;   // index into the inputs
   std::size_t line = 0;  // 1-based
   std::string text;      // the line, trimmed and capped
+  std::string origin;    // who printed it, as a launcher's prefix says (log_line.h)
   const signature* sig = nullptr;
   std::map<std::string, std::string> fields;
 };
@@ -65,6 +66,12 @@ struct diagnosis {
   std::map<std::string, std::vector<std::string>> fields;  // distinct values, first seen first
   std::vector<std::string> logs;                           // the logs it was found in
   std::string meaning;
+  // What it comes down to: the class of its first supported cause that names one, else its
+  // signature's (cause_class.h); "" for a warning that is only a note.
+  std::string cause_class;
+  // Its class comes from a cause the evidence supports (a code, a fact), not only from its
+  // signature: a consequence decided this way (a worker killed by SIGKILL) can name the cause.
+  bool decided = false;
   std::vector<ranked_cause> causes;
   std::vector<suggested_check> checks;
 };
@@ -82,10 +89,24 @@ struct unexplained_line {
   std::string text;
 };
 
+// The answer in one line: the first cause the logs hold, its class, and whether the network is
+// to blame. The first failure that is not a consequence decides; consequences alone
+// (timeouts, resets, generic error codes) give `undetermined`; findings (a degradation without a
+// failure) decide when nothing failed. No diagnosis: "" (healthy, or unexplained lines).
+struct verdict_info {
+  std::string cause_class;
+  bool network = false;
+  std::optional<std::size_t> diagnosis;  // into explanation::diagnoses
+  std::string first;                     // log:line of its first line
+  std::string because;                   // why this one (and what it was preferred over)
+};
+
 struct explanation {
   std::vector<std::string> logs;
   std::vector<std::size_t> line_counts;
   std::string catalog_path, catalog_version;
+  std::string formats_path;  // the generated formats read, "" for none
+  std::size_t generated_formats = 0;
   std::vector<log_match> matches;
   std::vector<diagnosis> diagnoses;  // failures, then warnings, each in order of first sight
   std::vector<cross_log_fact> facts;
@@ -95,7 +116,9 @@ struct explanation {
   // over them, with the transport the first failure's signature names (gloo's own connections
   // where gloo failed).
   std::vector<suggested_check> across;
-  bool checked = false;  // --check ran the runnable checks
+  verdict_info verdict;
+  std::size_t context_lines = 0;  // recognized lines that only give context
+  bool checked = false;           // --check ran the runnable checks
 };
 
 struct explain_options {

@@ -4,10 +4,13 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+
+#include "diagnose/cause_class.h"
 
 namespace pairperf {
 namespace {
@@ -15,8 +18,14 @@ namespace {
 constexpr const char* catalog_schema = "pairperf.explain-catalog";
 constexpr int catalog_major = 1;
 
-const std::vector<std::string> evidence_names{"loopback", "advertised_elsewhere", "setting_differs",
-                                              "several_logs"};
+// loopback, advertised_elsewhere, setting_differs, several_logs: read across the logs;
+// rdma_in_use: a line shows an RDMA device the library uses (NET/IB : Using [0]mlx5_0:1/RoCE);
+// bridge_interface: a library chose a container or VM bridge (docker0, virbr0, cni0, br-...);
+// link_local: a library chose or dials a link-local address (169.254.x, fe80::), which no
+// other node routes to.
+const std::vector<std::string> evidence_names{
+    "loopback",    "advertised_elsewhere", "setting_differs", "several_logs",
+    "rdma_in_use", "bridge_interface",     "link_local"};
 
 [[noreturn]] void fail(const std::string& path, const std::string& where, const std::string& what) {
   throw catalog_error(fmt::format("explain catalog {}: {}: {}", path, where, what));
@@ -31,6 +40,13 @@ std::string text_of(const nlohmann::json& j, const char* key, const std::string&
   }
   if (!it->is_string()) fail(path, where, fmt::format("'{}' must be a string", key));
   return it->get<std::string>();
+}
+
+std::string class_of(const nlohmann::json& j, const std::string& path, const std::string& where) {
+  const std::string id = text_of(j, "class", path, where, false);
+  if (!id.empty() && find_cause_class(id) == nullptr)
+    fail(path, where, fmt::format("class '{}' is not one of {}", id, cause_class_ids()));
+  return id;
 }
 
 std::vector<std::string> texts_of(const nlohmann::json& j, const char* key, const std::string& path,
@@ -90,9 +106,10 @@ line_kind parse_kind(const std::string& s, const std::string& path, const std::s
 
 cause_rule parse_cause(const nlohmann::json& c, const std::string& path, const std::string& where) {
   if (!c.is_object()) fail(path, where, "a cause must be an object");
-  only_keys(c, {"text", "when"}, path, where);
+  only_keys(c, {"text", "when", "class"}, path, where);
   cause_rule r;
   r.text = text_of(c, "text", path, where);
+  r.cause_class = class_of(c, path, where);
   check_placeholders(r.text, path, where, false);
   if (const auto w = c.find("when"); w != c.end()) {
     if (!w->is_object()) fail(path, where, "'when' must be an object");
@@ -122,7 +139,7 @@ signature parse_signature(const nlohmann::json& e, std::size_t index, const std:
   if (!e.is_object()) fail(path, where, "must be an object");
   only_keys(e,
             {"id", "library", "kind", "stage", "contains", "pattern", "fields", "meaning", "causes",
-             "checks", "subjects", "transport", "source", "implies"},
+             "checks", "subjects", "transport", "source", "implies", "class", "consequence"},
             path, where);
   signature s;
   s.id = text_of(e, "id", path, where);
@@ -173,10 +190,51 @@ signature parse_signature(const nlohmann::json& e, std::size_t index, const std:
          fmt::format("'implies' {} is not one of {}", s.implies, fmt::join(evidence_names, ", ")));
   if (s.kind != line_kind::context && s.meaning.empty())
     fail(path, where, "a failure or warning needs its meaning");
+  s.cause_class = class_of(e, path, where);
+  if (s.kind == line_kind::failure && s.cause_class.empty())
+    fail(path, where, fmt::format("a failure needs its class (one of {})", cause_class_ids()));
+  if (s.kind == line_kind::context && !s.cause_class.empty())
+    fail(path, where, "context has no class");
+  if (const auto c = e.find("consequence"); c != e.end()) {
+    if (!c->is_boolean()) fail(path, where, "'consequence' must be true or false");
+    s.consequence = c->get<bool>();
+  }
   return s;
 }
 
+std::uint32_t gram_at(const std::string& s, std::size_t at) {
+  std::uint32_t g = 0;
+  std::memcpy(&g, s.data() + at, sizeof g);
+  return g;
+}
+
+void index_signatures(explain_catalog& c) {
+  c.by_gram.clear();
+  c.short_literals.clear();
+  for (std::size_t i = 0; i < c.signatures.size(); ++i) {
+    const std::string& lit = c.signatures[i].contains;
+    if (lit.size() < sizeof(std::uint32_t))
+      c.short_literals.push_back(i);
+    else
+      c.by_gram[gram_at(lit, 0)].push_back(i);
+  }
+}
+
 }  // namespace
+
+std::vector<std::size_t> candidates(const explain_catalog& catalog, const std::string& text) {
+  std::vector<std::size_t> out = catalog.short_literals;
+  if (text.size() >= sizeof(std::uint32_t)) {
+    for (std::size_t at = 0; at + sizeof(std::uint32_t) <= text.size(); ++at) {
+      const auto it = catalog.by_gram.find(gram_at(text, at));
+      if (it == catalog.by_gram.end()) continue;
+      out.insert(out.end(), it->second.begin(), it->second.end());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
 
 const char* to_string(line_kind k) noexcept {
   switch (k) {
@@ -192,11 +250,12 @@ const char* to_string(line_kind k) noexcept {
 
 const std::vector<std::string>& known_fields() {
   // addr/port: the peer a line names; local_addr: an address this node advertises or binds;
-  // error: the system's or library's error text; var/value: a setting the log prints.
+  // error: the system's or library's error text; var/value: a setting the log prints; ifaces:
+  // a list of interfaces a library uses, as NCCL prints them ("[0]eth0:10.0.0.1<0> [1]...").
   static const std::vector<std::string> fields{
-      "addr",    "port",      "local_addr", "iface",    "host",    "rank",
-      "pid",     "error",     "var",        "value",    "version", "timeout_ms",
-      "timeout", "transport", "device",     "provider", "op",      "peer_rank"};
+      "addr",   "port",     "local_addr", "iface",     "host",       "rank",    "pid",
+      "error",  "var",      "value",      "version",   "timeout_ms", "timeout", "transport",
+      "device", "provider", "op",         "peer_rank", "ifaces"};
   return fields;
 }
 
@@ -232,15 +291,99 @@ explain_catalog parse_catalog(const std::string& text, const std::string& path) 
       fail(path, fmt::format("signature '{}'", s.id), "the id is used twice");
     c.signatures.push_back(std::move(s));
   }
+  index_signatures(c);
   return c;
 }
 
-explain_catalog load_catalog(const std::string& path) {
+namespace {
+
+std::string read_text(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw catalog_error(fmt::format("explain catalog {}: cannot be read", path));
+  if (!in) throw catalog_error(fmt::format("{} {}: cannot be read", what, path));
   std::ostringstream text;
   text << in.rdbuf();
-  return parse_catalog(text.str(), path);
+  return text.str();
+}
+
+// One generated format as a signature. A library's error and fatal lines are failures, and so
+// are NCCL's WARN lines (NCCL prints its errors as WARN); other libraries' warnings are notes.
+// A format the generator could not class is recognized but decides nothing: a consequence whose
+// class is `undetermined`.
+signature format_signature(const nlohmann::json& f, std::size_t index, const std::string& path) {
+  std::string where = fmt::format("format {}", index + 1);
+  if (!f.is_object()) fail(path, where, "must be an object");
+  signature s;
+  s.generated = true;
+  s.id = text_of(f, "id", path, where);
+  where = fmt::format("format '{}'", s.id);
+  s.library = text_of(f, "library", path, where);
+  const std::string level = text_of(f, "level", path, where);
+  std::string cls = text_of(f, "class", path, where);
+  s.contains = text_of(f, "literal", path, where);
+  if (s.contains.empty()) fail(path, where, "'literal' is empty");
+  s.pattern = text_of(f, "regex", path, where);
+  s.re = compile(s.pattern, path, where);
+  const std::string file = text_of(f, "file", path, where);
+  const auto versions = texts_of(f, "versions", path, where);
+  std::string line;
+  if (const auto l = f.find("line"); l != f.end() && l->is_number_integer())
+    line = fmt::format(":{}", l->get<int>());
+  s.source = fmt::format("{} {}{} ({}: '{}')", s.library, file, line, fmt::join(versions, ", "),
+                         text_of(f, "format", path, where));
+  if (level == "info") {
+    s.kind = line_kind::context;
+    if (text_of(f, "evidence", path, where, false) == "net_ib_using") s.implies = "rdma_in_use";
+    return s;
+  }
+  if (level != "warn" && level != "error" && level != "fatal")
+    fail(path, where, fmt::format("level '{}' is not info, warn, error or fatal", level));
+  s.kind = level != "warn" || s.library == "nccl" ? line_kind::failure : line_kind::warning;
+  if (cls == "unclassified") {
+    cls = s.kind == line_kind::failure ? "undetermined" : "";
+    s.consequence = true;
+  } else if (find_cause_class(cls) == nullptr) {
+    fail(path, where, fmt::format("class '{}' is not one of {}", cls, cause_class_ids()));
+  }
+  if (s.kind == line_kind::failure) s.cause_class = cls;
+  s.stage = file;
+  s.meaning = fmt::format("{} printed its message '{}' ({}{}, in {})", s.library,
+                          text_of(f, "format", path, where), file, line, fmt::join(versions, ", "));
+  return s;
+}
+
+}  // namespace
+
+explain_catalog load_catalog(const std::string& path) {
+  return parse_catalog(read_text(path, "explain catalog"), path);
+}
+
+void add_formats(explain_catalog& catalog, const std::string& text, const std::string& path) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, "JSON", e.what());
+  }
+  if (!doc.is_object() || text_of(doc, "schema", path, "document") != "pairperf.explain-formats")
+    fail(path, "document", "'schema' must be 'pairperf.explain-formats'");
+  const auto formats = doc.find("formats");
+  if (formats == doc.end() || !formats->is_array())
+    fail(path, "document", "'formats' must be a list");
+  std::set<std::string> ids;
+  for (const auto& s : catalog.signatures) ids.insert(s.id);
+  for (std::size_t i = 0; i < formats->size(); ++i) {
+    signature s = format_signature((*formats)[i], i, path);
+    if (!ids.insert(s.id).second)
+      fail(path, fmt::format("format '{}'", s.id), "the id is used twice");
+    catalog.signatures.push_back(std::move(s));
+    ++catalog.generated;
+  }
+  catalog.formats_path = path;
+  index_signatures(catalog);
+}
+
+void load_formats(explain_catalog& catalog, const std::string& path) {
+  add_formats(catalog, read_text(path, "explain formats"), path);
 }
 
 }  // namespace pairperf

@@ -5,11 +5,13 @@
 // fields its groups capture, what a match means, the causes it may have (each with the evidence
 // that raises it) and the pairperf commands that prove it. The catalog is validated when loaded;
 // an invalid one is an error that names the entry and the problem (catalog_error).
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <regex>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace pairperf {
@@ -33,6 +35,8 @@ struct cause_rule {
   std::optional<std::regex> when_matches;
   std::string when_matches_text;
   std::string when_evidence;  // "" = no cross-log condition
+  // The cause class this cause belongs to when the evidence supports it ("" = the signature's).
+  std::string cause_class;
 };
 
 struct signature {
@@ -58,6 +62,14 @@ struct signature {
   // A cross-log fact the line proves by itself (a cause rule's evidence name, such as loopback
   // for torch's "Using the loopback address" warning); "" for none.
   std::string implies;
+  // What the failure comes down to (cause_class.h); "" for context and for warnings that are
+  // notes. A warning with a class is a finding: the job degraded without failing.
+  std::string cause_class;
+  // A consequence of a first cause elsewhere (a watchdog timeout, a reset, a generic error
+  // code): the verdict prefers any other failure, and one of these alone is `undetermined`.
+  bool consequence = false;
+  // Generated from a library's source (explain-formats.json): the file, line and versions.
+  bool generated = false;
 };
 
 struct explain_catalog {
@@ -66,7 +78,17 @@ struct explain_catalog {
   std::vector<signature> signatures;
   // Lines that look like failures (for the lines no signature explains, exit 4).
   std::vector<std::regex> failure_looking;
+  // The generated formats' file and how many it added (after the hand-written signatures).
+  std::string formats_path;
+  std::size_t generated = 0;
+  // The signatures by the first 4 bytes of their literal (and those with a shorter literal):
+  // a line is tried only against the signatures whose literal could start somewhere in it.
+  std::unordered_map<std::uint32_t, std::vector<std::size_t>> by_gram;
+  std::vector<std::size_t> short_literals;
 };
+
+// The indices of the signatures whose literal `text` contains, in catalog order.
+std::vector<std::size_t> candidates(const explain_catalog& catalog, const std::string& text);
 
 // The field names signatures may capture; checks and causes may name only these (and
 // pairperf_port, filled from the command line).
@@ -76,5 +98,10 @@ const std::vector<std::string>& known_fields();
 explain_catalog parse_catalog(const std::string& text, const std::string& path);
 // Reads `path` and parses it. Throws catalog_error.
 explain_catalog load_catalog(const std::string& path);
+
+// Adds the formats a library's source can print (scripts/gen-explain-formats writes them) as
+// signatures after the hand-written ones, which keep the lines they match. Throws catalog_error.
+void add_formats(explain_catalog& catalog, const std::string& text, const std::string& path);
+void load_formats(explain_catalog& catalog, const std::string& path);
 
 }  // namespace pairperf

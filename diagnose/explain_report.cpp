@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "diagnose/cause_class.h"
 #include "diagnose/explain.h"
 
 namespace pairperf {
@@ -84,6 +85,9 @@ void to_json(nlohmann::json& j, const explanation& e) {
     diagnoses.push_back({{"id", d.sig->id},
                          {"library", d.sig->library},
                          {"kind", to_string(d.sig->kind)},
+                         {"class", d.cause_class},
+                         {"consequence", d.sig->consequence},
+                         {"generated", d.sig->generated},
                          {"stage", d.sig->stage},
                          {"meaning", d.meaning},
                          {"source", d.sig->source},
@@ -107,7 +111,18 @@ void to_json(nlohmann::json& j, const explanation& e) {
     unexplained.push_back({{"log", e.logs[u.log]}, {"line", u.line}, {"text", u.text}});
   const int code = exit_code(e);
   j["logs"] = std::move(logs);
-  j["catalog"] = {{"path", e.catalog_path}, {"version", e.catalog_version}};
+  j["catalog"] = {{"path", e.catalog_path},
+                  {"version", e.catalog_version},
+                  {"formats", e.formats_path.empty() ? nlohmann::json(nullptr)
+                                                     : nlohmann::json(e.formats_path)},
+                  {"generated_formats", e.generated_formats}};
+  const verdict_info& v = e.verdict;
+  j["verdict"] = v.diagnosis ? nlohmann::json{{"class", v.cause_class},
+                                              {"network", v.network},
+                                              {"diagnosis", e.diagnoses[*v.diagnosis].sig->id},
+                                              {"first", v.first},
+                                              {"because", v.because}}
+                             : nlohmann::json(nullptr);
   j["diagnoses"] = std::move(diagnoses);
   j["facts"] = std::move(facts);
   nlohmann::json across = nlohmann::json::array();
@@ -139,6 +154,13 @@ void print_explanation(std::FILE* out, const explanation& e) {
   }
   if (!versions.empty())
     fmt::print(out, "Versions the logs print: {}\n", fmt::join(versions, ", "));
+  if (const verdict_info& v = e.verdict; v.diagnosis) {
+    const cause_class_info* info = find_cause_class(v.cause_class);
+    fmt::print(out, "Cause: {} ({}{}): {}\n  because {}\n", v.cause_class,
+               v.network ? "the network" : "not the network",
+               info != nullptr ? fmt::format("; {}", info->title) : "",
+               e.diagnoses[*v.diagnosis].meaning, v.because);
+  }
   std::size_t failures = 0, warnings = 0;
   for (const auto& d : e.diagnoses) ++(d.sig->kind == line_kind::failure ? failures : warnings);
   std::size_t n = 0;

@@ -31,11 +31,13 @@ namespace pairperf::cli {
 namespace {
 
 constexpr const char* catalog_name = "explain-catalog.json";
+constexpr const char* formats_name = "explain-formats.json";
 constexpr std::size_t tail_chars = 2000;
 
 struct explain_args {
   std::vector<std::string> logs;
   std::string catalog;
+  std::string formats;
   std::string json;
   bool check = false;
   int port = 18515;
@@ -53,6 +55,26 @@ std::string catalog_path(const explain_args& a) {
         fmt::format("explain's catalog {} is not installed (looked in {}); name one with --catalog",
                     catalog_name, fmt::join(private_file_folders(), ", ")));
   return found;
+}
+
+// The generated formats: --formats, $PAIRPERF_EXPLAIN_FORMATS, else the file beside the catalog
+// (both are installed together; "none" reads only the hand-written signatures).
+std::string formats_path(const explain_args& a, const std::string& catalog) {
+  std::string named = a.formats;
+  if (named.empty()) {
+    if (const char* env = std::getenv("PAIRPERF_EXPLAIN_FORMATS"); env != nullptr) named = env;
+  }
+  if (named == "none") return {};
+  if (!named.empty()) return named;
+  const auto slash = catalog.rfind('/');
+  const std::string beside =
+      (slash == std::string::npos ? std::string() : catalog.substr(0, slash + 1)) + formats_name;
+  if (access(beside.c_str(), R_OK) != 0)
+    throw std::runtime_error(
+        fmt::format("explain's generated formats {} are not installed beside the catalog ({}); "
+                    "name them with --formats, or --formats none",
+                    formats_name, beside));
+  return beside;
 }
 
 // This process's environment for a check: the token (if any) in PAIRPERF_TOKEN, as every
@@ -146,6 +168,7 @@ int explain_command(const explain_args& a, const std::vector<std::string>& argv)
   explain_catalog catalog;
   try {
     catalog = load_catalog(catalog_path(a));
+    if (const std::string f = formats_path(a, catalog.path); !f.empty()) load_formats(catalog, f);
   } catch (const catalog_error& e) {
     throw usage_error(e.what());
   }
@@ -178,7 +201,7 @@ int explain_command(const explain_args& a, const std::vector<std::string>& argv)
   const nlohmann::json j = e;
   nlohmann::json doc{
       {"schema", "pairperf.explain"},
-      {"schema_version", "1.0.0"},
+      {"schema_version", "1.1.0"},
       {"context",
        {{"tool", tool_context()}, {"argv", redact_argv(argv)}, {"time_utc", utc_timestamp()}}}};
   doc.update(j);
@@ -207,6 +230,10 @@ command add_explain(CLI::App& root, const std::vector<std::string>& argv) {
   app->add_option("--catalog", a->catalog,
                   "Signature catalog (default: the installed explain-catalog.json; also "
                   "$PAIRPERF_EXPLAIN_CATALOG)");
+  app->add_option("--formats", a->formats,
+                  "The libraries' own message formats, generated from their sources (default: "
+                  "explain-formats.json beside the catalog; also $PAIRPERF_EXPLAIN_FORMATS; "
+                  "'none': the catalog's signatures only)");
   app->add_option("--json", a->json, "Also write the explanation as JSON ('-': stdout only)");
   app->add_flag("--check", a->check,
                 "Run the suggested checks that the logs fill in (doctor, mesh, run against "

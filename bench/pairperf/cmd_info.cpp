@@ -30,7 +30,7 @@ nlohmann::json memory_types() {
 nlohmann::json private_files() {
   const nlohmann::json missing = nullptr;
   nlohmann::json out = nlohmann::json::object();
-  for (const char* name : {"report", "pairperf-mpi", "explain-catalog.json"}) {
+  for (const char* name : {"report", "pairperf-mpi", "explain-catalog.json", "explain-formats.json"}) {
     const bool program = std::string_view(name).find('.') == std::string_view::npos;
     const std::string path = find_private_file(name, {}, program);
     out[name] = path.empty() ? missing : nlohmann::json(path);

@@ -31,6 +31,7 @@ nlohmann::json base_catalog() {
       {{"text", "the setting differs"}, {"when", {{"evidence", "setting_differs"}}}},
       {{"text", "advertised by another"}, {"when", {{"evidence", "advertised_elsewhere"}}}}};
   fail["checks"] = {"pairperf doctor {addr}:{pairperf_port}[ --iface {iface}]", "pairperf doctor"};
+  fail["class"] = "interface";
   nlohmann::json setting =
       sig("lib.setting", "context", "set to", R"((LIB_\w+) set to (\S+))", {"var", "value"});
   nlohmann::json using_ =
@@ -87,6 +88,12 @@ TEST(ExplainCatalog, RefusesWhatItCannotUse) {
   EXPECT_NE(refusal([](auto& j) { j["schema"] = "other"; }).find("'schema' must be"),
             std::string::npos);
   EXPECT_NE(refusal([](auto& j) { j["signatures"] = nlohmann::json::array(); }).find("non-empty"),
+            std::string::npos);
+  EXPECT_NE(refusal([](auto& j) { j["signatures"][0].erase("class"); }).find("needs its class"),
+            std::string::npos);
+  EXPECT_NE(refusal([](auto& j) { j["signatures"][0]["class"] = "gremlins"; }).find("'gremlins'"),
+            std::string::npos);
+  EXPECT_NE(refusal([](auto& j) { j["signatures"][1]["class"] = "port"; }).find("no class"),
             std::string::npos);
   EXPECT_EQ(refusal([](auto&) {}), "(accepted)");
   EXPECT_THROW(parse_catalog("{not json", "x"), catalog_error);
@@ -147,6 +154,7 @@ TEST(Explain, AMeaningNamesInWordsWhatTheLineDoesNotPrint) {
   nlohmann::json j = base_catalog();
   nlohmann::json bare = sig("lib.bare", "failure", "bare", "bare failure", {});
   bare["meaning"] = "{host} failed[ towards {addr}]";
+  bare["class"] = "port";
   j["signatures"].push_back(bare);
   const auto e = explain_logs(catalog_of(j), {log("b.log", {"bare failure"})}, {});
   ASSERT_EQ(e.diagnoses.size(), 1U);
@@ -190,9 +198,126 @@ TEST(Explain, ACheckThatCouldNotRunMakesExitOne) {
 }
 
 TEST(Explain, TheShippedCatalogLoads) {
-  const auto c = load_catalog(std::string(PAIRPERF_SOURCE_DIR) + "/diagnose/explain-catalog.json");
+  auto c = load_catalog(std::string(PAIRPERF_SOURCE_DIR) + "/diagnose/explain-catalog.json");
   EXPECT_GE(c.signatures.size(), 30U);
   EXPECT_THROW(load_catalog("/nonexistent/catalog.json"), catalog_error);
+  const std::size_t hand = c.signatures.size();
+  load_formats(c, std::string(PAIRPERF_SOURCE_DIR) + "/diagnose/explain-formats.json");
+  EXPECT_GT(c.generated, 1000U);
+  EXPECT_EQ(c.signatures.size(), hand + c.generated);
+}
+
+// A catalog with a cause, its consequence, and a consequence whose code can name the cause.
+nlohmann::json verdict_catalog() {
+  nlohmann::json j = base_catalog();
+  nlohmann::json oom = sig("lib.oom", "failure", "out of memory", "out of memory", {});
+  oom["class"] = "oom";
+  nlohmann::json timeout = sig("lib.timeout", "failure", "timed out", "collective timed out", {});
+  timeout["class"] = "peer_died";
+  timeout["consequence"] = true;
+  nlohmann::json exit = sig("lib.exit", "failure", "exitcode", R"(exitcode: (-?\d+))", {"error"});
+  exit["class"] = "peer_died";
+  exit["consequence"] = true;
+  exit["causes"] = {
+      {{"text", "SIGKILL"}, {"when", {{"field", "error"}, {"matches", "^-9$"}}}, {"class", "oom"}},
+      {{"text", "its traceback"}}};
+  nlohmann::json version =
+      sig("lib.version", "context", "version", R"(version (\S+))", {"version"});
+  for (auto& s : {oom, timeout, exit, version}) j["signatures"].push_back(s);
+  return j;
+}
+
+TEST(Explain, TheVerdictIsTheFirstCauseNotItsConsequences) {
+  const auto c = catalog_of(verdict_catalog());
+  // The timeout comes first in the log, but it is a consequence: the OOM is the cause.
+  auto e = explain_logs(c, {log("a.log", {"collective timed out", "out of memory"})}, {});
+  ASSERT_TRUE(e.verdict.diagnosis);
+  EXPECT_EQ(e.verdict.cause_class, "oom");
+  EXPECT_FALSE(e.verdict.network);
+  EXPECT_EQ(e.verdict.first, "a.log:2");
+  // Consequences alone name no cause.
+  e = explain_logs(c, {log("b.log", {"collective timed out"})}, {});
+  EXPECT_EQ(e.verdict.cause_class, "undetermined");
+  EXPECT_EQ(exit_code(e), 3);
+  // A consequence whose code names its cause does.
+  e = explain_logs(c, {log("c.log", {"collective timed out", "exitcode: -9"})}, {});
+  EXPECT_EQ(e.verdict.cause_class, "oom");
+  e = explain_logs(c, {log("d.log", {"exitcode: 1"})}, {});
+  EXPECT_EQ(e.verdict.cause_class, "undetermined");
+  // A network failure: the network is to blame.
+  e = explain_logs(c, {log("e.log", {"connect to 10.0.0.2:99 failed: refused"})}, {});
+  EXPECT_EQ(e.verdict.cause_class, "interface");
+  EXPECT_TRUE(e.verdict.network);
+  // Nothing failed: no verdict.
+  e = explain_logs(c, {log("f.log", {"all good"})}, {});
+  EXPECT_FALSE(e.verdict.diagnosis);
+}
+
+TEST(Explain, AFailureTowardLoopbackIsTheLoopbacksAndChecksSkipIt) {
+  const auto c = catalog_of(base_catalog());
+  const auto e =
+      explain_logs(c, {log("a.log", {"connect to 127.0.1.1:3210 failed: Connection refused"})}, {});
+  EXPECT_EQ(e.verdict.cause_class, "loopback");
+  ASSERT_EQ(e.diagnoses.size(), 1U);
+  // doctor of a loopback "peer" proves nothing: that check is not runnable; doctor of this node is.
+  ASSERT_EQ(e.diagnoses[0].checks.size(), 2U);
+  EXPECT_FALSE(e.diagnoses[0].checks[0].runnable);
+  EXPECT_TRUE(e.diagnoses[0].checks[1].runnable);
+}
+
+TEST(Explain, AFailureLineIsNotTakenByAContextSignature) {
+  const auto c = catalog_of(verdict_catalog());
+  const auto e = explain_logs(c, {log("a.log", {"out of memory, version 2.19.3"})}, {});
+  ASSERT_EQ(e.diagnoses.size(), 1U);
+  EXPECT_EQ(e.diagnoses[0].sig->id, "lib.oom");
+}
+
+TEST(Explain, AWrappedMessageIsReadWhole) {
+  const auto c = catalog_of(base_catalog());
+  // The launcher's prefix goes, the indented continuation joins; the evidence is the line as
+  // printed.
+  const auto e = explain_logs(
+      c, {log("a.log", {"[rank3]: connect to 10.0.0.2:99", "    failed: Connection refused"})}, {});
+  ASSERT_EQ(e.matches.size(), 1U);
+  EXPECT_EQ(e.matches[0].text, "[rank3]: connect to 10.0.0.2:99");
+  EXPECT_EQ(e.matches[0].origin, "rank3");
+  EXPECT_EQ(e.matches[0].fields.at("error"), "Connection refused");
+  EXPECT_EQ(e.unexplained_total, 0U);
+}
+
+TEST(Explain, GeneratedFormatsComeAfterTheHandWrittenOnes) {
+  auto c = catalog_of(base_catalog());
+  const nlohmann::json formats{{"schema", "pairperf.explain-formats"},
+                               {"formats",
+                                {{{"id", "lib.gen.connect"},
+                                  {"library", "lib"},
+                                  {"level", "warn"},
+                                  {"format", "connect to %s failed: %s"},
+                                  {"regex", "connect to (.*?) failed: (.*)"},
+                                  {"literal", "connect to "},
+                                  {"file", "src/x.c"},
+                                  {"line", 7},
+                                  {"versions", {"1.0"}},
+                                  {"class", "port"}},
+                                 {{"id", "lib.gen.odd"},
+                                  {"library", "lib"},
+                                  {"level", "error"},
+                                  {"format", "odd thing %d"},
+                                  {"regex", "odd thing ([0-9]+)"},
+                                  {"literal", "odd thing "},
+                                  {"file", "src/y.c"},
+                                  {"versions", {"1.0"}},
+                                  {"class", "unclassified"}}}}};
+  add_formats(c, formats.dump(), "formats.json");
+  EXPECT_EQ(c.generated, 2U);
+  auto e = explain_logs(c, {log("a.log", {"connect to 10.0.0.2:99 failed: refused"})}, {});
+  EXPECT_EQ(e.diagnoses.at(0).sig->id, "lib.connect");  // the hand-written one keeps its line
+  e = explain_logs(c, {log("b.log", {"odd thing 12"})}, {});
+  ASSERT_EQ(e.diagnoses.size(), 1U);
+  EXPECT_TRUE(e.diagnoses[0].sig->generated);
+  EXPECT_EQ(e.verdict.cause_class, "undetermined");  // recognized, decides nothing
+  EXPECT_NE(e.diagnoses[0].meaning.find("src/y.c"), std::string::npos);
+  EXPECT_THROW(add_formats(c, formats.dump(), "again.json"), catalog_error);  // ids twice
 }
 
 }  // namespace
