@@ -438,6 +438,22 @@ std::string printed(const std::string& raw) {
   return raw.substr(b, std::min(e - b, max_line_chars));
 }
 
+// A generated socket-level format ("connect: %s") whose %s is an errno's words: the words
+// decide (No route to host is the interface's, Connection refused the port's).
+const signature* errno_words(const explain_catalog& catalog, const std::string& text,
+                             const signature* hit, std::smatch& groups) {
+  static const std::set<std::string> socket_level{"port", "link", "interface", "undetermined"};
+  if (!hit->generated || socket_level.count(hit->cause_class) == 0) return hit;
+  for (const auto& sig : catalog.signatures) {
+    if (!sig.last || text.find(sig.contains) == std::string::npos) continue;
+    std::smatch words;
+    if (!std::regex_search(text, words, sig.re)) continue;
+    groups = std::move(words);
+    return &sig;
+  }
+  return hit;
+}
+
 const signature* match_text(const explain_catalog& catalog, const std::string& text,
                             std::smatch& groups) {
   // A failure or warning before context: a line that carries both (torch's "NCCL error in: ...,
@@ -448,7 +464,7 @@ const signature* match_text(const explain_catalog& catalog, const std::string& t
     if (text.find(sig.contains) == std::string::npos) continue;
     if (context != nullptr && sig.kind == line_kind::context) continue;
     if (!std::regex_search(text, groups, sig.re)) continue;
-    if (sig.kind != line_kind::context) return &sig;
+    if (sig.kind != line_kind::context) return errno_words(catalog, text, &sig, groups);
     context = &sig;
   }
   if (context != nullptr) std::regex_search(text, groups, context->re);

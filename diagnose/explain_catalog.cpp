@@ -137,10 +137,11 @@ cause_rule parse_cause(const nlohmann::json& c, const std::string& path, const s
 signature parse_signature(const nlohmann::json& e, std::size_t index, const std::string& path) {
   std::string where = fmt::format("signature {}", index + 1);
   if (!e.is_object()) fail(path, where, "must be an object");
-  only_keys(e,
-            {"id", "library", "kind", "stage", "contains", "pattern", "fields", "meaning", "causes",
-             "checks", "subjects", "transport", "source", "implies", "class", "consequence"},
-            path, where);
+  only_keys(
+      e,
+      {"id", "library", "kind", "stage", "contains", "pattern", "fields", "meaning", "causes",
+       "checks", "subjects", "transport", "source", "implies", "class", "consequence", "last"},
+      path, where);
   signature s;
   s.id = text_of(e, "id", path, where);
   where = fmt::format("signature '{}'", s.id);
@@ -195,9 +196,11 @@ signature parse_signature(const nlohmann::json& e, std::size_t index, const std:
     fail(path, where, fmt::format("a failure needs its class (one of {})", cause_class_ids()));
   if (s.kind == line_kind::context && !s.cause_class.empty())
     fail(path, where, "context has no class");
-  if (const auto c = e.find("consequence"); c != e.end()) {
-    if (!c->is_boolean()) fail(path, where, "'consequence' must be true or false");
-    s.consequence = c->get<bool>();
+  for (const auto& [key, flag] : {std::pair{"consequence", &s.consequence}, {"last", &s.last}}) {
+    if (const auto c = e.find(key); c != e.end()) {
+      if (!c->is_boolean()) fail(path, where, fmt::format("'{}' must be true or false", key));
+      *flag = c->get<bool>();
+    }
   }
   return s;
 }
@@ -209,6 +212,16 @@ std::uint32_t gram_at(const std::string& s, std::size_t at) {
 }
 
 void index_signatures(explain_catalog& c) {
+  // The order lines are tried in (stable: the catalog's order within each): the hand-written
+  // signatures, the generated formats that name a class, the generic texts (an errno's words),
+  // and last the generated formats that name none (their errno text, if any, decides).
+  auto rank = [](const signature& s) {
+    if (s.last) return 2;
+    if (!s.generated) return 0;
+    return s.consequence && s.cause_class == "undetermined" ? 3 : 1;
+  };
+  std::stable_sort(c.signatures.begin(), c.signatures.end(),
+                   [&](const signature& a, const signature& b) { return rank(a) < rank(b); });
   c.by_gram.clear();
   c.short_literals.clear();
   for (std::size_t i = 0; i < c.signatures.size(); ++i) {
@@ -345,6 +358,9 @@ signature format_signature(const nlohmann::json& f, std::size_t index, const std
     fail(path, where, fmt::format("class '{}' is not one of {}", cls, cause_class_ids()));
   }
   if (s.kind == line_kind::failure) s.cause_class = cls;
+  // A reset or a closed connection is what the survivor sees: whether the peer crashed or the
+  // link dropped, the cause is elsewhere.
+  if (cls == "link" || cls == "peer_died") s.consequence = true;
   s.stage = file;
   s.meaning = fmt::format("{} printed its message '{}' ({}{}, in {})", s.library,
                           text_of(f, "format", path, where), file, line, fmt::join(versions, ", "));

@@ -70,6 +70,9 @@ struct signature {
   bool consequence = false;
   // Generated from a library's source (explain-formats.json): the file, line and versions.
   bool generated = false;
+  // A generic text (an errno's strerror) that any library may print: tried after every
+  // library's own formats, the generated ones too.
+  bool last = false;
 };
 
 struct explain_catalog {

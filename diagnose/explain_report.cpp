@@ -11,6 +11,7 @@ namespace pairperf {
 namespace {
 
 constexpr std::size_t evidence_shown = 6;  // lines per diagnosis in the text; the JSON has all
+constexpr std::size_t context_shown = 8;   // recognized context lines named beside unexplained ones
 
 const char* verdict_of(int code) {
   switch (code) {
@@ -138,8 +139,11 @@ void to_json(nlohmann::json& j, const explanation& e) {
 void print_explanation(std::FILE* out, const explanation& e) {
   std::size_t lines = 0;
   for (const auto n : e.line_counts) lines += n;
-  fmt::print(out, "pairperf explain: {} ({} lines), catalog {} ({})\n",
-             count_of(e.logs.size(), "log", "logs"), lines, e.catalog_version, e.catalog_path);
+  fmt::print(out, "pairperf explain: {} ({} lines), catalog {} ({}){}\n",
+             count_of(e.logs.size(), "log", "logs"), lines, e.catalog_version, e.catalog_path,
+             e.formats_path.empty() ? ", no generated formats"
+                                    : fmt::format(", {} formats of the libraries' sources ({})",
+                                                  e.generated_formats, e.formats_path));
   // The libraries' versions the logs print (NCCL's "NCCL version", torch's NCCL errors).
   std::vector<std::string> versions;
   for (const auto& m : e.matches) {
@@ -200,6 +204,17 @@ void print_explanation(std::FILE* out, const explanation& e) {
     for (const auto& c : e.across) print_check(out, c);
   }
   if (e.unexplained_total > 0) {
+    // What was recognized around them: the context an engineer reads them with.
+    std::vector<std::string> known;
+    for (const auto& m : e.matches) {
+      if (m.sig->kind == line_kind::context && known.size() < context_shown)
+        known.push_back(fmt::format("{} ({}:{})", m.sig->id, e.logs[m.log], m.line));
+    }
+    if (!known.empty())
+      fmt::print(out, "\nRecognized, as context: {}{}\n", fmt::join(known, ", "),
+                 e.context_lines > known.size()
+                     ? fmt::format(" and {} more", e.context_lines - known.size())
+                     : "");
     fmt::print(out,
                "\nLines that look like failures but match no signature ({}; add them to the "
                "catalog):\n",

@@ -58,8 +58,9 @@ std::string catalog_path(const explain_args& a) {
 }
 
 // The generated formats: --formats, $PAIRPERF_EXPLAIN_FORMATS, else the file beside the catalog
-// (both are installed together; "none" reads only the hand-written signatures).
-std::string formats_path(const explain_args& a, const std::string& catalog) {
+// (both are installed together; "none" reads only the hand-written signatures; a catalog named
+// with --catalog may come without them).
+std::string formats_path(const explain_args& a, const std::string& catalog, bool installed) {
   std::string named = a.formats;
   if (named.empty()) {
     if (const char* env = std::getenv("PAIRPERF_EXPLAIN_FORMATS"); env != nullptr) named = env;
@@ -69,11 +70,14 @@ std::string formats_path(const explain_args& a, const std::string& catalog) {
   const auto slash = catalog.rfind('/');
   const std::string beside =
       (slash == std::string::npos ? std::string() : catalog.substr(0, slash + 1)) + formats_name;
-  if (access(beside.c_str(), R_OK) != 0)
+  if (access(beside.c_str(), R_OK) != 0) {
+    // A catalog of one's own may come alone; the installed one never does.
+    if (!installed) return {};
     throw std::runtime_error(
         fmt::format("explain's generated formats {} are not installed beside the catalog ({}); "
                     "name them with --formats, or --formats none",
                     formats_name, beside));
+  }
   return beside;
 }
 
@@ -168,7 +172,9 @@ int explain_command(const explain_args& a, const std::vector<std::string>& argv)
   explain_catalog catalog;
   try {
     catalog = load_catalog(catalog_path(a));
-    if (const std::string f = formats_path(a, catalog.path); !f.empty()) load_formats(catalog, f);
+    const bool installed = a.catalog.empty() && std::getenv("PAIRPERF_EXPLAIN_CATALOG") == nullptr;
+    if (const std::string f = formats_path(a, catalog.path, installed); !f.empty())
+      load_formats(catalog, f);
   } catch (const catalog_error& e) {
     throw usage_error(e.what());
   }

@@ -22,6 +22,7 @@ SCHEMA_FILES = {
     "pairperf.kube_local": "kube-local.schema.json",   # scripts/kube-local --json
     "pairperf.explain": "explain.schema.json",         # pairperf explain --json
     "pairperf.explain-catalog": "explain-catalog.schema.json",  # explain's signatures (its --catalog)
+    "pairperf.explain-formats": "explain-formats.schema.json",  # explain's generated formats (its --formats)
 }
 # Formats defined by others, which pairperf export writes and which cannot name themselves: checked
 # when asked for by name (validate-results --as NAME).

@@ -143,7 +143,7 @@ def tally(results):
 
 
 def print_table(parts, out):
-    print(f"{'':34}{'tuning':>10}{'held-out':>10}", file=out)
+    print(f"{'':34}" + "".join(f"{p:>10}" for p in parts), file=out)
     for key in ["failures", "network failures", "non-network failures"] + FAILURE_OUTCOMES:
         print(f"  {key:32}" + "".join(f"{parts[p].get(key, 0):>10}" for p in parts), file=out)
     rates = []
@@ -189,6 +189,8 @@ def main(argv):
     ap.add_argument("--catalog", help="explain's --catalog (default: the one pairperf finds)")
     ap.add_argument("--cases", action="store_true", help="one line per tuning case")
     ap.add_argument("--show-held-out", action="store_true", help="also list the held-out cases")
+    ap.add_argument("--tuning-only", action="store_true",
+                    help="count the tuning part only (while tuning: the held-out counts stay unseen)")
     ap.add_argument("--floor", help="JSON of the tuning part's floor: exit 3 below it")
     ap.add_argument("--json", help="write every case's answer and the counts here")
     a = ap.parse_args(argv)
@@ -207,7 +209,7 @@ def main(argv):
     results, _ = study(a.pairperf, cases, a.catalog)
     parts = tally(results)
     print(f"explain-study: {len(cases)} cases in {a.corpus}")
-    print_table(parts, sys.stdout)
+    print_table({"tuning": parts["tuning"]} if a.tuning_only else parts, sys.stdout)
     if a.cases or a.show_held_out:
         for r in results:
             if r["part"] == "held-out" and not a.show_held_out:

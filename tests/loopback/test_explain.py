@@ -112,6 +112,7 @@ class ExplainsRealLogs(unittest.TestCase):
         # The hand-written signatures; the generated formats are measured by the real corpus.
         self.assertEqual(ids - self.seen, set(), "signatures no test log meets")
         self.assertEqual(pp.schema_errors(CATALOG), [])
+        self.assertEqual(pp.schema_errors(os.path.join(pp.SOURCE_DIR, "diagnose", "explain-formats.json")), [])
 
     def test_the_issues_four_lines_get_their_diagnosis_and_check(self):
         quotes = os.path.join(FIXTURES, "source", "issue-quotes")

@@ -47,6 +47,7 @@ class Installed(unittest.TestCase):
                        for p in glob.glob(os.path.join(self.prefix, "**"), recursive=True)
                        if os.path.isfile(p))
         for want in ["bin/pairperf", "libexec/pairperf/report", "libexec/pairperf/explain-catalog.json",
+                     "libexec/pairperf/explain-formats.json",
                      "share/doc/pairperf/README.md",
                      "share/pairperf/python/pairperf_tools/report.py",
                      "share/pairperf/python/pairperf_tools/documents.py"]:
@@ -118,6 +119,7 @@ class Installed(unittest.TestCase):
         self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
         self.assertIn(f"({os.path.join(self.prefix, 'libexec', 'pairperf', 'explain-catalog.json')})", r.stdout)
         self.assertIn("ucx.connect_failed", r.stdout)
+        self.assertIn(f"formats of the libraries' sources ({os.path.join(self.prefix, 'libexec', 'pairperf', 'explain-formats.json')})", r.stdout)
 
     def test_info_names_the_files_beside_the_binary(self):
         r = self.run_installed("info", "--json")
@@ -146,7 +148,8 @@ class Installed(unittest.TestCase):
         r = subprocess.run([os.path.join(bare, "bin", "pairperf"), "info", "--json"],
                            capture_output=True, text=True, timeout=60, cwd=self.tmp.name, env=self.env)
         info = json.loads(r.stdout)
-        self.assertEqual(info["private_files"], {"report": None, "pairperf-mpi": None, "explain-catalog.json": None})
+        self.assertEqual(info["private_files"], {"report": None, "pairperf-mpi": None, "explain-catalog.json": None,
+                                                 "explain-formats.json": None})
         self.assertEqual(pp.schema_errors_of(info), [])  # null where none is found (a GPU bundle's info)
 
     @unittest.skipUnless(HAVE_MPI, "built without MPI")
