@@ -212,11 +212,13 @@ int explain_command(const explain_args& a, const std::vector<std::string>& argv)
        {{"tool", tool_context()}, {"argv", redact_argv(argv)}, {"time_utc", utc_timestamp()}}}};
   doc.update(j);
   if (a.json == "-") {
-    fmt::print("{}\n", doc.dump(2));
+    // Logs are bytes: a line that is not UTF-8 is quoted with U+FFFD where it is not.
+    fmt::print("{}\n", doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     print_explanation(stdout, e);
     if (!a.json.empty()) {
-      write_output(a.json, doc.dump(2) + "\n");
+      write_output(a.json,
+                   doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
       fmt::print("explanation: {}\n", a.json);
     }
   }

@@ -137,6 +137,8 @@ def tally(results):
         c["healthy"] = sum(1 for r in rows if r["class"] == "healthy")
         c["network failures"] = len(net)
         c["network right"] = sum(1 for r in net if r["outcome"] == "right")
+        shown = [r for r in net if r["outcome"] != "not in the log"]
+        c["network failures in the log"] = len(shown)
         c["non-network failures"] = c["failures"] - len(net)
         parts[part] = dict(c)
     return parts
@@ -151,6 +153,11 @@ def print_table(parts, out):
         n = parts[p].get("network failures", 0)
         rates.append(f"{parts[p].get('network right', 0)}/{n}" + (f" {100 * parts[p].get('network right', 0) / n:.0f}%" if n else ""))
     print(f"  {'network-caused, right class':32}" + "".join(f"{r:>10}" for r in rates), file=out)
+    shown = []
+    for p in parts:
+        n = parts[p].get("network failures in the log", 0)
+        shown.append(f"{parts[p].get('network right', 0)}/{n}" + (f" {100 * parts[p].get('network right', 0) / n:.0f}%" if n else ""))
+    print(f"  {'... of those their logs show':32}" + "".join(f"{r:>10}" for r in shown), file=out)
     print(f"  {'healthy logs':32}" + "".join(f"{parts[p].get('healthy', 0):>10}" for p in parts), file=out)
     for key in HEALTHY_OUTCOMES:
         print(f"  {'healthy: ' + key:32}" + "".join(f"{parts[p].get(key, 0):>10}" for p in parts), file=out)

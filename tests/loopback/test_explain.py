@@ -175,6 +175,13 @@ class ExplainsRealLogs(unittest.TestCase):
             self.assertEqual(code, 3, err)
             # Line 1 is cut at 2048 characters before matching; bytes(range(256)) holds a newline.
             self.assertEqual([e["line"] for e in doc["diagnoses"][0]["evidence"]], [4])
+            # A matched line that is not UTF-8 is quoted with U+FFFD in the JSON (it was exit 1,
+            # nlohmann's "invalid UTF-8 byte", until the fuzz harness found it).
+            with open(path, "ab") as f:
+                f.write(b"[./gloo/transport/tcp/pair.h:324] Connect timeout [10.0.0.1]:81 \xff\xfe\n")
+            code, doc, err = explain(path)
+            self.assertEqual(code, 3, err)
+            self.assertIn("\ufffd", doc["diagnoses"][0]["evidence"][1]["text"])
 
     def test_bad_input_is_a_usage_error(self):
         code, doc, err = explain("/nonexistent/job.log")
