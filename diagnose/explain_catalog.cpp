@@ -43,7 +43,7 @@ std::string text_of(const nlohmann::json& j, const char* key, const std::string&
 }
 
 std::string class_of(const nlohmann::json& j, const std::string& path, const std::string& where) {
-  const std::string id = text_of(j, "class", path, where, false);
+  std::string id = text_of(j, "class", path, where, false);
   if (!id.empty() && find_cause_class(id) == nullptr)
     fail(path, where, fmt::format("class '{}' is not one of {}", id, cause_class_ids()));
   return id;
