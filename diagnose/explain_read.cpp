@@ -73,7 +73,8 @@ const signature* errno_words(const explain_catalog& catalog, const std::string& 
                              const signature* hit, std::smatch& groups) {
   static const std::set<std::string> socket_level{"port", "link", "interface", "undetermined"};
   if (!hit->generated || socket_level.count(hit->cause_class) == 0) return hit;
-  for (const auto& sig : catalog.signatures) {
+  for (const std::size_t i : candidates(catalog, text)) {
+    const signature& sig = catalog.signatures[i];
     if (!sig.last || text.find(sig.contains) == std::string::npos) continue;
     std::smatch words;
     if (!std::regex_search(text, words, sig.re)) continue;
@@ -157,8 +158,6 @@ void read_lines(const explain_catalog& catalog, const log_input& in, std::size_t
     }
   }
 }
-
-
 
 log_input read_log(const std::string& name) {
   log_input in{name, {}};

@@ -63,6 +63,35 @@ void print_check(std::FILE* out, const suggested_check& c) {
   if (!last.empty()) fmt::print(out, "        {}\n", last);
 }
 
+// One diagnosis: its lines, what it means, its causes and the checks that prove it.
+void print_diagnosis(std::FILE* out, const explanation& e, const diagnosis& d, std::size_t n) {
+  fmt::print(out, "\n{} {}: {}, {} ({})\n",
+             d.sig->kind == line_kind::failure ? "FAILURE" : "WARNING", n, d.sig->library,
+             d.sig->stage, d.sig->id);
+  for (std::size_t k = 0; k < d.matches.size() && k < evidence_shown; ++k) {
+    const log_match& m = e.matches[d.matches[k]];
+    fmt::print(out, "  {}:{}  {}\n", e.logs[m.log], m.line, m.text);
+  }
+  if (d.matches.size() > evidence_shown)
+    fmt::print(out, "  ... and {} more line(s) like these\n", d.matches.size() - evidence_shown);
+  fmt::print(out, "  What it means: {}\n", d.meaning);
+  if (!d.causes.empty()) {
+    fmt::print(out, "  Causes, most likely first:\n");
+    std::size_t k = 0;
+    for (const auto& c : d.causes) {
+      fmt::print(out, "    {}. {}{}\n", ++k, c.text,
+                 c.because.empty() ? ""
+                 : c.supported     ? fmt::format(" [shown: {}]", c.because)
+                                   : fmt::format(" [{}]", c.because));
+    }
+  }
+  if (!d.checks.empty()) {
+    fmt::print(out, "  Prove it:\n");
+    for (const auto& c : d.checks) print_check(out, c);
+  }
+  if (!d.sig->source.empty()) fmt::print(out, "  Message format: {}\n", d.sig->source);
+}
+
 }  // namespace
 
 void to_json(nlohmann::json& j, const explanation& e) {
@@ -168,34 +197,7 @@ void print_explanation(std::FILE* out, const explanation& e) {
   std::size_t failures = 0, warnings = 0;
   for (const auto& d : e.diagnoses) ++(d.sig->kind == line_kind::failure ? failures : warnings);
   std::size_t n = 0;
-  for (const auto& d : e.diagnoses) {
-    ++n;
-    fmt::print(out, "\n{} {}: {}, {} ({})\n",
-               d.sig->kind == line_kind::failure ? "FAILURE" : "WARNING", n, d.sig->library,
-               d.sig->stage, d.sig->id);
-    for (std::size_t k = 0; k < d.matches.size() && k < evidence_shown; ++k) {
-      const log_match& m = e.matches[d.matches[k]];
-      fmt::print(out, "  {}:{}  {}\n", e.logs[m.log], m.line, m.text);
-    }
-    if (d.matches.size() > evidence_shown)
-      fmt::print(out, "  ... and {} more line(s) like these\n", d.matches.size() - evidence_shown);
-    fmt::print(out, "  What it means: {}\n", d.meaning);
-    if (!d.causes.empty()) {
-      fmt::print(out, "  Causes, most likely first:\n");
-      std::size_t k = 0;
-      for (const auto& c : d.causes) {
-        fmt::print(out, "    {}. {}{}\n", ++k, c.text,
-                   c.because.empty() ? ""
-                   : c.supported     ? fmt::format(" [shown: {}]", c.because)
-                                     : fmt::format(" [{}]", c.because));
-      }
-    }
-    if (!d.checks.empty()) {
-      fmt::print(out, "  Prove it:\n");
-      for (const auto& c : d.checks) print_check(out, c);
-    }
-    if (!d.sig->source.empty()) fmt::print(out, "  Message format: {}\n", d.sig->source);
-  }
+  for (const auto& d : e.diagnoses) print_diagnosis(out, e, d, ++n);
   if (!e.facts.empty() || !e.across.empty()) {
     fmt::print(out, "\nAcross the logs:\n");
     for (const auto& f : e.facts)
