@@ -328,16 +328,20 @@ void measure_path(const doctor_options& o, doctor_report& r, std::FILE* progress
     cases.push_back(g);
   }
   r.path = run_cases(o, cases, progress, nullptr);
-  // A verdict on probes the host descheduled is no verdict: measure once more, then say so.
+  // A verdict on probes the host descheduled is no verdict: measure once more, then say so. The
+  // same for probes that the doctor's own two processes kept waiting (a client and local server
+  // that busy-poll on one CPU): their figure is the contention's, not the path's.
   const auto noisy = [&] {
     for (const auto& c : r.path) {
-      if (is_noisy(c.host_noise)) return noise_reason(c.host_noise);
+      if (is_noisy(c.host_noise)) return "noisy: " + noise_reason(c.host_noise);
+      if (is_self_contended(c.host_noise))
+        return "contended by its own processes: " + self_contention_reason(c.host_noise);
     }
     return std::string();
   };
   if (!noisy().empty()) {
     if (progress != nullptr)
-      fmt::print(progress, "pairperf doctor: the path probe was noisy ({}); measuring again\n",
+      fmt::print(progress, "pairperf doctor: the path probe was not clean ({}); measuring again\n",
                  noisy());
     r.path_retried = true;
     r.path = run_cases(o, cases, progress, nullptr);

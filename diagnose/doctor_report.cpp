@@ -227,11 +227,11 @@ void print_pair_and_path(std::FILE* out, const doctor_report& r, rate_unit unit)
     rates += fmt::format(", {} one-way at 8 B", format_seconds(r.path[1].latency_s->p50));
   fmt::print(out, "Path (UCX's default transports{}): expected {}; seen {}{} -> {}\n",
              r.path_iface.empty() ? "" : ", UCX_NET_DEVICES=" + r.path_iface, v.expected, v.seen,
-             rates, v.verdict + (r.path_noisy.empty() ? "" : " (noisy: not a verdict to trust)"));
+             rates, v.verdict + (r.path_noisy.empty() ? "" : " (not clean: not a verdict to trust)"));
   if (!r.path_noisy.empty())
     fmt::print(out,
-               "  noisy: this verdict rests on probes the host descheduled{} ({}); measure again "
-               "on a quiet host, or pin with `pairperf run --cpu`\n",
+               "  not clean: this verdict rests on probes that waited for a CPU{} ({}); measure "
+               "again on a quiet host with a CPU for each side, or pin with `pairperf run --cpu`\n",
                r.path_retried ? ", twice" : "", r.path_noisy);
   if (!v.cause.empty()) fmt::print(out, "  cause: {}\n", v.cause);
   if (!v.fix.empty()) fmt::print(out, "  fix: {}\n", v.fix);
@@ -284,7 +284,9 @@ void print_outcome(std::FILE* out, const doctor_report& r) {
   }
   if (r.findings.empty()) {
     if (!r.path_noisy.empty()) {
-      fmt::print(out, "\nNo findings, but inconclusive: the path verdict rests on noisy probes.\n");
+      fmt::print(out,
+                 "\nNo findings, but inconclusive: the path verdict rests on probes that waited "
+                 "for a CPU.\n");
     } else if (r.this_host_only) {
       fmt::print(out,
                  "\nNo findings on this host. The path to other nodes was not checked: run "

@@ -69,7 +69,7 @@ class case_session {
   void close_timed_phase(const where& place);
   // Whether run() takes a time budget for this case's pattern and operation.
   [[nodiscard]] bool timed() const noexcept {
-    return has_time_budget(m_params.test.pattern, m_data_op);
+    return has_time_budget(m_params.test.pattern, m_data_op) && m_transport->caps().time_budget;
   }
   // Iterations of the measurement so far; 0 before one started and after an unmeasured phase.
   [[nodiscard]] std::uint64_t measured_iterations() const noexcept { return m_measured_iterations; }

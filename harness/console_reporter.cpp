@@ -74,6 +74,21 @@ void console_reporter::report_result(const case_result& r) {
   if (r.host_noise.is_object() && r.host_noise.value("noisy", false)) {
     ++m_noisy;
     fmt::print(m_out, "     ^ noisy: {}\n", r.host_noise.value("why", std::string()));
+  } else if (r.host_noise.is_object() && r.host_noise.value("contention", "") == "self") {
+    // Not noise: the run's own threads (the measuring loops, the library's event loop) waited
+    // for each other; the full account is the result's host_noise.self_why.
+    std::vector<std::string> waited;
+    for (const char* side : {"client", "server"}) {
+      const auto it = r.host_noise.find(side);
+      if (it == r.host_noise.end() || !it->is_object()) continue;
+      const double share = it->value("descheduled_share", 0.0);
+      if (share > r.host_noise.value("threshold_share", 0.0))
+        waited.push_back(fmt::format("the {} {:.0f}%", side, share * 100));
+    }
+    fmt::print(m_out,
+               "     ^ own contention, not noise: {} of the time waiting for a CPU that this run's "
+               "own threads held (other processes idle)\n",
+               fmt::join(waited, ", "));
   }
   switch (r.status) {
     case case_status::ok:

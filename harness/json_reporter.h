@@ -12,7 +12,7 @@ namespace pairperf {
 inline constexpr const char* result_schema_name = "pairperf.result";
 // Semantic version of the results file. MAJOR: a field removed or its meaning changed; MINOR: a
 // field added; PATCH: description fixes. Readers accept files of the same MAJOR.
-inline constexpr const char* result_schema_version = "1.6.0";
+inline constexpr const char* result_schema_version = "1.7.0";
 
 // Writes the whole file at finalize(), atomically (a temporary file, then rename); the path "-"
 // is standard output. The constructor checks that the path can be written (output.h), so a bad

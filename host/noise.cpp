@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -11,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -47,15 +49,29 @@ void cpu_ticks(noise_snapshot& s) noexcept {
     std::string line;
     if (!std::getline(f, line) || line.rfind("cpu ", 0) != 0) return;
     std::istringstream in(line.substr(4));
-    std::uint64_t v = 0, total = 0, steal = 0;
+    std::uint64_t v = 0, total = 0, steal = 0, tasks = 0;
     for (int field = 0; field < 8 && in >> v; ++field) {
       total += v;
       if (field == 7) steal = v;
+      if (field <= 2) tasks += v;  // user (guest included), nice, system: tasks, not interrupts
     }
     s.steal_ticks = steal;
     s.total_ticks = total;
+    s.task_ticks = tasks;
   } catch (...) {
   }
+}
+
+// This boot of this host (or VM, or container's host): two sides that print the same one share
+// the CPUs.
+const std::string& boot_id() {
+  static const std::string id = [] {
+    std::ifstream f("/proc/sys/kernel/random/boot_id");
+    std::string line;
+    std::getline(f, line);
+    return line;
+  }();
+  return id;
 }
 
 // At most 1: the kernel adds a wait to schedstat when the thread gets the CPU back, so a wait
@@ -78,6 +94,11 @@ std::string cpus_allowed() {
   return fmt::format("{}", fmt::join(parts, ","));
 }
 
+// Nanoseconds the cgroups of this process were throttled by their CPU limit (cgroup v2 cpu.stat
+// throttled_usec, v1 throttled_time), the largest along the path to the root (the limiting level);
+// empty where no cgroup says.
+std::optional<std::int64_t> throttled() noexcept;
+
 }  // namespace
 
 noise_snapshot take_noise_snapshot() noexcept {
@@ -88,6 +109,8 @@ noise_snapshot take_noise_snapshot() noexcept {
   rusage ru{};
   if (::getrusage(RUSAGE_THREAD, &ru) == 0) s.involuntary_switches = ru.ru_nivcsw;
   s.cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+  s.process_cpu_ns = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+  s.throttled_ns = throttled();
   s.wall_ns = clock_ns(CLOCK_MONOTONIC);
   return s;
 }
@@ -99,6 +122,12 @@ void noise_meter::end() noexcept {
   ++m_phases;
   m_wall_ns += now.wall_ns - m_start.wall_ns;
   m_cpu_ns += now.cpu_ns - m_start.cpu_ns;
+  m_process_ns += now.process_cpu_ns - m_start.process_cpu_ns;
+  if (m_throttled_ns && now.throttled_ns && m_start.throttled_ns) {
+    *m_throttled_ns += *now.throttled_ns - *m_start.throttled_ns;
+  } else {
+    m_throttled_ns.reset();
+  }
   m_switches += now.involuntary_switches - m_start.involuntary_switches;
   if (m_wait_ns && now.runqueue_wait_ns && m_start.runqueue_wait_ns) {
     *m_wait_ns += *now.runqueue_wait_ns - *m_start.runqueue_wait_ns;
@@ -108,6 +137,7 @@ void noise_meter::end() noexcept {
   if (m_ticks && now.total_ticks && m_start.total_ticks) {
     m_steal += *now.steal_ticks - *m_start.steal_ticks;
     m_total += *now.total_ticks - *m_start.total_ticks;
+    m_tasks += *now.task_ticks - *m_start.task_ticks;
   } else {
     m_ticks = false;
   }
@@ -121,7 +151,16 @@ nlohmann::json noise_meter::side() const {
                    {"involuntary_switches", m_switches},
                    {"load1_before", m_load_before},
                    {"load1_after", m_load_after},
-                   {"cpus_allowed", cpus_allowed()}};
+                   {"cpus_allowed", cpus_allowed()},
+                   {"process_cpu_s", static_cast<double>(m_process_ns) * 1e-9}};
+  if (m_throttled_ns) j["throttled_s"] = static_cast<double>(*m_throttled_ns) * 1e-9;
+  const long hz = ::sysconf(_SC_CLK_TCK);
+  const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+  if (m_ticks && hz > 0 && cpus > 0 && !boot_id().empty()) {
+    j["host_task_cpu_s"] = static_cast<double>(m_tasks) / static_cast<double>(hz);
+    j["host_cpus"] = cpus;
+    j["boot_id"] = boot_id();
+  }
   if (m_wait_ns) {
     const double wait = static_cast<double>(*m_wait_ns) * 1e-9;
     j["runqueue_wait_s"] = wait;
@@ -138,37 +177,92 @@ nlohmann::json noise_meter::side() const {
   return j;
 }
 
+namespace {
+
+double number(const nlohmann::json& side, const char* key) {
+  const auto it = side.find(key);
+  return it != side.end() && it->is_number() ? it->get<double>() : 0.0;
+}
+
+// What the host's other processes ran while `side` measured, as a share of the host's CPUs:
+// every task's CPU less this side's process and, on the same host, the peer's. Empty without the
+// accounts (an older pairperf, no /proc/stat). One tick (1/USER_HZ s) per CPU is the accounts'
+// grain, so a share under two ticks per CPU reads as none.
+std::optional<double> others_share(const nlohmann::json& side, const nlohmann::json& peer) {
+  if (!side.contains("host_task_cpu_s") || !side.contains("process_cpu_s")) return std::nullopt;
+  const double wall = number(side, "wall_s");
+  const double cpus = number(side, "host_cpus");
+  if (wall <= 0 || cpus <= 0) return std::nullopt;
+  double others = number(side, "host_task_cpu_s") - number(side, "process_cpu_s");
+  const bool same_host = peer.is_object() && peer.contains("boot_id") &&
+                         peer.at("boot_id") == side.at("boot_id");
+  if (same_host) others -= number(peer, "process_cpu_s");
+  const double hz = static_cast<double>(std::max(::sysconf(_SC_CLK_TCK), 1L));
+  others -= 2.0 * cpus / hz;
+  return std::max(others, 0.0) / (wall * cpus);
+}
+
+}  // namespace
+
 nlohmann::json judge_noise(const nlohmann::json& client, const nlohmann::json& server,
                            double threshold) {
   if (!client.is_object()) return nullptr;
   nlohmann::json out{{"threshold_share", threshold}, {"client", client}};
   if (server.is_object()) out["server"] = server;
-  std::vector<std::string> why;
-  for (const auto& [name, side] : {std::pair{"client", &client}, std::pair{"server", &server}}) {
+  std::vector<std::string> why, limited, self;
+  for (const auto& [name, side, peer] : {std::tuple{"client", &client, &server},
+                                         std::tuple{"server", &server, &client}}) {
     if (!side->is_object()) continue;
-    const nlohmann::json* facts = side;  // a lambda may not capture a structured binding (clang 14)
-    const auto get = [facts](const char* key) {
-      const auto it = facts->find(key);
-      return it != facts->end() && it->is_number() ? it->get<double>() : 0.0;
-    };
-    const double off = get("descheduled_share");
+    const double off = number(*side, "descheduled_share");
     if (off > threshold) {
-      why.push_back(fmt::format(
+      const std::string waited = fmt::format(
           "the {} was descheduled {:.0f}% of the measured {:.3g} s ({:.3g} s waiting for a CPU, "
           "{} involuntary switches, load {:.2f} -> {:.2f})",
-          name, off * 100, get("wall_s"), get("runqueue_wait_s"),
-          side->value("involuntary_switches", std::int64_t{0}), get("load1_before"),
-          get("load1_after")));
+          name, off * 100, number(*side, "wall_s"), number(*side, "runqueue_wait_s"),
+          side->value("involuntary_switches", std::int64_t{0}), number(*side, "load1_before"),
+          number(*side, "load1_after"));
+      const std::optional<double> others = others_share(*side, *peer);
+      const double wall = number(*side, "wall_s");
+      const double throttled = wall > 0 ? number(*side, "throttled_s") / wall : 0;
+      if (throttled > threshold) {
+        limited.push_back(fmt::format(
+            "{}; its cgroup's CPU limit throttled it {:.0f}% of that time", waited,
+            std::min(throttled, 1.0) * 100));
+      } else if (!others || *others > threshold) {
+        why.push_back(others ? fmt::format("{}; other processes ran {:.0f}% of the host's CPUs",
+                                           waited, *others * 100)
+                             : waited);
+      } else {
+        const bool same_host = peer->is_object() && peer->contains("boot_id") &&
+                               peer->at("boot_id") == side->at("boot_id");
+        self.push_back(fmt::format(
+            "{}, while other processes ran under {:.0f}% of the host's CPUs: this run's own "
+            "threads kept it waiting (its process ran {:.3g} s of CPU, {:.3g} s of it beside the "
+            "measuring thread{})",
+            waited, threshold * 100, number(*side, "process_cpu_s"),
+            number(*side, "process_cpu_s") - number(*side, "cpu_s"),
+            same_host ? fmt::format("; the {} on the same host {:.3g} s",
+                                    name == std::string("client") ? "server" : "client",
+                                    number(*peer, "process_cpu_s"))
+                      : ""));
+      }
     }
-    const double steal = get("steal_share");
+    const double steal = number(*side, "steal_share");
     if (steal > threshold)
       why.push_back(
           fmt::format("the {}'s host lost {:.0f}% of its CPU time to steal (a busy "
                       "hypervisor)",
                       name, steal * 100));
   }
-  out["noisy"] = !why.empty();
-  if (!why.empty()) out["why"] = fmt::format("{}", fmt::join(why, "; "));
+  out["noisy"] = !why.empty() || !limited.empty();
+  if (!why.empty() || !limited.empty()) {
+    why.insert(why.end(), limited.begin(), limited.end());
+    out["why"] = fmt::format("{}", fmt::join(why, "; "));
+    out["contention"] = limited.empty() || why.size() > limited.size() ? "host" : "limit";
+  } else if (!self.empty()) {
+    out["contention"] = "self";
+  }
+  if (!self.empty()) out["self_why"] = fmt::format("{}", fmt::join(self, "; "));
   return out;
 }
 
@@ -264,6 +358,55 @@ std::optional<double> smallest_quota_up_to_root() {
   return best;
 }
 
+std::optional<std::int64_t> stat_value(const std::string& file, const std::string& key) {
+  std::ifstream f(file);
+  std::string k;
+  long long v = 0;
+  while (f >> k >> v) {
+    if (k == key) return v;
+  }
+  return std::nullopt;
+}
+
+// (file, key, nanoseconds per unit) for every cgroup level of this process, found once.
+const std::vector<std::tuple<std::string, std::string, long long>>& throttle_files() {
+  static const auto files = [] {
+    std::vector<std::tuple<std::string, std::string, long long>> out;
+    std::string v2, v1;
+    cgroup_paths(v2, v1);
+    const auto walk = [&](std::string path, const std::string& base, const char* key,
+                          long long unit) {
+      for (int depth = 0; depth < 64; ++depth) {
+        const std::string file = base + (path == "/" ? "" : path) + "/cpu.stat";
+        if (stat_value(file, key)) out.emplace_back(file, key, unit);
+        if (path.empty() || path == "/") return;
+        const auto slash = path.rfind('/');
+        path = slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
+      }
+    };
+    if (!v2.empty()) walk(v2, "/sys/fs/cgroup", "throttled_usec", 1000);
+    if (!v1.empty()) {
+      for (const char* mount : {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"})
+        walk(v1, mount, "throttled_time", 1);
+    }
+    return out;
+  }();
+  return files;
+}
+
+std::optional<std::int64_t> throttled() noexcept {
+  try {
+    std::optional<std::int64_t> most;
+    for (const auto& [file, key, unit] : throttle_files()) {
+      if (const auto v = stat_value(file, key); v && (!most || *v * unit > *most))
+        most = *v * unit;
+    }
+    return most;
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
 }  // namespace
 
 cpu_budget read_cpu_budget() noexcept {
@@ -310,6 +453,16 @@ bool is_noisy(const nlohmann::json& host_noise) noexcept {
 
 std::string noise_reason(const nlohmann::json& host_noise) {
   return is_noisy(host_noise) ? host_noise.value("why", std::string("noisy")) : std::string();
+}
+
+bool is_self_contended(const nlohmann::json& host_noise) noexcept {
+  return host_noise.is_object() && !is_noisy(host_noise) &&
+         host_noise.value("contention", std::string()) == "self";
+}
+
+std::string self_contention_reason(const nlohmann::json& host_noise) {
+  return is_self_contended(host_noise) ? host_noise.value("self_why", std::string())
+                                       : std::string();
 }
 
 }  // namespace pairperf

@@ -12,8 +12,19 @@
 //   involuntary_switches     context switches forced on the thread (getrusage RUSAGE_THREAD)
 //   load1_before/after       /proc/loadavg; steal_share: the host's steal time over the phases
 //                            as a share of all CPU time (/proc/stat), what a hypervisor took
-// A case is noisy when either side's descheduled share or the host's steal share exceeds the
-// threshold (run --noise-threshold, 5% by default).
+//   process_cpu_s            every thread of this process (the measuring one, the library's
+//                            event loop or progress thread, pairperf's own helpers)
+//   host_task_cpu_s          what every task of the host ran meanwhile (/proc/stat user + nice +
+//                            system ticks), with host_cpus and boot_id (which host it is)
+//   throttled_s              how long the process's cgroup was held back by its CPU limit
+//                            (cpu.stat), where a cgroup accounts it
+// Whose the waiting was: the host's other processes ran host_task_cpu_s less this process's CPU
+// (and the peer's, when the peer runs on the same host: same boot_id). A side that waited for a
+// CPU longer than the threshold (run --noise-threshold, 5% by default) makes the case noisy only
+// when its cgroup's CPU limit throttled it ("contention": "limit"), or those other processes took
+// more than the threshold of the host's CPUs meanwhile, or the hypervisor's steal did ("host");
+// otherwise the waiting was the run's own threads competing with each other (a finding about the
+// transport's loop: "self"), not noise.
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -25,10 +36,12 @@ inline constexpr double default_noise_threshold = 0.05;
 struct noise_snapshot {
   std::int64_t wall_ns = 0;
   std::int64_t cpu_ns = 0;
+  std::int64_t process_cpu_ns = 0;
+  std::optional<std::int64_t> throttled_ns;
   std::optional<std::int64_t> runqueue_wait_ns;
   std::int64_t involuntary_switches = 0;
   double load1 = 0;
-  std::optional<std::uint64_t> steal_ticks, total_ticks;
+  std::optional<std::uint64_t> steal_ticks, total_ticks, task_ticks;
 };
 
 // Of the calling thread and this host, now. Never throws: what cannot be read is left empty.
@@ -48,16 +61,19 @@ class noise_meter {
  private:
   noise_snapshot m_start;
   unsigned m_phases = 0;
-  std::int64_t m_wall_ns = 0, m_cpu_ns = 0, m_switches = 0;
+  std::int64_t m_wall_ns = 0, m_cpu_ns = 0, m_process_ns = 0, m_switches = 0;
   std::optional<std::int64_t> m_wait_ns = 0;
-  std::uint64_t m_steal = 0, m_total = 0;
+  std::optional<std::int64_t> m_throttled_ns = 0;
+  std::uint64_t m_steal = 0, m_total = 0, m_tasks = 0;
   bool m_ticks = true;
   double m_load_before = 0, m_load_after = 0;
 };
 
 // The case's host_noise block from both sides' blocks (the server's may be null: an older
 // server, or a one-sided case it did not time): {"noisy", "why", "threshold_share", "client",
-// "server"}.
+// "server"}, and where a side waited past the threshold, "contention": "host", "limit" or "self",
+// with "self_why" for the latter. A side block without the CPU accounts (an older server) is judged
+// as before them: its waiting counts as the host's.
 nlohmann::json judge_noise(const nlohmann::json& client, const nlohmann::json& server,
                            double threshold);
 
@@ -101,5 +117,9 @@ noise_exposure exposure_of(const nlohmann::json& host_noise, std::uint64_t sampl
 // Whether a result's host_noise block says noisy, and its one-line reason ("" when quiet).
 bool is_noisy(const nlohmann::json& host_noise) noexcept;
 std::string noise_reason(const nlohmann::json& host_noise);
+// Whether the run's own threads kept a side waiting (contention "self": not noise, a finding),
+// and its account ("" when not).
+bool is_self_contended(const nlohmann::json& host_noise) noexcept;
+std::string self_contention_reason(const nlohmann::json& host_noise);
 
 }  // namespace pairperf

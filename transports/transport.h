@@ -41,6 +41,10 @@ struct capabilities {
   // critical path, as ucx_perftest does. False: receives must be posted first (verbs RC answers
   // an early send with RNR).
   bool keeps_early_arrivals = false;
+  // Whether its loops honour a ping-pong's time budget (patterns/run.h: the server's loop asks the
+  // control channel between polls). False for a transport that waits blocking inside its library
+  // (patterns/blocking.h): the harness then plans counted phases.
+  bool time_budget = true;
 };
 
 // A local buffer registered with the transport; packed_key travels to the peer for RMA.
@@ -105,7 +109,9 @@ class transport {
   [[nodiscard]] virtual int post(const op& operation) noexcept = 0;
   // Makes progress and writes up to out.size() completions; returns how many, or a negative
   // value on failure. Does not block, except in progress_mode::block, where it may sleep up to
-  // 10 ms when nothing is ready.
+  // 10 ms when nothing is ready, and in a transport whose library offers only blocking waits
+  // (gloo: caps().time_budget false), which waits for its oldest operation until the phase's
+  // deadline and runs its phases through patterns/blocking.h instead.
   [[nodiscard]] virtual int poll(std::span<completion> out) noexcept = 0;
   // How many operations posted with op::counted completed into this transport's counter rather
   // than through poll(): monotonic over the transport's life, advanced only inside post() and

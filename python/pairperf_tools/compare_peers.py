@@ -55,13 +55,23 @@ dashed curves beside pairperf's own.
   bandwidth at 1 MiB      pairperf fi_tag_lat, size / mean one-way  vs fi_pingpong MB/sec
                                                                                  target ratio >= 0.95
 
+  gloo transport (--suite gloo), the way torch.distributed drives libgloo, on loopback, sizes 8 B,
+  64 B, 1 KiB, 4 KiB and 1 MiB, the same iterations, warm-up and window for every tool:
+  latency p50 and p99     pairperf gloo_lat (one-way)     vs the C++ loop on libgloo with torch's
+                          calls (pairperf_gloo_loop, built beside pairperf)    target ratio <= 1.05
+                                                          vs torch.distributed's gloo (Debian's
+                          python3-torch, under /usr/bin/python3: pairperf_tools.torch_gloo_peer)
+                                                                                 target ratio <= 1.0
+  bandwidth               pairperf gloo_bw (receiver)     vs both, window 32    target ratio >= 0.95
+  Three tools alternate in each round (their order rotates), unpinned as torch jobs run.
+
   the harness itself (--suite all), from pairperf_micro (Google Benchmark, --rounds repetitions):
   one sample              timing + recording one ping-pong sample vs the rdtsc instruction alone
                           (its floor; the steady clock where there is no TSC)   target ratio <= 1.05
                           (the absolute 8 ns is printed beside it: under a hypervisor rdtsc alone
                           may cost more)
 
-Usage: scripts/compare-peers [--suite tcp|ucx|verbs|ofi|gpu|all] [--rounds N] [--seconds S] [--json FILE]
+Usage: scripts/compare-peers [--suite tcp|ucx|verbs|ofi|gloo|gpu|all] [--rounds N] [--seconds S] [--json FILE]
                              [--curves FILE] [--pairperf BIN] [--vm]
 """
 import argparse
@@ -461,9 +471,101 @@ def compare_ofi(a, providers=None):
     return rows, figures
 
 
+GLOO_SIZES = [8, 64, 1024, 4096, 1 << 20]
+GLOO_TORCH_PYTHON = "/usr/bin/python3"  # Debian's python3-torch is for this interpreter
+
+
+def gloo_counts(test, size):
+    """(iterations, warm-up) for one gloo point, the same for every tool."""
+    if test == "lat":
+        return (1000, 200) if size >= 1 << 20 else (5000, 1000)
+    return (1000, 64) if size >= 1 << 20 else (20000, 64)
+
+
+def pairperf_gloo(binary, test, sizes):
+    """One pairperf run of gloo_lat or gloo_bw over `sizes`; {size: result}."""
+    by_size = {}
+    with tempfile.TemporaryDirectory() as d:
+        for size in sizes:  # one run per size: the counts differ with the size
+            iters, warm = gloo_counts(test, size)
+            out = os.path.join(d, f"{size}.json")
+            run([binary, "run", "--transport", "gloo", "--test", f"gloo_{test}", "--sizes", str(size), "-n", str(iters),
+                 "--warmup", str(warm), "--window", "32", "--json", out, "--quiet", "--timeout-case", "120s"],
+                timeout=300)
+            with open(out) as f:
+                r = json.load(f)["results"][0]
+            if r["status"] != "ok":
+                raise RuntimeError(f"pairperf gloo_{test} {size}: {r['status']}: {r.get('message')}")
+            by_size[size] = r
+    return by_size
+
+
+def gloo_peer(command, test, sizes):
+    """The C++ loop or torch over `sizes`; {size: its JSON}."""
+    by_size = {}
+    for size in sizes:
+        iters, warm = gloo_counts(test, size)
+        p = run(command + ["--test", test, "--size", str(size), "--iterations", str(iters), "--warmup", str(warm),
+                           "--window", "32", "--timeout", "120"], timeout=300)
+        by_size[size] = json.loads(p.stdout.strip().splitlines()[-1])
+    return by_size
+
+
+def gloo_unavailable(a):
+    """Why the gloo suite cannot run here ("" when it can)."""
+    loop = os.path.join(os.path.dirname(a.pairperf), "pairperf_gloo_loop")
+    if not os.access(loop, os.X_OK):
+        return f"no {loop}: pairperf was built without gloo (libgloo-dev)"
+    probe = subprocess.run([GLOO_TORCH_PYTHON, "-c", "import torch.distributed as d; assert d.is_gloo_available()"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"{GLOO_TORCH_PYTHON} has no torch.distributed with gloo (Debian: apt-get install python3-torch)"
+    return ""
+
+
+def compare_gloo(a):
+    loop = [os.path.join(os.path.dirname(a.pairperf), "pairperf_gloo_loop")]
+    torch = [GLOO_TORCH_PYTHON, "-m", "pairperf_tools.torch_gloo_peer"]
+    env_path = os.path.dirname(HERE)
+    os.environ["PYTHONPATH"] = env_path + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
+    tools = {"pairperf": lambda t: pairperf_gloo(a.pairperf, t, GLOO_SIZES),
+             "C++ loop": lambda t: gloo_peer(loop, t, GLOO_SIZES),
+             "torch": lambda t: gloo_peer(torch, t, GLOO_SIZES)}
+    names = list(tools)
+    got = {n: {"lat": [], "bw": []} for n in names}
+    for i in range(a.rounds):
+        print(f"gloo: round {i + 1}/{a.rounds} ...", file=sys.stderr, flush=True)
+        order = names[i % 3:] + names[:i % 3]
+        for test in ("lat", "bw"):
+            for n in order:
+                got[n][test].append(tools[n](test))
+
+    def series(name, test, size, pick):
+        return [pick(r[size]) for r in got[name][test]]
+
+    lat = {"p50": lambda r: r["latency_s"]["p50"], "p99": lambda r: r["latency_s"]["p99"]}
+    bw = lambda r: r["bandwidth_Bps"]["receiver"] if isinstance(r["bandwidth_Bps"], dict) else r["bandwidth_Bps"]  # noqa: E731
+    rows = []
+    for size in GLOO_SIZES:
+        for q in ("p50", "p99"):
+            mine = series("pairperf", "lat", size, lat[q])
+            for peer, target in (("C++ loop", "<= 1.05"), ("torch", "<= 1.0")):
+                rows.append(rounds_row(f"gloo latency {q} {size} B (us)", mine, peer, series(peer, "lat", size, lat[q]),
+                                       1e6, target))
+        mine = series("pairperf", "bw", size, bw)
+        for peer in ("C++ loop", "torch"):
+            rows.append(rounds_row(f"gloo bandwidth {size} B (GB/s)", mine, peer, series(peer, "bw", size, bw), 1e-9,
+                                   ">= 0.95"))
+    figures = {n: {t: [{str(s): r[s] for s in r} for r in got[n][t]] for t in ("lat", "bw")} for n in ("C++ loop", "torch")}
+    noisy = sum(1 for rounds in got["pairperf"].values() for r in rounds for x in r.values()
+                if (x.get("host_noise") or {}).get("noisy"))
+    figures["pairperf_noisy_cases"] = noisy
+    return rows, figures
+
+
 def main(argv):
     ap = argparse.ArgumentParser(prog="compare-peers", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--suite", choices=["tcp", "ucx", "verbs", "ofi", "gpu", "all"], default="all")
+    ap.add_argument("--suite", choices=["tcp", "ucx", "verbs", "ofi", "gloo", "gpu", "all"], default="all")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=3)
     ap.add_argument("--json", help="write the figures here")
@@ -487,6 +589,16 @@ def main(argv):
                               ["--", suite, os.path.abspath(a.pairperf), str(max(a.rounds, 3))]).returncode
     if a.suite == "gpu":
         return compare_gpu(a)
+    if a.suite == "gloo":
+        why = gloo_unavailable(a)
+        if why:
+            print(f"compare-peers: the gloo suite cannot run here: {why}", file=sys.stderr)
+            return 2
+        rows, figures = compare_gloo(a)
+        print_rows(a, rows, {"suite": "gloo", "rounds": a.rounds, "gloo": figures})
+        print(f"pairperf's gloo cases flagged noisy (host): {figures['pairperf_noisy_cases']} of "
+              f"{2 * len(GLOO_SIZES) * a.rounds}")
+        return 0
     tools = {"tcp": ["iperf3", "sockperf"], "ucx": ["ucx_perftest"], "ofi": ["fi_pingpong"],
              "all": ["iperf3", "sockperf", "ucx_perftest", "fi_pingpong"]}[a.suite]
     for tool in tools:

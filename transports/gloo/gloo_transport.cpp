@@ -8,13 +8,14 @@
 #include <gloo/transport/pair.h>
 #include <gloo/transport/unbound_buffer.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <nlohmann/json.hpp>
 
 #include "core/errors.h"
 #include "core/interfaces.h"
-#include "patterns/run.h"
+#include "patterns/blocking.h"
 
 namespace pairperf {
 namespace {
@@ -23,9 +24,17 @@ constexpr const char* name = "gloo";
 // Every operation's slot. gloo's own algorithms build theirs from a prefix in the top byte
 // (gloo/common/utils.h Slot::build, prefixes 0x01..0x0f), so this one never meets theirs.
 constexpr std::uint64_t op_slot = 0x7070'0000'0000'0001ULL;
-// The bound of one waited operation. gloo closes every pair when a wait times out, so this is
-// only the backstop for a peer that stalls without closing: the harness ends a case long before.
+// The bound of a wait outside a phase (poll() before any phase; gloo's collectives over
+// collective_context()). gloo closes every pair when a wait times out, so this is only the
+// backstop for a peer that stalls without closing: a phase's own deadline bounds its waits.
 constexpr std::chrono::milliseconds wait_bound = std::chrono::minutes(10);
+// gloo's message for a wait that ran out of time (unbound_buffer.cc: "Timed out waiting Nms for
+// recv operation to complete"), and the one every other pair gets then ("Application timeout
+// caused pair closure").
+bool says_timed_out(const std::string& what) {
+  return what.find("Timed out waiting") != std::string::npos ||
+         what.find("Application timeout") != std::string::npos;
+}
 constexpr std::size_t max_devices = 64;
 constexpr std::size_t max_address_bytes = 192;  // gloo::transport::Address::kMaxByteSize
 
@@ -164,11 +173,10 @@ gloo_transport::gloo_transport(const transport_params& params) : m_params(params
 }
 
 gloo_transport::~gloo_transport() {
-  // The waiters first (they wait inside gloo's buffers), then the buffers, then the pairs and
-  // contexts, then the devices (their destructors stop gloo's event loop thread).
-  m_sends.reset();
-  m_recvs.reset();
-  m_regions.clear();
+  // The operations' buffers first (gloo's pending operations hold only weak pointers to them),
+  // then the pairs and contexts, then the devices (their destructors stop gloo's event loop).
+  m_sends.clear();
+  m_recvs.clear();
   m_contexts.clear();
   m_devices.clear();
 }
@@ -179,7 +187,8 @@ where gloo_transport::place(const std::string& step, const std::string& peer) co
 
 capabilities gloo_transport::caps() const {
   // A send that beats its receive waits (gloo's NOTIFY_SEND_READY) until the receive is posted.
-  return capabilities{true, false, false, {memory_type::host}, true};
+  // Waits block inside gloo, so a ping-pong's time budget is the harness's (counted phases).
+  return capabilities{true, false, false, {memory_type::host}, true, false};
 }
 
 std::vector<std::byte> gloo_transport::local_address() {
@@ -224,49 +233,44 @@ void gloo_transport::connect(std::span<const std::byte> peer_address) {
       throw step_error(error_kind::unreachable, place(step, address), e.what());
     }
   }
-  m_sends = std::make_unique<waiter>(*this, op_kind::send);
-  m_recvs = std::make_unique<waiter>(*this, op_kind::recv);
+  m_connected = true;
 }
 
 mem_region gloo_transport::register_memory(std::byte* address, std::size_t length,
                                            memory_type type) {
   if (type != memory_type::host)
     throw transport_unsupported("gloo's tcp transport moves host memory only");
-  m_regions.push_back(
-      region{address, length,
-             m_contexts.front()->createUnboundBuffer(static_cast<void*>(address), length)});
+  m_regions.push_back(region{address, length});
   return mem_region{address, length, {}};
 }
 
 int gloo_transport::post(const op& operation) noexcept {
+  if (m_failed) return -1;
   if (operation.kind != op_kind::send && operation.kind != op_kind::recv) {
     fail("gloo supports send and receive only", false);
     return -1;
   }
-  if (!m_sends || !m_recvs) {
+  if (!m_connected) {
     fail("gloo: post before connect", false);
     return -1;
   }
-  const region* found = nullptr;
-  for (const auto& r : m_regions) {
-    if (operation.local >= r.base && operation.local + operation.length <= r.base + r.length) {
-      found = &r;
-      break;
-    }
-  }
-  if (found == nullptr) {
+  const auto inside = [&](const region& r) {
+    return operation.local >= r.base && operation.local + operation.length <= r.base + r.length;
+  };
+  if (std::none_of(m_regions.begin(), m_regions.end(), inside)) {
     fail("gloo: an operation's buffer was not registered", false);
     return -1;
   }
-  const auto offset = static_cast<std::size_t>(operation.local - found->base);
-  const pending p{found->buffer.get(), completion{operation.cookie, operation.kind}};
   try {
+    pending p{m_contexts.front()->createUnboundBuffer(static_cast<void*>(operation.local),
+                                                      operation.length),
+              completion{operation.cookie, operation.kind}, m_posted++};
     if (operation.kind == op_kind::send) {
-      found->buffer->send(1 - m_rank, op_slot, offset, operation.length);
-      m_sends->push(p);
+      p.buffer->send(1 - m_rank, op_slot, 0, operation.length);
+      m_sends.push_back(std::move(p));
     } else {
-      found->buffer->recv(1 - m_rank, op_slot, offset, operation.length);
-      m_recvs->push(p);
+      p.buffer->recv(1 - m_rank, op_slot, 0, operation.length);
+      m_recvs.push_back(std::move(p));
     }
   } catch (const std::exception& e) {
     fail(e.what(), says_peer_gone(e.what()));
@@ -278,45 +282,67 @@ int gloo_transport::post(const op& operation) noexcept {
   return 0;
 }
 
-int gloo_transport::poll(std::span<completion> out) noexcept {
-  if (m_failed.load(std::memory_order_acquire)) return -1;
-  if (m_done_count.load(std::memory_order_acquire) == 0 || out.empty()) {
-    // gloo's event loop and the waiters do the work on other threads: give them the CPU (two
-    // busy-polling sides on two cores otherwise starve them: 64 KiB ping-pong p50 3.99 ms without
-    // the yield, 0.13 ms with it, on this 2-core VM).
-    std::this_thread::yield();
-    return 0;
+int gloo_transport::wait(op_kind kind, deadline_t deadline, completion& done) noexcept {
+  if (m_failed) return wait_failed;
+  auto& queue = kind == op_kind::send ? m_sends : m_recvs;
+  if (queue.empty()) {
+    fail(kind == op_kind::send ? "gloo: a wait for a send with none posted"
+                                : "gloo: a wait for a receive with none posted",
+         false);
+    return wait_failed;
   }
-  std::lock_guard<std::mutex> lock(m_done_mutex);
-  std::size_t n = 0;
-  while (n < out.size() && !m_done.empty()) {
-    out[n++] = m_done.front();
-    m_done.pop_front();
+  // gloo's wait takes a timeout in milliseconds; at least one, so a deadline that is near still
+  // gets its wait (a completion already there returns at once).
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - steady::now());
+  const auto timeout = std::max(left, std::chrono::milliseconds(1));
+  pending& p = queue.front();
+  try {
+    const bool completed = kind == op_kind::send ? p.buffer->waitSend(nullptr, timeout)
+                                                 : p.buffer->waitRecv(nullptr, timeout);
+    if (!completed) {  // only an abort returns false, and nothing here aborts
+      fail("gloo: a wait was aborted", false);
+      return wait_failed;
+    }
+  } catch (const std::exception& e) {
+    const bool late = says_timed_out(e.what()) && steady::now() >= deadline;
+    fail(e.what(), !late && says_peer_gone(e.what()));
+    return late ? wait_deadline : wait_failed;
+  } catch (...) {
+    fail("gloo: an unknown exception while waiting", false);
+    return wait_failed;
   }
-  m_done_count.fetch_sub(n, std::memory_order_release);
-  return static_cast<int>(n);
+  done = p.done;
+  queue.pop_front();
+  return 0;
 }
 
-// The loops over this class: post() and poll() above are direct calls in them.
+int gloo_transport::poll(std::span<completion> out) noexcept {
+  if (m_failed) return -1;
+  if (out.empty() || (m_sends.empty() && m_recvs.empty())) return 0;
+  const bool send_first =
+      !m_sends.empty() && (m_recvs.empty() || m_sends.front().seq < m_recvs.front().seq);
+  const deadline_t until =
+      m_deadline > steady::now() ? m_deadline : steady::now() + wait_bound;
+  return wait(send_first ? op_kind::send : op_kind::recv, until, out[0]) == 0 ? 1 : -1;
+}
+
+// The loops over this class: post() and wait() above are direct calls in them.
 pattern_outcome gloo_transport::run_phase(const pattern_run& run, const pattern_buffers& buffers,
                                           sample_recorder& samples, message_check* checker,
                                           const where& place) {
-  return run_pattern(*this, run, buffers, samples, checker, place);
+  m_deadline = run.deadline;
+  return run_waiting_pattern(*this, run, buffers, samples, checker, place);
 }
 
-std::string gloo_transport::last_error() const {
-  std::lock_guard<std::mutex> lock(m_error_mutex);
-  return m_error;
-}
+std::string gloo_transport::last_error() const { return m_error; }
 
 void gloo_transport::fail(const std::string& why, bool peer_gone) noexcept {
   try {
-    std::lock_guard<std::mutex> lock(m_error_mutex);
     if (m_error.empty()) m_error = why;
   } catch (...) {
   }
   if (peer_gone) m_peer_gone.store(true);
-  m_failed.store(true, std::memory_order_release);
+  m_failed = true;
 }
 
 provenance gloo_transport::describe() const {
@@ -335,7 +361,8 @@ provenance gloo_transport::describe() const {
     devices.push_back(std::move(d));
   }
   p.protocol =
-      fmt::format("gloo tcp pair (libgloo {}.{}.{}), unbound buffers; {} device(s) from {}{}",
+      fmt::format("gloo tcp pair (libgloo {}.{}.{}), an unbound buffer per operation, waited for "
+                  "in gloo (as torch's ProcessGroupGloo); {} device(s) from {}{}",
                   GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH, m_self.size(),
                   m_choice.source, m_self.size() > 1 ? ", operations on the first" : "");
   nlohmann::json details{{"devices", devices}, {"source", m_choice.source}};
@@ -351,69 +378,6 @@ std::shared_ptr<gloo::Context> gloo_transport::collective_context() const {
   auto c = std::make_shared<connected_context>(m_rank, m_devices.front(), m_contexts.front());
   c->setTimeout(wait_bound);
   return c;
-}
-
-gloo_transport::waiter::waiter(gloo_transport& owner, op_kind kind)
-    : m_owner(owner), m_kind(kind), m_thread([this] { loop(); }) {}
-
-gloo_transport::waiter::~waiter() {
-  {
-    std::lock_guard<std::mutex> lock(m_mutex);
-    m_stop = true;
-  }
-  m_cv.notify_all();
-  // A waiter inside gloo's wait leaves it when the wait is aborted; an abort that comes before
-  // the wait makes that wait return at once. Aborting every queued buffer covers both.
-  {
-    std::lock_guard<std::mutex> lock(m_mutex);
-    for (const auto& p : m_queue) {
-      if (m_kind == op_kind::send) {
-        p.buffer->abortWaitSend();
-      } else {
-        p.buffer->abortWaitRecv();
-      }
-    }
-  }
-  m_thread.join();
-}
-
-void gloo_transport::waiter::push(const pending& p) {
-  {
-    std::lock_guard<std::mutex> lock(m_mutex);
-    m_queue.push_back(p);
-  }
-  m_cv.notify_one();
-}
-
-void gloo_transport::waiter::loop() {
-  for (;;) {
-    pending p;
-    {
-      std::unique_lock<std::mutex> lock(m_mutex);
-      m_cv.wait(lock, [&] { return m_stop || !m_queue.empty(); });
-      if (m_stop) return;
-      p = m_queue.front();
-    }
-    bool done = false;
-    try {
-      done = m_kind == op_kind::send ? p.buffer->waitSend(nullptr, wait_bound)
-                                     : p.buffer->waitRecv(nullptr, wait_bound);
-    } catch (const std::exception& e) {
-      m_owner.fail(e.what(), says_peer_gone(e.what()));
-      return;
-    }
-    {
-      std::lock_guard<std::mutex> lock(m_mutex);
-      if (m_stop) return;
-      if (!done) continue;  // aborted: only the destructor aborts, and it set m_stop first
-      m_queue.pop_front();
-    }
-    {
-      std::lock_guard<std::mutex> lock(m_owner.m_done_mutex);
-      m_owner.m_done.push_back(p.done);
-    }
-    m_owner.m_done_count.fetch_add(1, std::memory_order_release);
-  }
 }
 
 }  // namespace pairperf

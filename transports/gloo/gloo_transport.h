@@ -6,22 +6,23 @@
 // gloo's rules decide whether the pair connects (the side whose address sorts lower listens, the
 // other connects to it) and its own error says why not.
 //
-// Operations are unbound-buffer sends and receives on the first device's pair, all in one slot:
+// Operations are sends and receives on the first device's pair, all in one slot, each through an
+// unbound buffer of its own (as torch.distributed's ProcessGroupGloo makes one per operation):
 // gloo matches a slot's messages to receives in posting order, so the data and sync channels stay
-// ordered with each other (the contract of transport.h). gloo's completions are waited for by
-// blocking calls (UnboundBuffer::waitSend / waitRecv; a wait that times out closes every pair), so
-// two waiter threads, one for sends and one for receives, each waiting in posting order, hand
-// completions to poll(), which never blocks.
+// ordered with each other (the contract of transport.h). gloo's event loop thread moves the bytes;
+// the measuring thread waits for each completion in gloo's own blocking wait
+// (UnboundBuffer::waitSend / waitRecv), as torch does, so no thread of pairperf's competes with
+// gloo's loop for the CPU (the loops of patterns/blocking.h; caps().time_budget is false). A wait
+// is bounded by the phase's deadline; gloo closes every pair when one times out, which ends the
+// case as the deadline would.
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "core/errors.h"
+#include "core/socket.h"
 #include "transports/gloo/gloo_device.h"
 #include "transports/registry.h"
 #include "transports/transport.h"
@@ -52,7 +53,11 @@ class gloo_transport final : public transport {
   void connect(std::span<const std::byte> peer_address) override;
   mem_region register_memory(std::byte* address, std::size_t length, memory_type type) override;
   [[nodiscard]] int post(const op& operation) noexcept override;
+  // Waits for the oldest operation of either kind, in posting order, until the phase's deadline
+  // (gloo has no wait that can look and come back): for callers outside the phases' loops.
   [[nodiscard]] int poll(std::span<completion> out) noexcept override;
+  // The loops' wait (patterns/blocking.h): the oldest posted operation of `kind`.
+  [[nodiscard]] int wait(op_kind kind, deadline_t deadline, completion& done) noexcept;
   pattern_outcome run_phase(const pattern_run& run, const pattern_buffers& buffers,
                             sample_recorder& samples, message_check* checker,
                             const where& place) override;
@@ -66,34 +71,16 @@ class gloo_transport final : public transport {
   [[nodiscard]] const gloo_env::device_choice& choice() const noexcept { return m_choice; }
 
  private:
-  // One registered buffer and gloo's unbound buffer over it.
+  // A registered buffer (operations must lie inside one).
   struct region {
     std::byte* base = nullptr;
     std::size_t length = 0;
-    std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
   };
+  // A posted operation and gloo's unbound buffer over its bytes.
   struct pending {
-    gloo::transport::UnboundBuffer* buffer = nullptr;
+    std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
     completion done;
-  };
-  // Waits for one kind of operation in posting order and queues its completions.
-  class waiter {
-   public:
-    waiter(gloo_transport& owner, op_kind kind);
-    ~waiter();
-    waiter(const waiter&) = delete;
-    waiter& operator=(const waiter&) = delete;
-    void push(const pending& p);
-
-   private:
-    void loop();
-    gloo_transport& m_owner;
-    op_kind m_kind;
-    std::mutex m_mutex;
-    std::condition_variable m_cv;
-    std::deque<pending> m_queue;  // front: the operation being waited for
-    bool m_stop = false;
-    std::thread m_thread;
+    std::uint64_t seq = 0;  // posting order across both kinds (poll)
   };
 
   void fail(const std::string& why, bool peer_gone) noexcept;
@@ -107,14 +94,13 @@ class gloo_transport final : public transport {
   std::vector<std::string> m_self;  // each pair's address as gloo prints it
   std::vector<std::string> m_peer;
   std::vector<region> m_regions;
-  std::unique_ptr<waiter> m_sends, m_recvs;
+  bool m_connected = false;
+  std::deque<pending> m_sends, m_recvs;
+  std::uint64_t m_posted = 0;
+  deadline_t m_deadline{};  // the current phase's, for poll()
 
-  std::mutex m_done_mutex;
-  std::deque<completion> m_done;
-  std::atomic<std::size_t> m_done_count{0};
-  mutable std::mutex m_error_mutex;
   std::string m_error;
-  std::atomic<bool> m_failed{false};
+  bool m_failed = false;
   std::atomic<bool> m_peer_gone{false};
 };
 
