@@ -67,6 +67,37 @@ class Patterns(unittest.TestCase):
             self.assertIn("rtt_s", r["provenance"]["client"]["streams"][0])
             self.assertIn("congestion_control", r["provenance"]["client"])
 
+    def test_gloo_waits_in_gloo_and_its_own_threads_are_never_host_noise(self):
+        if not pp.has_transport("gloo"):
+            self.skipTest("built without gloo (libgloo-dev)")
+        # gloo as torch drives it: every pattern validated, under a time budget (counted phases
+        # planned from a pilot: a wait blocked in gloo cannot look at the control channel).
+        with pp.tmpdir() as d:
+            out = os.path.join(d, "g.json")
+            proc, _ = pp.run(["run", "-t", "gloo", "--sizes", "8,1M", "--duration", "0.1s", "--validate", "--json", out],
+                             timeout=240)
+            self.assertIn(proc.returncode, (0, 4), proc.stdout + proc.stderr)  # 4: a busy CI host's noise
+            doc = pp.load(out)
+        self.assertEqual(len(doc["results"]), 6)
+        for r in doc["results"]:
+            with self.subTest(case=r["case"]):
+                self.assertEqual(r["status"], "ok", r.get("message"))
+                self.assertEqual(r["validation"]["corrupt_bytes"], 0)
+                self.assertGreaterEqual(r["iterations"], 10)
+                self.assertIn("waited for in gloo (as torch's ProcessGroupGloo)", r["provenance"]["protocol"])
+                noise = r["host_noise"]
+                for side in ("client", "server"):
+                    # gloo's event loop thread is in the process's account, beside the measuring thread.
+                    self.assertGreaterEqual(noise[side]["process_cpu_s"], noise[side]["cpu_s"], noise)
+                    self.assertIn("host_task_cpu_s", noise[side])
+                    self.assertEqual(noise[side]["boot_id"], noise["client"]["boot_id"])  # one host
+                # Whatever waiting the two sides' own threads cause is theirs: noisy only with another
+                # process's load (or a CPU limit, or steal) named.
+                if noise["noisy"]:
+                    self.assertRegex(noise["why"], r"other processes ran|CPU limit throttled|steal", noise)
+                elif noise.get("contention") == "self":
+                    self.assertIn("this run's own threads", noise["self_why"])
+
     def test_time_budget_calibrates_and_respects_minimum(self):
         with pp.Server() as s:
             doc, _ = self.run_ok(s, "--test", "tcp_lat", "--sizes", "8", "--duration", "0.1s", "--min-iterations", "50")

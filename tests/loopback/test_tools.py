@@ -137,6 +137,35 @@ class ComparePeers(unittest.TestCase):
             low, high = min(row["pairperf_rounds"]), max(row["pairperf_rounds"])
             self.assertIn(f"{low:.3g}-{high:.3g}", r.stdout)
 
+    def test_the_gloo_peers_measure_what_pairperf_measures(self):
+        # The two peers of --suite gloo (the whole suite is a study outside CI: a few minutes), each
+        # run once with small counts: the C++ loop with torch's calls on libgloo, and torch itself.
+        loop = os.path.join(os.path.dirname(pp.BIN), "pairperf_gloo_loop")
+        if not os.access(loop, os.X_OK):
+            self.skipTest("built without gloo (libgloo-dev): no pairperf_gloo_loop")
+        for test, key in (("lat", "latency_s"), ("bw", "bandwidth_Bps")):
+            p = subprocess.run([loop, "--test", test, "--size", "4096", "--iterations", "200", "--warmup", "20",
+                                "--timeout", "30"], capture_output=True, text=True, timeout=90)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            doc = json.loads(p.stdout)
+            self.assertEqual((doc["tool"], doc["test"], doc["size_bytes"]), ("pairperf_gloo_loop", test, 4096))
+            figure = doc[key]["p50"] if test == "lat" else doc[key]
+            self.assertGreater(figure, 0, doc)
+        bad = subprocess.run([loop, "--test", "nope"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(bad.returncode, 2, bad.stderr)
+        why = compare_peers.gloo_unavailable(type("A", (), {"pairperf": pp.BIN})())
+        if why:
+            self.skipTest(why)
+        env = dict(os.environ, PYTHONPATH=os.path.join(pp.SOURCE_DIR, "python"))
+        p = subprocess.run([compare_peers.GLOO_TORCH_PYTHON, "-m", "pairperf_tools.torch_gloo_peer", "--test", "lat",
+                            "--size", "64", "--iterations", "200", "--warmup", "20", "--timeout", "30"],
+                           capture_output=True, text=True, timeout=120, env=env)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        doc = json.loads(p.stdout.strip().splitlines()[-1])
+        self.assertEqual(doc["tool"], "torch.distributed gloo")
+        self.assertGreater(doc["latency_s"]["p50"], 0)
+        self.assertLessEqual(doc["latency_s"]["p50"], doc["latency_s"]["p99"])
+
     def test_two_modes_are_told_apart(self):
         # This VM's TCP stream runs at about 2 or about 6 GB/s from one run to the next, whichever
         # tool runs: rounds of both tools in two levels are compared level by level.
