@@ -199,7 +199,7 @@ def main(argv):
     ap.add_argument("--tuning-only", action="store_true",
                     help="count the tuning part only (while tuning: the held-out counts stay unseen)")
     ap.add_argument("--floor", help="JSON of the tuning part's floor: exit 3 below it")
-    ap.add_argument("--json", help="write every case's answer and the counts here")
+    ap.add_argument("--json", help="write every case's answer and the counts here (with --tuning-only, the tuning part's)")
     a = ap.parse_args(argv)
     try:
         cases = load_corpus(a.corpus)
@@ -226,8 +226,11 @@ def main(argv):
                   + (f"; unexplained: {r['unexplained'][0][:100]}" if r["outcome"] == "unexplained" and r["unexplained"] else "")
                   + (f"; {r['why']}" if r["why"] else ""))
     if a.json:
+        # --tuning-only keeps the held-out part unseen in the file too (its cases and its counts).
+        shown = [r for r in results if r["part"] != "held-out"] if a.tuning_only else results
+        counts = {"tuning": parts["tuning"]} if a.tuning_only else parts
         with open(a.json, "w") as f:
-            json.dump({"cases": results, "counts": parts}, f, indent=1)
+            json.dump({"cases": shown, "counts": counts}, f, indent=1)
     if floor is not None:
         misses = check_floor(parts["tuning"], floor)
         for m in misses:
