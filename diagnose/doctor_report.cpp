@@ -227,7 +227,8 @@ void print_pair_and_path(std::FILE* out, const doctor_report& r, rate_unit unit)
     rates += fmt::format(", {} one-way at 8 B", format_seconds(r.path[1].latency_s->p50));
   fmt::print(out, "Path (UCX's default transports{}): expected {}; seen {}{} -> {}\n",
              r.path_iface.empty() ? "" : ", UCX_NET_DEVICES=" + r.path_iface, v.expected, v.seen,
-             rates, v.verdict + (r.path_noisy.empty() ? "" : " (not clean: not a verdict to trust)"));
+             rates,
+             v.verdict + (r.path_noisy.empty() ? "" : " (not clean: not a verdict to trust)"));
   if (!r.path_noisy.empty())
     fmt::print(out,
                "  not clean: this verdict rests on probes that waited for a CPU{} ({}); measure "

@@ -194,8 +194,8 @@ std::optional<double> others_share(const nlohmann::json& side, const nlohmann::j
   const double cpus = number(side, "host_cpus");
   if (wall <= 0 || cpus <= 0) return std::nullopt;
   double others = number(side, "host_task_cpu_s") - number(side, "process_cpu_s");
-  const bool same_host = peer.is_object() && peer.contains("boot_id") &&
-                         peer.at("boot_id") == side.at("boot_id");
+  const bool same_host =
+      peer.is_object() && peer.contains("boot_id") && peer.at("boot_id") == side.at("boot_id");
   if (same_host) others -= number(peer, "process_cpu_s");
   const double hz = static_cast<double>(std::max(::sysconf(_SC_CLK_TCK), 1L));
   others -= 2.0 * cpus / hz;
@@ -210,8 +210,8 @@ nlohmann::json judge_noise(const nlohmann::json& client, const nlohmann::json& s
   nlohmann::json out{{"threshold_share", threshold}, {"client", client}};
   if (server.is_object()) out["server"] = server;
   std::vector<std::string> why, limited, self;
-  for (const auto& [name, side, peer] : {std::tuple{"client", &client, &server},
-                                         std::tuple{"server", &server, &client}}) {
+  for (const auto& [name, side, peer] :
+       {std::tuple{"client", &client, &server}, std::tuple{"server", &server, &client}}) {
     if (!side->is_object()) continue;
     const double off = number(*side, "descheduled_share");
     if (off > threshold) {
@@ -225,9 +225,9 @@ nlohmann::json judge_noise(const nlohmann::json& client, const nlohmann::json& s
       const double wall = number(*side, "wall_s");
       const double throttled = wall > 0 ? number(*side, "throttled_s") / wall : 0;
       if (throttled > threshold) {
-        limited.push_back(fmt::format(
-            "{}; its cgroup's CPU limit throttled it {:.0f}% of that time", waited,
-            std::min(throttled, 1.0) * 100));
+        limited.push_back(
+            fmt::format("{}; its cgroup's CPU limit throttled it {:.0f}% of that time", waited,
+                        std::min(throttled, 1.0) * 100));
       } else if (!others || *others > threshold) {
         why.push_back(others ? fmt::format("{}; other processes ran {:.0f}% of the host's CPUs",
                                            waited, *others * 100)
@@ -398,8 +398,7 @@ std::optional<std::int64_t> throttled() noexcept {
   try {
     std::optional<std::int64_t> most;
     for (const auto& [file, key, unit] : throttle_files()) {
-      if (const auto v = stat_value(file, key); v && (!most || *v * unit > *most))
-        most = *v * unit;
+      if (const auto v = stat_value(file, key); v && (!most || *v * unit > *most)) most = *v * unit;
     }
     return most;
   } catch (...) {

@@ -206,8 +206,7 @@ pattern_outcome run_waiting(waiter<T>& w, const pattern_run& run, const pattern_
       return waiting_stream<Validate>(w, run, b, samples, checker, client ? run.iterations : 0,
                                       client ? 0 : run.iterations);
     case pattern_kind::stream_bi:
-      return waiting_stream<Validate>(w, run, b, samples, checker, run.iterations,
-                                      run.iterations);
+      return waiting_stream<Validate>(w, run, b, samples, checker, run.iterations, run.iterations);
   }
   throw std::logic_error("unknown pattern");
 }
@@ -224,12 +223,12 @@ pattern_outcome run_waiting_pattern(T& t, const pattern_run& run, const pattern_
   if (run.window == 0 || run.window > max_window)
     throw std::logic_error("pattern window out of range");
   if (run.budget_ns != 0) throw std::logic_error("a time budget for a waiting transport's loop");
-  if (run.data_op != op_kind::send) throw std::logic_error("one-sided operations in a waiting loop");
+  if (run.data_op != op_kind::send)
+    throw std::logic_error("one-sided operations in a waiting loop");
   setup_loop_clock();
   pattern_detail::waiter<T> w(t, run, place);
-  return checker != nullptr
-             ? pattern_detail::run_waiting<true>(w, run, buffers, samples, checker)
-             : pattern_detail::run_waiting<false>(w, run, buffers, samples, checker);
+  return checker != nullptr ? pattern_detail::run_waiting<true>(w, run, buffers, samples, checker)
+                            : pattern_detail::run_waiting<false>(w, run, buffers, samples, checker);
 }
 
 }  // namespace pairperf

@@ -100,16 +100,21 @@ nlohmann::json pingpong(gloo::rendezvous::Context& c, const options& o) {
       auto sb = post(c, true, s.data(), o.size, data_slot);
       sb->waitSend();
       rb->waitRecv();
-      if (i >= o.warmup) samples.push_back(std::chrono::duration<double>(steady::now() - t0).count());
+      if (i >= o.warmup)
+        samples.push_back(std::chrono::duration<double>(steady::now() - t0).count());
     }
     std::sort(samples.begin(), samples.end());
     const auto at = [&](double q) {
-      return samples[std::min(samples.size() - 1, static_cast<std::size_t>(q * static_cast<double>(samples.size())))] / 2;
+      return samples[std::min(samples.size() - 1,
+                              static_cast<std::size_t>(q * static_cast<double>(samples.size())))] /
+             2;
     };
     double sum = 0;
     for (const double v : samples) sum += v;
     return {{"latency_s",
-             {{"p50", at(0.5)}, {"p99", at(0.99)}, {"avg", sum / static_cast<double>(samples.size()) / 2}}},
+             {{"p50", at(0.5)},
+              {"p99", at(0.99)},
+              {"avg", sum / static_cast<double>(samples.size()) / 2}}},
             {"iterations", o.iterations}};
   }
   auto rb = post(c, false, r.data(), o.size, data_slot);
@@ -167,7 +172,8 @@ nlohmann::json bandwidth(gloo::rendezvous::Context& c, const options& o) {
   const double span = stream(c, o, o.iterations, slots);
   if (c.rank == 0) return nullptr;
   return {{"bandwidth_Bps", static_cast<double>(o.iterations * o.size) / span},
-          {"span_s", span}, {"iterations", o.iterations}};
+          {"span_s", span},
+          {"iterations", o.iterations}};
 }
 
 int run_rank(int rank, const std::string& dir, const options& o, int result_fd) {
@@ -228,11 +234,14 @@ int main(int argc, char** argv) {
   ::close(fds[1]);
   std::string text;
   char buf[4096];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof(buf))) > 0;) text.append(buf, static_cast<std::size_t>(n));
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof(buf))) > 0;)
+    text.append(buf, static_cast<std::size_t>(n));
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
   if (mine != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return 1;
-  nlohmann::json out{{"tool", "pairperf_gloo_loop"}, {"test", o.test}, {"size_bytes", o.size},
+  nlohmann::json out{{"tool", "pairperf_gloo_loop"},
+                     {"test", o.test},
+                     {"size_bytes", o.size},
                      {"window", o.window}};
   // One side printed its half: the client its latency, the receiver its bandwidth.
   out.update(nlohmann::json::parse(text, nullptr, false));

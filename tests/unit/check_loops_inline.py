@@ -2,7 +2,10 @@
 inside them (patterns/run.h, transports/transport.h run_phase), read from the built binary.
 
 For every transport class that defines run_phase (pairperf::<name>_transport::run_phase):
-  - the loops exist for that class: pairperf::run_pattern<pairperf::<name>_transport>;
+  - the loops exist for that class: pairperf::run_pattern<pairperf::<name>_transport>, or for a
+    transport that waits in its library (patterns/blocking.h: gloo),
+    pairperf::run_waiting_pattern<pairperf::<name>_transport>, whose loops call its wait() and
+    post() directly (by name, not through the interface);
   - no function of the loops that measure without --validate (pattern_detail::...<false, ...,
     C>, and driver<C>'s post and poll where they are not inlined) makes an indirect call through
     memory, the shape of a virtual call (`call *0x18(%rax)`). Left out by design: the validating
@@ -52,7 +55,9 @@ def loop_functions(funcs, cls):
             if re.search(rf"<false, (\w+, )?{re.escape(cls)}>$", head):
                 mine.append(name)
         elif head in (f"pairperf::pattern_detail::driver<{cls}>::poll",
-                      f"pairperf::pattern_detail::driver<{cls}>::post"):
+                      f"pairperf::pattern_detail::driver<{cls}>::post",
+                      f"pairperf::pattern_detail::waiter<{cls}>::wait",
+                      f"pairperf::pattern_detail::waiter<{cls}>::post"):
             mine.append(name)
     return mine
 
@@ -69,11 +74,17 @@ def main():
     if not classes:
         failures.append("no transport's run_phase found in the binary")
     for cls in classes:
-        if not any(f"pairperf::run_pattern<{cls}>(" in n for n in funcs):
+        waiting = any(f"pairperf::run_waiting_pattern<{cls}>(" in n for n in funcs)
+        if not waiting and not any(f"pairperf::run_pattern<{cls}>(" in n for n in funcs):
             failures.append(f"{cls}: no run_pattern<{cls}> (its run_phase does not instantiate the loops "
                             "for its own class)")
             continue
         loops = loop_functions(funcs, cls)
+        if waiting:
+            direct = [n for n in loops if any(f"<{cls}::wait(" in l for l in funcs[n])]
+            print(f"{cls}: waiting loops; {len(direct)} of them call {cls}::wait directly")
+            if not direct:
+                failures.append(f"{cls}: its waiting loops never call {cls}::wait by name")
         calls = {n: [l.strip() for l in funcs[n] if INDIRECT.search(l)] for n in loops}
         bad = {n: c for n, c in calls.items() if c}
         print(f"{cls}: {len(loops)} loop functions, indirect calls in {len(bad)}")

@@ -7,9 +7,8 @@
 #include <gloo/context.h>
 #include <gloo/math.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
-
 #include <time.h>
+#include <unistd.h>
 
 #include <array>
 #include <chrono>
@@ -21,9 +20,9 @@
 
 #include "core/errors.h"
 #include "harness/payload.h"
-#include "transports/memory/allocator.h"
 #include "transports/gloo/gloo_device.h"
 #include "transports/gloo/gloo_transport.h"
+#include "transports/memory/allocator.h"
 
 namespace pairperf {
 namespace {
@@ -236,8 +235,8 @@ struct phase_result {
 };
 
 // A phase of `kind` between the two transports of `p`, the client on this thread.
-phase_result run_phase_pair(connected_pair& p, pattern_kind kind, std::uint64_t n,
-                            unsigned window, std::size_t size, bool validate) {
+phase_result run_phase_pair(connected_pair& p, pattern_kind kind, std::uint64_t n, unsigned window,
+                            std::size_t size, bool validate) {
   const std::size_t slots = validate ? window : 1;
   phase_side cs(p.client, size, slots, validate), ss(p.server, size, slots, validate);
   cs.samples.reset(n);
@@ -247,15 +246,15 @@ phase_result run_phase_pair(connected_pair& p, pattern_kind kind, std::uint64_t 
   const double cpu0 = process_cpu_s();
   auto server = std::async(std::launch::async, [&] {
     const double t0 = thread_cpu_s();
-    auto o = p.server.run_phase(phase_run(kind, side::server, n, window, size, std::chrono::seconds(10)),
-                                ss.buffers(), ss.samples, ss.checker ? &*ss.checker : nullptr,
-                                at_server);
+    auto o = p.server.run_phase(
+        phase_run(kind, side::server, n, window, size, std::chrono::seconds(10)), ss.buffers(),
+        ss.samples, ss.checker ? &*ss.checker : nullptr, at_server);
     return std::pair{o, thread_cpu_s() - t0};
   });
   const double t0 = thread_cpu_s();
-  out.client = p.client.run_phase(phase_run(kind, side::client, n, window, size, std::chrono::seconds(10)),
-                                  cs.buffers(), cs.samples, cs.checker ? &*cs.checker : nullptr,
-                                  at_client);
+  out.client =
+      p.client.run_phase(phase_run(kind, side::client, n, window, size, std::chrono::seconds(10)),
+                         cs.buffers(), cs.samples, cs.checker ? &*cs.checker : nullptr, at_client);
   out.measuring_cpu_s = thread_cpu_s() - t0;
   const auto [server_outcome, server_cpu] = server.get();
   out.server = server_outcome;
@@ -308,10 +307,11 @@ TEST(GlooTransport, TheMeasuringLoopLeavesTheCpuToGloosEventLoop) {
   (void)run_phase_pair(p, pattern_kind::pingpong, 200, 1, 64, false);  // warm
   const auto r = run_phase_pair(p, pattern_kind::pingpong, 3000, 1, 64, false);
   const double wall = static_cast<double>(r.client.elapsed_ns) * 1e-9;
-  std::printf("3000 round trips of 64 B in %.3f s: process CPU %.3f s (%.0f%% of one CPU), the "
-              "two measuring threads %.3f s, %.1f us of CPU a round trip\n",
-              wall, r.process_cpu_s, 100 * r.process_cpu_s / wall, r.measuring_cpu_s,
-              1e6 * r.process_cpu_s / 3000);
+  std::printf(
+      "3000 round trips of 64 B in %.3f s: process CPU %.3f s (%.0f%% of one CPU), the "
+      "two measuring threads %.3f s, %.1f us of CPU a round trip\n",
+      wall, r.process_cpu_s, 100 * r.process_cpu_s / wall, r.measuring_cpu_s,
+      1e6 * r.process_cpu_s / 3000);
   EXPECT_LT(r.process_cpu_s, 1.5 * wall);
 }
 
@@ -377,8 +377,8 @@ TEST(GlooTransport, GloosAllreduceRunsOverTheConnectedPair) {
         static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
     gloo::allreduce(opts);
   };
-  auto server = std::async(std::launch::async,
-                           [&] { reduce(nullptr, b, p.server.collective_context()); });
+  auto server =
+      std::async(std::launch::async, [&] { reduce(nullptr, b, p.server.collective_context()); });
   reduce(nullptr, a, p.client.collective_context());
   server.get();
   for (std::size_t i = 0; i < a.size(); ++i) {

@@ -113,10 +113,11 @@ TEST(Noise, AThreadOfThisProcessIsCountedAsItsOwn) {
   const double wall = side.at("wall_s").get<double>();
   const double beside = side.at("process_cpu_s").get<double>() - side.at("cpu_s").get<double>();
   const nlohmann::json judged = judge_noise(side, nullptr, 0.05);
-  std::printf("sharing a CPU with a thread of its own: descheduled %.0f%%, %.3g s of CPU beside "
-              "it in %.3g s, judged %s\n",
-              side.at("descheduled_share").get<double>() * 100, beside, wall,
-              judged.value("contention", "none").c_str());
+  std::printf(
+      "sharing a CPU with a thread of its own: descheduled %.0f%%, %.3g s of CPU beside "
+      "it in %.3g s, judged %s\n",
+      side.at("descheduled_share").get<double>() * 100, beside, wall,
+      judged.value("contention", "none").c_str());
   EXPECT_GT(side.at("descheduled_share").get<double>(), 0.25) << side.dump();
   EXPECT_GT(beside, 0.25 * wall) << side.dump();
   ASSERT_TRUE(side.contains("host_task_cpu_s")) << side.dump();
@@ -126,9 +127,9 @@ TEST(Noise, AThreadOfThisProcessIsCountedAsItsOwn) {
 // Whose the waiting was, from the accounts: the host's tasks less this process (and the peer's
 // on the same host) are the other processes'.
 TEST(Noise, WaitingIsTheHostsOnlyWhenOtherProcessesRan) {
-  const nlohmann::json base{{"wall_s", 1.0},        {"cpu_s", 0.3},       {"runqueue_wait_s", 0.3},
-                            {"descheduled_share", 0.3}, {"host_cpus", 2},   {"boot_id", "b1"},
-                            {"involuntary_switches", 40}};
+  const nlohmann::json base{
+      {"wall_s", 1.0},  {"cpu_s", 0.3},    {"runqueue_wait_s", 0.3},    {"descheduled_share", 0.3},
+      {"host_cpus", 2}, {"boot_id", "b1"}, {"involuntary_switches", 40}};
   // Both sides on one host of 2 CPUs: 1.6 s of tasks, 0.8 s each process: nobody else ran.
   nlohmann::json client = base, server = base;
   client["process_cpu_s"] = 0.8;

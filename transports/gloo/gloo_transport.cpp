@@ -287,7 +287,7 @@ int gloo_transport::wait(op_kind kind, deadline_t deadline, completion& done) no
   auto& queue = kind == op_kind::send ? m_sends : m_recvs;
   if (queue.empty()) {
     fail(kind == op_kind::send ? "gloo: a wait for a send with none posted"
-                                : "gloo: a wait for a receive with none posted",
+                               : "gloo: a wait for a receive with none posted",
          false);
     return wait_failed;
   }
@@ -321,8 +321,7 @@ int gloo_transport::poll(std::span<completion> out) noexcept {
   if (out.empty() || (m_sends.empty() && m_recvs.empty())) return 0;
   const bool send_first =
       !m_sends.empty() && (m_recvs.empty() || m_sends.front().seq < m_recvs.front().seq);
-  const deadline_t until =
-      m_deadline > steady::now() ? m_deadline : steady::now() + wait_bound;
+  const deadline_t until = m_deadline > steady::now() ? m_deadline : steady::now() + wait_bound;
   return wait(send_first ? op_kind::send : op_kind::recv, until, out[0]) == 0 ? 1 : -1;
 }
 
@@ -360,11 +359,11 @@ provenance gloo_transport::describe() const {
     if (i < m_peer.size()) d["peer"] = m_peer[i];
     devices.push_back(std::move(d));
   }
-  p.protocol =
-      fmt::format("gloo tcp pair (libgloo {}.{}.{}), an unbound buffer per operation, waited for "
-                  "in gloo (as torch's ProcessGroupGloo); {} device(s) from {}{}",
-                  GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH, m_self.size(),
-                  m_choice.source, m_self.size() > 1 ? ", operations on the first" : "");
+  p.protocol = fmt::format(
+      "gloo tcp pair (libgloo {}.{}.{}), an unbound buffer per operation, waited for "
+      "in gloo (as torch's ProcessGroupGloo); {} device(s) from {}{}",
+      GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH, m_self.size(), m_choice.source,
+      m_self.size() > 1 ? ", operations on the first" : "");
   nlohmann::json details{{"devices", devices}, {"source", m_choice.source}};
   if (!m_choice.ignored_ifname.empty())
     details["ignored_GLOO_SOCKET_IFNAME"] = m_choice.ignored_ifname;
