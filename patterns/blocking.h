@@ -185,13 +185,7 @@ pattern_outcome waiting_stream(waiter<T>& w, const pattern_run& run, const patte
     (void)w.wait(op_kind::recv);
     ack_at = now_ns();
   }
-  pattern_outcome out;
-  out.elapsed_ns = now_ns() - start;
-  out.send_elapsed_ns = n_send > 0 ? ack_at - start : 0;
-  arrivals.report(out);
-  out.messages_sent = done_s;
-  out.messages_received = done_r;
-  return out;
+  return stream_outcome(start, ack_at, n_send > 0, arrivals, done_s, done_r);
 }
 
 template <bool Validate, class T>
@@ -218,10 +212,7 @@ template <waiting_transport T>
 pattern_outcome run_waiting_pattern(T& t, const pattern_run& run, const pattern_buffers& buffers,
                                     sample_recorder& samples, message_check* checker,
                                     const where& place) {
-  if (buffers.send_slots.empty() && buffers.recv_slots.empty())
-    throw std::logic_error("pattern without buffers");
-  if (run.window == 0 || run.window > max_window)
-    throw std::logic_error("pattern window out of range");
+  pattern_detail::check_phase(run, buffers);
   if (run.budget_ns != 0) throw std::logic_error("a time budget for a waiting transport's loop");
   if (run.data_op != op_kind::send)
     throw std::logic_error("one-sided operations in a waiting loop");

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <stdexcept>
 #include <string>
 
 #include "core/clock.h"
@@ -77,6 +78,29 @@ class arrival_clock {
   std::int64_t m_start, m_last, m_batch_time = 0;
   std::uint64_t m_count = 0;
 };
+
+// A stream phase that began at `start`: its span to now, the sender's span to the receiver's
+// acknowledgement (at `ack_at`), the receiver's arrivals, and the counts each way.
+inline pattern_outcome stream_outcome(std::int64_t start, std::int64_t ack_at, bool sent,
+                                      const arrival_clock& arrivals, std::uint64_t done_s,
+                                      std::uint64_t done_r) noexcept {
+  pattern_outcome out;
+  out.elapsed_ns = now_ns() - start;
+  out.send_elapsed_ns = sent ? ack_at - start : 0;
+  arrivals.report(out);
+  out.messages_sent = done_s;
+  out.messages_received = done_r;
+  return out;
+}
+
+// What every phase's loops refuse before they start (std::logic_error): no buffers, a window out
+// of range.
+inline void check_phase(const pattern_run& run, const pattern_buffers& buffers) {
+  if (buffers.send_slots.empty() && buffers.recv_slots.empty())
+    throw std::logic_error("pattern without buffers");
+  if (run.window == 0 || run.window > max_window)
+    throw std::logic_error("pattern window out of range");
+}
 
 // A ping-pong phase: n messages each way, timed from `start` to now.
 inline pattern_outcome ping_pong_outcome(std::int64_t start, std::uint64_t n) noexcept {

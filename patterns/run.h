@@ -30,10 +30,7 @@ namespace pairperf {
 template <loop_transport T>
 pattern_outcome run_pattern(T& t, const pattern_run& run, const pattern_buffers& buffers,
                             sample_recorder& samples, message_check* checker, const where& place) {
-  if (buffers.send_slots.empty() && buffers.recv_slots.empty())
-    throw std::logic_error("pattern without buffers");
-  if (run.window == 0 || run.window > max_window)
-    throw std::logic_error("pattern window out of range");
+  pattern_detail::check_phase(run, buffers);
   if (run.budget_ns < 0 || (run.budget_ns > 0 && !has_time_budget(run.pattern, run.data_op)))
     throw std::logic_error("a time budget for a pattern that runs a count");
   setup_loop_clock();  // once per process (host_context() did, before case workers forked)

@@ -144,13 +144,7 @@ pattern_outcome stream(driver<T>& d, const pattern_run& run, const pattern_buffe
       }
     }
   }
-  pattern_outcome out;
-  out.elapsed_ns = now_ns() - start;
-  out.send_elapsed_ns = n_send > 0 ? ack_at - start : 0;
-  arrivals.report(out);
-  out.messages_sent = done_s;
-  out.messages_received = done_r;
-  return out;
+  return stream_outcome(start, ack_at, n_send > 0, arrivals, done_s, done_r);
 }
 
 template <bool Validate, class T>
