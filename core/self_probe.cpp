@@ -20,12 +20,14 @@ extern char** environ;  // NOLINT
 
 namespace pairperf {
 
+std::string signal_name(int sig) {
+  const char* name = sigabbrev_np(sig);
+  return fmt::format("SIG{}", name != nullptr ? name : std::to_string(sig));
+}
+
 std::string describe_wait_status(int status) {
   if (WIFEXITED(status)) return fmt::format("exit {}", WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) {
-    const char* name = sigabbrev_np(WTERMSIG(status));
-    return fmt::format("signal SIG{}", name != nullptr ? name : std::to_string(WTERMSIG(status)));
-  }
+  if (WIFSIGNALED(status)) return "signal " + signal_name(WTERMSIG(status));
   return fmt::format("status {}", status);
 }
 
@@ -136,8 +138,19 @@ self_run run_self(const std::vector<std::string>& argv, const std::vector<std::s
   argp.reserve(args.size() + 1);
   for (auto& t : args) argp.push_back(t.data());
   argp.push_back(nullptr);
+  // The probe ignores a terminal's Ctrl-C (sent to the whole process group): the process that
+  // asked decides what a signal means, and a probe is bounded by `limit` anyway.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  posix_spawnattr_setsigmask(&attr, &stop);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
   pid_t pid = 0;
-  const int rc = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argp.data(), envp.data());
+  const int rc = posix_spawn(&pid, "/proc/self/exe", &actions, &attr, argp.data(), envp.data());
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&actions);
   out_write.reset();
   err_write.reset();

@@ -55,6 +55,8 @@ self_run run_self(const std::vector<std::string>& argv, const std::vector<std::s
 
 // How a child process ended, from waitpid's status: "exit 3", "signal SIGKILL".
 std::string describe_wait_status(int status);
+// "SIGINT" for SIGINT: the signal's name as kill -l and strsignal's users write it.
+std::string signal_name(int sig);
 
 // In a constructor: whether this process is the child asked for `variable`.
 bool is_self_probe_child(std::string_view variable);

@@ -25,6 +25,7 @@ client_options base_options(const doctor_options& o) {
   c.wait_busy = o.wait_busy;
   c.nccl_budget = std::chrono::seconds(5);  // the server asks its own libnccl.so.2 in its hello
   c.argv = redact_argv(o.argv);
+  c.interrupted = o.interrupted;
   c.config.duration = o.duration;
   c.config.noise_threshold = o.noise_threshold;
   c.config.timeouts.connect = o.probe_timeout;
@@ -339,7 +340,7 @@ void measure_path(const doctor_options& o, doctor_report& r, std::FILE* progress
     }
     return std::string();
   };
-  if (!noisy().empty()) {
+  if (!noisy().empty() && (o.interrupted == nullptr || o.interrupted->load() == 0)) {
     if (progress != nullptr)
       fmt::print(progress, "pairperf doctor: the path probe was not clean ({}); measuring again\n",
                  noisy());
@@ -359,7 +360,23 @@ doctor_report run_doctor(const doctor_options& o, std::FILE* progress) {
   r.probe_timeout = o.probe_timeout;
   r.this_host_only = o.this_host_only;
   r.strict = o.strict;
-  run_cases(o, {}, nullptr, &r.context);  // hello only: the server's interfaces and variables
+  // Whether a signal asked doctor to stop; it records where (what ran is kept).
+  const auto stopped = [&](const char* during) {
+    const int sig = o.interrupted != nullptr ? o.interrupted->load() : 0;
+    if (sig != 0 && r.interrupted == 0) {
+      r.interrupted = sig;
+      r.interrupted_during = during;
+      r.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    return sig != 0;
+  };
+  try {
+    run_cases(o, {}, nullptr, &r.context);  // hello only: the server's interfaces and variables
+  } catch (const step_error&) {
+    if (!stopped("the hello")) throw;  // a signal cut the hello short: not a network failure
+    return r;
+  }
+  if (stopped("the hello")) return r;
 
   const bool with_library = o.probes.library.has_value();
   const auto targets =
@@ -414,10 +431,14 @@ doctor_report run_doctor(const doctor_options& o, std::FILE* progress) {
       r.applications.push_back(doctor_report::application_result{a.variable, results[i]});
     }
   }
+  // Probes that did not run would read as interfaces that do not reach: no verdict on them.
+  if (stopped("the probes")) return r;
   analyze(r);  // ranks the interfaces for the path cases
 
   if (o.probes.path_bw && o.probes.path_lat && !r.client.ranked.empty()) {
     measure_path(o, r, progress);
+    // The findings of the complete probes stand; the path's verdict is not judged.
+    if (stopped("the path probe")) return r;
     analyze(r);
   }
   r.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -425,6 +446,7 @@ doctor_report run_doctor(const doctor_options& o, std::FILE* progress) {
 }
 
 int exit_code(const doctor_report& r) {
+  if (r.interrupted != 0) return 128 + r.interrupted;
   for (const auto& f : r.findings) {
     if (f.severity == severity::fails || (r.strict && f.severity == severity::fragile))
       return code(exit_status::missed);

@@ -3,6 +3,7 @@
 // each, whether the pair's host memory takes the fast path, and what the interface variables of
 // UCX, NCCL and gloo on both sides get wrong. Every probe is an ordinary case of the harness
 // (bounded by the same timeouts), so a black-hole address costs one probe timeout, never a hang.
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -61,6 +62,9 @@ struct doctor_options {
   // itself); the report says so and recommends no interface for multi-node variables.
   bool this_host_only = false;
   bool strict = false;  // --strict: `fragile` findings fail too (exit 3)
+  // Set to a signal number (SIGINT, SIGTERM) when the user asks doctor to stop: the probes end
+  // at the next safe point and the report holds what ran, with no verdict past it.
+  const std::atomic<int>* interrupted = nullptr;
 };
 
 // One cell of the interface matrix: a local interface and one address the peer advertises.
@@ -117,6 +121,10 @@ struct doctor_report {
   std::string path_noisy;
   bool path_retried = false;  // the first path probe was noisy and was run again
   bool strict = false;        // doctor_options::strict
+  // The signal that stopped the probes (0: none) and the stage it stopped ("the hello", "the
+  // probes", "the path probe"); what ran is kept, nothing after it is judged.
+  int interrupted = 0;
+  std::string interrupted_during;
 };
 
 // Everything after the measurements: side views, ranking, variable checks, path verdict,

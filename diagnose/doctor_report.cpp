@@ -1,6 +1,7 @@
 // doctor's outputs: the human report and the JSON document.
 #include <fmt/format.h>
 
+#include "core/self_probe.h"
 #include "diagnose/doctor.h"
 #include "transports/registry.h"
 
@@ -103,7 +104,7 @@ void to_json(nlohmann::json& j, const doctor_report& r) {
                           {"hostname_iface", s.hostname_iface}};
   };
   j = {{"schema", "pairperf.doctor"},
-       {"schema_version", "1.4.0"},
+       {"schema_version", "1.5.0"},
        {"context", r.context},
        {r.reach_transport, cells(r.reach)},
        {"path", r.path},
@@ -127,6 +128,9 @@ void to_json(nlohmann::json& j, const doctor_report& r) {
   // The library's cells under its transport's name (empty where its probes are off); none where
   // no transport has the library role in this build.
   if (!r.library_transport.empty()) j[r.library_transport] = cells(r.library);
+  if (r.interrupted != 0) {
+    j["interrupted"] = {{"signal", signal_name(r.interrupted)}, {"during", r.interrupted_during}};
+  }
 }
 
 namespace {
@@ -304,7 +308,15 @@ void print_outcome(std::FILE* out, const doctor_report& r) {
 
 void print_report(std::FILE* out, const doctor_report& r, rate_unit unit) {
   print_heading(out, r);
-  print_matrix(out, r, unit);
+  // Stopped in the hello: no probe ran, so there is no matrix to show.
+  if (r.interrupted == 0 || !r.reach.empty()) print_matrix(out, r, unit);
+  if (r.interrupted != 0) {
+    // Probes that did not run say nothing about the network: no recommendation, no verdict.
+    fmt::print(out, "\nInterrupted by {} during {}: what ran is above; no verdict.\n",
+               signal_name(r.interrupted), r.interrupted_during);
+    if (!r.findings.empty()) print_findings(out, r.findings);
+    return;
+  }
   print_recommendation(out, r);
   fmt::print(out, "\nVariables:\n  {:<24} {:<24} {}\n", "", "CLIENT", "SERVER");
   for (const auto& v : shown_variables())

@@ -68,8 +68,13 @@ pipe_pair make_pipe() {
   if (::getppid() != parent) ::_exit(70);  // it died before prctl took effect
   report.read.reset();
   errors.read.reset();
-  ::signal(SIGINT, SIG_DFL);
-  ::signal(SIGTERM, SIG_DFL);
+  // A terminal's Ctrl-C reaches the whole process group: the sweep's process decides, and it
+  // ends this worker itself (SIGKILL) after noting which case the signal cut short.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  ::sigprocmask(SIG_BLOCK, &stop, nullptr);
   std::fflush(stderr);
   ::dup2(errors.write.get(), STDERR_FILENO);
   errors.write.reset();

@@ -158,18 +158,23 @@ void client_run::finish(case_result& r) {
 
 run_summary client_run::run() {
   const auto run_start = steady::now();
+  const auto interrupted = [&] {
+    return m_options.interrupted != nullptr ? m_options.interrupted->load() : 0;
+  };
+  const std::vector<test_case>& cases = m_options.cases;
+  m_sum.planned = cases.size();
+  if ((m_sum.interrupted = interrupted()) != 0) {
+    // Stopped before the server was asked anything: a results file with this side's context.
+    m_out.report_context(own_context());
+    return m_sum;
+  }
   try {
     hello();
   } catch (...) {
     m_out.report_context(own_context());
     throw;
   }
-  const std::vector<test_case>& cases = m_options.cases;
-  m_sum.planned = cases.size();
   m_overhead.setup_done(seconds_since(run_start));
-  const auto interrupted = [&] {
-    return m_options.interrupted != nullptr ? m_options.interrupted->load() : 0;
-  };
   std::string not_run;  // why the remaining cases cannot run
   for (std::size_t i = 0; i < cases.size();) {
     if ((m_sum.interrupted = interrupted()) != 0) break;  // the cases not run are left out

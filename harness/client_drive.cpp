@@ -1,5 +1,9 @@
 // A mesh driver's request to one server: measure towards `target` as its client (client.h).
 #include <fmt/format.h>
+#include <poll.h>
+
+#include <algorithm>
+#include <cstdint>
 
 #include "core/control.h"
 #include "core/interfaces.h"
@@ -22,8 +26,20 @@ std::vector<case_result> drive_remote(const endpoint& driver, const std::string&
            {"cases", options.cases},
            {"token", options.token}},
           "drive", t.handshake);
+  // The reply comes when the driven server has measured: waited for in slices a signal can end.
+  const std::string step = fmt::format("drive towards {}", target);
+  const deadline_t end = deadline_in(wait);
+  while (!ch.readable() && steady::now() < end) {
+    if (options.interrupted != nullptr && options.interrupted->load() != 0)
+      throw step_error(error_kind::error, where{step, driver.to_string(), iface},
+                       "interrupted while the server measured");
+    pollfd p{ch.fd(), POLLIN, 0};
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - steady::now());
+    ::poll(&p, 1, static_cast<int>(std::clamp<std::int64_t>(left.count(), 0, 100)));
+  }
   const nlohmann::json reply =
-      ch.expect(msg_type::driven, fmt::format("drive towards {}", target), wait);
+      ch.expect(msg_type::driven, step,
+                std::max<std::chrono::nanoseconds>(end - steady::now(), t.handshake));
   ch.send(msg_type::bye, nlohmann::json::object(), "bye", t.handshake);
   if (reply.contains("error")) {
     throw step_error(error_kind::unreachable,

@@ -9,6 +9,7 @@
 
 #include "core/stats.h"
 #include "core/units.h"
+#include "core/self_probe.h"
 #include "harness/client.h"
 #include "host/gpus.h"
 #include "host/noise.h"
@@ -206,9 +207,8 @@ verdict_outcome run_summary::outcome() const {
   // Nothing measured because the server was busy the whole time: no verdict on the network.
   if (!busy.empty()) o.add(exit_status::inconclusive, busy);
   if (interrupted != 0) {
-    const char* name = sigabbrev_np(interrupted);
     o.add(exit_status::failed,
-          fmt::format("interrupted by SIG{} after {} of {} case(s)", name != nullptr ? name : "?",
+          fmt::format("interrupted by {} after {} of {} case(s)", signal_name(interrupted),
                       ok + skipped + error + unreachable + fail, planned));
   }
   if (aborted) o.add(exit_status::failed, "the control connection to the server was lost");
@@ -217,7 +217,8 @@ verdict_outcome run_summary::outcome() const {
           fmt::format("{} case(s) errored, {} unreachable", error, unreachable));
   if (fail > 0) o.add(exit_status::missed, fmt::format("{} case(s) failed a check", fail));
   for (const auto& u : unjudged) o.add(exit_status::inconclusive, u);
-  if (fatal.empty() && busy.empty() && !aborted && error + unreachable + ok + fail == 0)
+  if (fatal.empty() && busy.empty() && interrupted == 0 && !aborted &&
+      error + unreachable + ok + fail == 0)
     o.add(exit_status::inconclusive,
           skipped > 0 ? fmt::format("nothing was measured: all {} case(s) were skipped", skipped)
                       : std::string("nothing was measured: no case ran"));

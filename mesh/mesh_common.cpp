@@ -9,6 +9,7 @@
 #include "core/errors.h"
 #include "core/exit_codes.h"
 #include "core/output.h"
+#include "core/self_probe.h"
 #include "core/units.h"
 #include "harness/context.h"
 #include "harness/token.h"
@@ -169,7 +170,8 @@ void judge(pair_result& p) {
 int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const mesh_plan& plan,
                 const std::vector<mesh_node>& nodes, std::vector<pair_result> pairs,
                 const std::vector<pair_result>& retests, const std::vector<double>& round_seconds,
-                double retest_seconds, std::chrono::steady_clock::time_point start) {
+                double retest_seconds, std::chrono::steady_clock::time_point start,
+                const mesh_gaps& gaps) {
   const outlier_rule rule{a.retest_bw, a.retest_lat};
   // Retested as outliers (slow link or contention), or only to see both directions of a link
   // alone (their verdict stays as it was).
@@ -253,6 +255,10 @@ int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const 
                names[static_cast<std::size_t>(p.pair.server)], p.verdict,
                why.empty() ? "" : ": " + why);
   }
+  for (const auto& g : gaps.pairs) {
+    fmt::print(out, "  {} -> {}: not measured: {}\n", names[static_cast<std::size_t>(g.pair.client)],
+               names[static_cast<std::size_t>(g.pair.server)], g.why);
+  }
   std::vector<nlohmann::json> hosts;
   for (const auto& n : nodes) hosts.push_back(n.host);
   const std::string busy_hosts = noisy > 0 ? oversubscription(names, hosts) : std::string();
@@ -263,9 +269,10 @@ int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const 
                noisy, busy_hosts);
   print_findings(out, findings);
   fmt::print(out,
-             "\n{} pair(s) ({}), {} failed, {} slow, {} noisy; rounds {:.1f} s, retests {:.1f} s "
-             "({} pairs), total {:.1f} s\n",
+             "\n{} pair(s) ({}), {} failed, {} slow, {} noisy, {} not measured; rounds {:.1f} s, "
+             "retests {:.1f} s ({} pairs), total {:.1f} s\n",
              pairs.size(), a.one_way ? "one direction each" : "both directions", bad, slow, noisy,
+             gaps.pairs.size(),
              std::accumulate(round_seconds.begin(), round_seconds.end(), 0.0), retest_seconds,
              retests.size(), total);
   // The exit-code contract: a failed pair is a failed measurement (1); a slow link, a finding
@@ -281,14 +288,25 @@ int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const 
     outcome.add(exit_status::missed, fmt::format("{} finding(s)", failing));
   if (failed_checks > 0)
     outcome.add(exit_status::missed, fmt::format("{} case(s) missed --expect", failed_checks));
-  if (pairs.empty()) outcome.add(exit_status::inconclusive, "no pair was measured");
+  if (gaps.interrupted != 0) {
+    outcome.add(exit_status::failed,
+                fmt::format("stopped by {}: {} of {} pair(s) measured", signal_name(gaps.interrupted),
+                            pairs.size(), pairs.size() + gaps.pairs.size()));
+  } else if (!gaps.pairs.empty()) {
+    // A server that stayed busy: its pairs say nothing about its links (no verdict on them).
+    outcome.add(exit_status::inconclusive,
+                fmt::format("{} pair(s) not measured: {}", gaps.pairs.size(), gaps.pairs.front().why));
+  }
+  if (pairs.empty() && gaps.interrupted == 0)
+    outcome.add(exit_status::inconclusive, "no pair was measured");
   if (noisy > 0)
     outcome.add(exit_status::inconclusive,
                 fmt::format("{} pair(s) stayed noisy alone: {}", noisy, busy_hosts));
+  const int exit_code = gaps.interrupted != 0 ? 128 + gaps.interrupted : code(outcome.status);
   if (!a.json.empty()) {
     nlohmann::json doc{
         {"schema", "pairperf.mesh"},
-        {"schema_version", "1.2.0"},
+        {"schema_version", "1.3.0"},
         {"context",
          {{"tool", tool_context()},
           {"argv", redact_argv(argv)},
@@ -299,13 +317,25 @@ int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const 
           {"directions", a.one_way ? "one-way" : "both"},
           {"config", plan.config}}},
         {"outcome",
-         {{"exit_code", code(outcome.status)},
+         {{"exit_code", exit_code},
           {"verdict", to_string(outcome.status)},
           {"reasons", outcome.reasons}}},
         {"nodes", nlohmann::json::array()},
         {"mesh", mesh_matrices(nodes_n, names, pairs)},
         {"findings", findings},
         {"timing_s", {{"rounds", round_seconds}, {"retests", retest_seconds}, {"total", total}}}};
+    nlohmann::json& status = doc["mesh"]["verdict"];
+    doc["mesh"]["not_measured"] = nlohmann::json::array();
+    for (const auto& g : gaps.pairs) {
+      const auto c = static_cast<std::size_t>(g.pair.client);
+      const auto v = static_cast<std::size_t>(g.pair.server);
+      status[c][v] = "not measured";
+      doc["mesh"]["not_measured"].push_back({{"client", g.pair.client},
+                                             {"server", g.pair.server},
+                                             {"client_name", names.at(c)},
+                                             {"server_name", names.at(v)},
+                                             {"why", g.why}});
+    }
     for (const auto& n : nodes) {
       doc["nodes"].push_back({{"name", n.name},
                               {"address", n.address},
@@ -317,7 +347,7 @@ int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const 
     write_output(a.json, doc.dump(2) + "\n");
     if (a.json != "-") fmt::print(out, "results: {}\n", a.json);
   }
-  return code(outcome.status);
+  return exit_code;
 }
 
 }  // namespace pairperf::mesh

@@ -2,6 +2,7 @@
 // What the two ways of running `pairperf mesh` share: under mpirun (mesh_mpi.cpp) and
 // against servers started by something else (--hosts, mesh_hosts.cpp): the options, the cases,
 // the schedule, and rank 0's / the driver's analysis and report.
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -29,13 +30,17 @@ struct mesh_args {
   std::vector<std::string> hosts;
   std::string hosts_from;  // NAME[:PORT] whose addresses are the servers (a headless Service)
   std::string token;       // resolved: --token, --token-file or $PAIRPERF_TOKEN ("" for none)
-  // --hosts: how long each hello waits out a busy server; one busy past it ends the mesh
-  // (server_stayed_busy, exit 4).
+  // --hosts: how long each hello waits out a busy server; one busy past it has its pairs marked
+  // not measured (the others are measured; exit 4 where nothing else failed).
   std::chrono::nanoseconds wait_busy = std::chrono::minutes(2);
+  // --hosts: set to a signal number (SIGINT, SIGTERM) when the user asks the mesh to stop: the
+  // pairs measured are kept and written, the rest are marked not measured, exit 128 + signal.
+  const std::atomic<int>* interrupted = nullptr;
 };
 
 struct mesh_node {
   std::string name, address, note;
+  bool busy = false;  // its server stayed busy past --wait-busy: its pairs are not measured
   std::uint16_t port = 0;
   nlohmann::json host, env;
   // The application libraries' descriptions on this node, by transport (registry role
@@ -68,11 +73,24 @@ pair_result unreachable_pair(const node_pair& pair, const std::vector<test_case>
 // The verdict from the results: ok, unreachable or error.
 void judge(pair_result& p);
 
+// A pair of the schedule that was not measured, and why (a signal stopped the mesh, a server
+// stayed busy past --wait-busy): it says nothing about its link, so it is neither failed nor
+// slow, and no comparison counts it.
+struct unmeasured_pair {
+  node_pair pair;
+  std::string why;
+};
+struct mesh_gaps {
+  std::vector<unmeasured_pair> pairs;
+  int interrupted = 0;  // the signal that stopped the mesh
+};
+
 // Retest verdicts, --expect, node comparison, matrices, findings, JSON. Returns the exit code.
 int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const mesh_plan& plan,
                 const std::vector<mesh_node>& nodes, std::vector<pair_result> pairs,
                 const std::vector<pair_result>& retests, const std::vector<double>& round_seconds,
-                double retest_seconds, std::chrono::steady_clock::time_point start);
+                double retest_seconds, std::chrono::steady_clock::time_point start,
+                const mesh_gaps& gaps = {});
 
 #if PAIRPERF_HAVE_MPI
 int mesh_mpi(const mesh_args& a, const std::vector<std::string>& argv);

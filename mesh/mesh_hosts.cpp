@@ -5,15 +5,17 @@
 
 #include <algorithm>
 #include <chrono>
-#include <exception>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <thread>
+#include <variant>
 
 #include "core/control.h"
 #include "core/errors.h"
 #include "core/interfaces.h"
 #include "core/output.h"
+#include "core/self_probe.h"
 #include "harness/client.h"
 #include "mesh/mesh_common.h"
 
@@ -60,8 +62,9 @@ std::vector<mesh_node> hello_nodes(const mesh_args& a, const mesh_plan& plan,
       node.name = node.host.value("hostname", node.name);
       node.address = ctx.context.value("server_ip", o.server.host);
       node.port = o.server.port;
-    } catch (const server_stayed_busy&) {
-      throw;  // the mesh cannot be judged: it ends, inconclusive
+    } catch (const server_stayed_busy& e) {
+      node.busy = true;  // its pairs are not measured; the others' are
+      node.note = e.what();
     } catch (const step_error& e) {
       node.note = e.what();
     }
@@ -84,7 +87,19 @@ int mesh_hosts(const mesh_args& a, const std::vector<std::string>& argv) {
   std::vector<mesh_node> nodes = hello_nodes(a, plan, servers);
   const auto wait = std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::duration<double>(plan.pair_bound_s + 10));
-  const auto run_pair = [&](const node_pair& p) {
+  const auto stop_signal = [&] { return a.interrupted != nullptr ? a.interrupted->load() : 0; };
+  mesh_gaps gaps;
+  const auto gap = [&](const node_pair& p) -> std::optional<std::string> {
+    for (const int i : {p.client, p.server}) {
+      const auto& node = nodes[static_cast<std::size_t>(i)];
+      if (node.busy) return fmt::format("{}: {}", node.name, node.note);
+    }
+    if (const int sig = stop_signal(); sig != 0) return fmt::format("stopped by {}", signal_name(sig));
+    return std::nullopt;
+  };
+  // A pair's result, or why it was not measured.
+  const auto run_pair = [&](const node_pair& p) -> std::variant<pair_result, std::string> {
+    if (auto why = gap(p)) return *why;
     const auto& client = nodes[static_cast<std::size_t>(p.client)];
     const auto& server = nodes[static_cast<std::size_t>(p.server)];
     if (!client.note.empty())
@@ -96,6 +111,7 @@ int mesh_hosts(const mesh_args& a, const std::vector<std::string>& argv) {
     o.cases = plan.cases;
     o.token = token;
     o.wait_busy = a.wait_busy;
+    o.interrupted = a.interrupted;
     try {
       pair_result out{
           p,
@@ -105,9 +121,11 @@ int mesh_hosts(const mesh_args& a, const std::vector<std::string>& argv) {
           "ok"};
       judge(out);
       return out;
-    } catch (const server_stayed_busy&) {
-      throw;
+    } catch (const server_stayed_busy& e) {
+      return fmt::format("{}: {}", client.name, e.what());
     } catch (const step_error& e) {
+      if (const int sig = stop_signal(); sig != 0)
+        return fmt::format("stopped by {} while measured", signal_name(sig));
       return unreachable_pair(p, plan.cases, e.what(),
                               e.sys_errno() != 0 ? errno_name(e.sys_errno()) : "");
     }
@@ -116,37 +134,43 @@ int mesh_hosts(const mesh_args& a, const std::vector<std::string>& argv) {
   std::vector<double> round_seconds;
   for (const auto& round : plan.schedule) {
     const auto t0 = std::chrono::steady_clock::now();
-    std::vector<pair_result> got(round.size());
+    std::vector<std::variant<pair_result, std::string>> got(round.size());
     std::vector<std::thread> threads;
-    std::vector<std::exception_ptr> busy(round.size());
-    for (std::size_t i = 0; i < round.size(); ++i) {
-      threads.emplace_back([&, i] {
-        try {
-          got[i] = run_pair(round[i]);
-        } catch (const server_stayed_busy&) {
-          busy[i] = std::current_exception();
-        }
-      });
-    }
+    for (std::size_t i = 0; i < round.size(); ++i)
+      threads.emplace_back([&, i] { got[i] = run_pair(round[i]); });
     for (auto& t : threads) t.join();
-    for (const auto& e : busy) {
-      if (e) std::rethrow_exception(e);
+    for (std::size_t i = 0; i < round.size(); ++i) {
+      if (auto* measured = std::get_if<pair_result>(&got[i])) {
+        pairs.push_back(std::move(*measured));
+        continue;
+      }
+      const std::string& why = std::get<std::string>(got[i]);
+      gaps.pairs.push_back({round[i], why});
+      // A client server that stayed busy past the bound: its later pairs are not waited for.
+      auto& client = nodes[static_cast<std::size_t>(round[i].client)];
+      if (!client.busy && stop_signal() == 0 && why.rfind(client.name + ": ", 0) == 0) {
+        client.busy = true;
+        client.note = why.substr(client.name.size() + 2);
+      }
     }
-    pairs.insert(pairs.end(), got.begin(), got.end());
     round_seconds.push_back(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   std::vector<pair_result> retests;
   double retest_seconds = 0;
-  if (!a.no_retest) {
+  if (!a.no_retest && stop_signal() == 0) {
     for (const auto idx : find_retests(pairs, outlier_rule{a.retest_bw, a.retest_lat})) {
       const auto t0 = std::chrono::steady_clock::now();
-      retests.push_back(run_pair(pairs[idx].pair));
+      auto again = run_pair(pairs[idx].pair);
       retest_seconds +=
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      // A retest cut short says nothing: the first measurement stands.
+      if (auto* measured = std::get_if<pair_result>(&again)) retests.push_back(std::move(*measured));
     }
   }
-  return finish_mesh(a, argv, plan, nodes, pairs, retests, round_seconds, retest_seconds, start);
+  gaps.interrupted = stop_signal();
+  return finish_mesh(a, argv, plan, nodes, pairs, retests, round_seconds, retest_seconds, start,
+                     gaps);
 }
 
 }  // namespace pairperf::mesh

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "bench/pairperf/commands.h"
+#include "bench/pairperf/interrupts.h"
 #include "bench/pairperf/local_server.h"
 #include "core/control.h"
 #include "core/errors.h"
@@ -126,12 +127,20 @@ int doctor_command(const doctor_args& a, const std::vector<std::string>& argv) {
   const rate_unit unit = parse_rate_unit(a.units);
   const bool json_stdout = a.json == "-";
   if (!a.json.empty()) check_output(a.json);  // before the probes, not after them
+  catch_interrupts();
+  o.interrupted = &interrupt_signal();
 
   std::optional<local_server> local;
   o.this_host_only = a.peer.empty();
   if (a.peer.empty()) {
-    local.emplace(std::chrono::seconds(8), false);
-    o.server = endpoint{"127.0.0.1", local->port()};
+    try {
+      local.emplace(std::chrono::seconds(8), false);
+      o.server = endpoint{"127.0.0.1", local->port()};
+    } catch (const std::exception&) {
+      // A terminal's Ctrl-C reaches the whole process group, the starting server too; the
+      // report then says where doctor stopped.
+      if (interrupt_signal().load() == 0) throw;
+    }
   } else {
     o.server = parse_endpoint(a.peer, default_control_port);
   }

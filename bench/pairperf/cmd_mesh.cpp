@@ -13,10 +13,10 @@
 #include <thread>
 
 #include "bench/pairperf/commands.h"
+#include "bench/pairperf/interrupts.h"
 #include "bench/pairperf/private_files.h"
 #include "core/control.h"
 #include "core/errors.h"
-#include "core/exit_codes.h"
 #include "core/interfaces.h"
 #include "core/output.h"
 #include "harness/client.h"
@@ -77,12 +77,10 @@ command add_mesh(CLI::App& root, const std::vector<std::string>& argv) {
                    a->wait_busy = wait_busy->resolve();
                    if (!a->hosts_from.empty()) a->hosts = mesh::hosts_from_name(a->hosts_from);
                    if (!a->hosts.empty()) {
-                     try {
-                       return mesh::mesh_hosts(*a, argv);
-                     } catch (const server_stayed_busy& e) {
-                       fmt::print(stderr, "pairperf mesh: inconclusive: {}\n", e.what());
-                       return code(exit_status::inconclusive);
-                     }
+                     // The pairs measured are written when a signal stops the mesh.
+                     catch_interrupts();
+                     a->interrupted = &interrupt_signal();
+                     return mesh::mesh_hosts(*a, argv);
                    }
 #if PAIRPERF_HAVE_MPI
                    return mesh::mesh_mpi(*a, argv);

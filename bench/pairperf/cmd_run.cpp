@@ -1,9 +1,7 @@
 #include <fmt/format.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <future>
@@ -13,6 +11,7 @@
 #include <set>
 
 #include "bench/pairperf/commands.h"
+#include "bench/pairperf/interrupts.h"
 #include "bench/pairperf/local_server.h"
 #include "core/control.h"
 #include "core/errors.h"
@@ -29,21 +28,6 @@
 
 namespace pairperf::cli {
 namespace {
-
-// The signal that asked the run to stop (SIGINT, SIGTERM); the only global, as signals require.
-std::atomic<int> g_interrupted{0};
-extern "C" void on_interrupt(int sig) { g_interrupted.store(sig); }
-
-// The first SIGINT/SIGTERM ends the current case within a second and writes the results of
-// those that finished; SA_RESETHAND makes a second one end the process at once.
-void catch_interrupts() {
-  struct sigaction sa {};
-  sa.sa_handler = on_interrupt;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESETHAND;
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
-}
 
 struct run_args {
   std::string peer;
@@ -279,6 +263,8 @@ multi_reporter make_reporters(const run_args& a, rate_unit unit, std::string& js
 }
 
 int run_command(const run_args& a, const CLI::App& app, const std::vector<std::string>& argv) {
+  // From the first moment: a signal while the local server starts still writes a results file.
+  catch_interrupts();
   const auto comma = a.gpu.find(',');
   const std::string client_gpu = a.gpu.substr(0, comma);
   const std::string server_gpu = comma == std::string::npos ? client_gpu : a.gpu.substr(comma + 1);
@@ -317,7 +303,7 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   }
   o.token = a.token.resolve();
   o.argv = argv;
-  o.interrupted = &g_interrupted;
+  o.interrupted = &interrupt_signal();
   o.wait_busy = a.wait_busy.resolve();
 
   // "-" puts the results on stdout; the table then goes to stderr so stdout stays JSON.
@@ -333,20 +319,24 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   // This side's facts are gathered while the local server starts (it gathers its own).
   auto facts = std::async(std::launch::async, [&used] { prepare_context(used); });
   std::optional<local_server> local;
-  if (a.peer.empty()) {
+  if (a.peer.empty() && interrupt_signal().load() == 0) {
     std::vector<std::string> extra;
     if (!used.empty()) extra = {"--transport", fmt::format("{}", fmt::join(used, ","))};
     if (!server_gpu.empty()) extra.insert(extra.end(), {"--gpu", server_gpu});
     if (server_cpu >= 0) extra.insert(extra.end(), {"--cpu", std::to_string(server_cpu)});
     // Not --once: after a case whose process was ended the client connects again.
-    local.emplace(o.config.timeouts.connect + o.config.timeouts.handshake, false, extra);
-    o.server = endpoint{"127.0.0.1", local->port()};
-  } else {
+    try {
+      local.emplace(o.config.timeouts.connect + o.config.timeouts.handshake, false, extra);
+      o.server = endpoint{"127.0.0.1", local->port()};
+    } catch (const std::exception&) {
+      // A terminal's Ctrl-C reaches the whole process group, the starting server too.
+      if (interrupt_signal().load() == 0) throw;
+    }
+  } else if (!a.peer.empty()) {
     o.server = parse_endpoint(a.peer, default_control_port);
   }
   facts.get();
   run_summary sum;
-  catch_interrupts();
   try {
     sum = run_client(o, out);
   } catch (const server_stayed_busy& e) {
@@ -354,6 +344,8 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   } catch (const step_error& e) {
     sum.fatal = e.what();  // the results file still gets the context this side knows
   }
+  if (sum.interrupted == 0 && (sum.interrupted = interrupt_signal().load()) != 0)
+    sum.planned = o.cases.size();  // a signal ended the hello: no case ran
   // Errors and reasons first, then the summary line (the console reporter's finalize).
   const verdict_outcome outcome = sum.outcome();
   for (const auto& why : outcome.reasons)

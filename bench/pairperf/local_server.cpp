@@ -53,6 +53,9 @@ local_server::local_server(std::chrono::nanoseconds timeout, bool once,
   if (m_pid == 0) {
     // Child: fd 3 is the ready pipe (dup2 clears close-on-exec); run this same binary.
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlive the client that started us
+    // Out of the client's process group: a terminal's Ctrl-C reaches the client alone, which
+    // ends its case and then this server (the destructor), not a server that vanished mid-case.
+    ::setpgid(0, 0);
     ::dup2(write_end.get(), 3);
     ::execv("/proc/self/exe", args.data());
     ::_exit(127);

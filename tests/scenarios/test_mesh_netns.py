@@ -7,8 +7,10 @@ The namespace cluster needs root; without it, or without mpirun or an MPI build,
 the reason printed."""
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 import unittest
@@ -193,6 +195,74 @@ class HostsMesh(unittest.TestCase):
         self.assertEqual(len(doc["mesh"]["pairs"]), 1)
         self.assertEqual(doc["context"]["directions"], "one-way")
         self.assertEqual(doc["outcome"]["verdict"], "held")
+
+
+    def test_a_signal_keeps_every_pair_measured_and_marks_the_rest_not_measured(self):
+        """SIGINT before the first pair ends, and after some pairs: the mesh stops within a second
+        or two (a pair in flight is not waited for), writes the pairs it measured, and marks every
+        other pair of the schedule not measured, never failed or slow; exit 130."""
+        seen = []
+        with pp.Server(*DRIVE) as s1, pp.Server(*DRIVE) as s2, pp.Server(*DRIVE) as s3, pp.tmpdir() as d:
+            hosts = ",".join(s.address for s in (s1, s2, s3))
+            for delay in (0.2, 1.4):
+                out = os.path.join(d, f"mesh-{delay}.json")
+                proc = pp.start(["mesh", "--hosts", hosts, "--token", "m3sh", "--iface", "lo", "--test", "tcp_lat,tcp_bw",
+                                 "--sizes", "8", "--duration", "0.25s", "--no-retest", "--json", out])
+                try:
+                    time.sleep(delay)
+                    proc.send_signal(signal.SIGINT)
+                    sent = time.monotonic()
+                    proc.wait(timeout=30)
+                    took = time.monotonic() - sent
+                finally:
+                    output = pp.stop(proc)
+                self.assertEqual(pp.schema_errors(out), [], output)
+                doc = pp.load(out)
+                measured, gaps = doc["mesh"]["pairs"], doc["mesh"]["not_measured"]
+                seen.append((delay, proc.returncode, round(took, 2), len(measured), len(gaps)))
+                self.assertEqual(proc.returncode, 130, output)
+                self.assertEqual(doc["outcome"]["exit_code"], 130)
+                self.assertEqual(len(measured) + len(gaps), 6, output)  # the whole schedule, each pair once
+                self.assertEqual({p["verdict"] for p in measured} - {"ok"}, set(), output)
+                for g in gaps:
+                    self.assertTrue(g["why"].startswith("stopped by SIGINT"), g)
+                    self.assertEqual(doc["mesh"]["verdict"][g["client"]][g["server"]], "not measured")
+                    self.assertIsNone(doc["mesh"]["bandwidth_Bps"][g["client"]][g["server"]])
+                self.assertIn("stopped by SIGINT", output)
+                self.assertLess(took, 3, output)
+        print(f"\n(delay, exit, seconds to stop, pairs measured, not measured): {seen}", flush=True)
+        self.assertEqual(seen[0][3], 0, seen)  # stopped inside the first round
+        self.assertGreater(seen[1][3], 0, seen)  # after some pairs: they are kept
+
+    def test_a_server_busy_past_the_bound_costs_only_its_own_pairs(self):
+        """One of four servers stays full (a session and a queued client held open): its six pairs
+        are not measured, naming it and --wait-busy; the other six are measured; exit 4 (nothing
+        failed, part of the mesh could not be judged)."""
+        with pp.Server(*DRIVE) as s1, pp.Server(*DRIVE) as s2, pp.Server(*DRIVE) as s3, \
+                pp.Server(*DRIVE, "--max-queue", "1") as full, pp.tmpdir() as d:
+            with pp.connect(full.port) as first, pp.connect(full.port) as second:
+                first.sendall(pp.frame(pp.hello(token="m3sh")))
+                self.assertEqual(pp.read_frame(first)["type"], "hello")
+                second.sendall(pp.frame(pp.hello(token="m3sh")))
+                self.assertEqual(pp.read_frame(second)["type"], "queued")
+                out = os.path.join(d, "mesh.json")
+                proc, took = pp.run(["mesh", "--hosts", ",".join(s.address for s in (full, s1, s2, s3)), "--token", "m3sh",
+                                     "--iface", "lo", "--test", "tcp_lat", "--sizes", "8", "--duration", "0.05s", "--no-retest",
+                                     "--wait-busy", "1s", "--json", out], timeout=120)
+            doc = pp.load(out)
+            self.assertEqual(pp.schema_errors(out), [])
+        self.assertEqual(proc.returncode, 4, proc.stdout + proc.stderr)
+        measured, gaps = doc["mesh"]["pairs"], doc["mesh"]["not_measured"]
+        self.assertEqual(sorted((p["client"], p["server"]) for p in measured),
+                         sorted((a, b) for a in (1, 2, 3) for b in (1, 2, 3) if a != b))
+        self.assertEqual({p["verdict"] for p in measured}, {"ok"})
+        self.assertEqual(len(gaps), 6)
+        for g in gaps:
+            self.assertIn(0, (g["client"], g["server"]))
+            self.assertIn(full.address, g["why"])
+            self.assertIn("--wait-busy", g["why"])
+        self.assertIn("6 not measured", proc.stdout)
+        self.assertLess(took, 30)
 
 
 @unittest.skipIf(ROOT_REASON is not None, ROOT_REASON or "")
