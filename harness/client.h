@@ -54,6 +54,9 @@ struct run_summary {
   std::size_t planned = 0;  // cases in the matrix
   std::string fatal;        // why the run could not start (control connect or hello failed)
   std::string busy;         // why it did not start: the server stayed busy past --wait-busy
+  // Outputs that could not be written during the run (a results stream on a disk that filled):
+  // the run failed to keep what it promised, though it measured on.
+  std::vector<std::string> lost_output;
   std::vector<std::string> unjudged;  // expectations that judged no case, with the reasons
 
   // The exit-code contract (exit_codes.h): failed when a case errored, was unreachable or the

@@ -7,9 +7,9 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/self_probe.h"
 #include "core/stats.h"
 #include "core/units.h"
-#include "core/self_probe.h"
 #include "harness/client.h"
 #include "host/gpus.h"
 #include "host/noise.h"
@@ -212,6 +212,7 @@ verdict_outcome run_summary::outcome() const {
                       ok + skipped + error + unreachable + fail, planned));
   }
   if (aborted) o.add(exit_status::failed, "the control connection to the server was lost");
+  for (const auto& lost : lost_output) o.add(exit_status::failed, lost);
   if (error + unreachable > 0)
     o.add(exit_status::failed,
           fmt::format("{} case(s) errored, {} unreachable", error, unreachable));

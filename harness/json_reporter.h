@@ -1,10 +1,12 @@
 #pragma once
 // The results file (schema "pairperf.result", see results/schema.json) and its JSON Lines twin.
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "core/output.h"
 #include "harness/reporter.h"
 
 namespace pairperf {
@@ -14,12 +16,20 @@ inline constexpr const char* result_schema_name = "pairperf.result";
 // field added; PATCH: description fixes. Readers accept files of the same MAJOR.
 inline constexpr const char* result_schema_version = "1.7.0";
 
+// The room a results file of `cases` cases, each of `repeat` measured phases, may take: the
+// context (measured 25 KiB on a host with every transport) and each case (3-8 KiB written with
+// dump(2); 0.2 KiB more per phase) with twice that margin: what json_reporter reserves.
+[[nodiscard]] std::uint64_t results_file_room(std::size_t cases, unsigned repeat);
+
 // Writes the whole file at finalize(), atomically (a temporary file, then rename); the path "-"
-// is standard output. The constructor checks that the path can be written (output.h), so a bad
-// one fails before the first case; make_folder makes a missing folder (pairperf's default path).
+// is standard output. The constructor checks that the path can be written and takes `room` bytes
+// for it on its filesystem (output.h's reserved_output), so a bad path or a full disk fails before
+// the first case and a disk that fills during the sweep cannot lose it; make_folder makes a
+// missing folder (pairperf's default path).
 class json_reporter final : public reporter {
  public:
-  explicit json_reporter(std::filesystem::path path, bool make_folder = false);
+  explicit json_reporter(const std::filesystem::path& path, bool make_folder = false,
+                         std::uint64_t room = 0);
   void report_context(const nlohmann::json& context) override { m_context = context; }
   void report_result(const case_result& result) override { m_results.push_back(result); }
   void report_outcome(const nlohmann::json& outcome) override { m_outcome = outcome; }
@@ -32,8 +42,7 @@ class json_reporter final : public reporter {
   [[nodiscard]] nlohmann::json document() const;
 
  private:
-  std::filesystem::path m_path;
-  bool m_make_folder = false;
+  reserved_output m_file;
   nlohmann::json m_context = nlohmann::json::object();
   nlohmann::json m_outcome;
   std::vector<case_result> m_results;
@@ -54,9 +63,11 @@ class jsonl_reporter final : public reporter {
 
  private:
   void write_line(const nlohmann::json& j);
-  std::FILE* m_file = nullptr;
+  int m_fd = -1;
   std::string m_path;
   bool m_stdout = false;
+  std::uint64_t m_written = 0;  // bytes of whole lines in the file
+  std::size_t m_lines = 0;
 };
 
 }  // namespace pairperf

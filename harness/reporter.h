@@ -29,19 +29,30 @@ class reporter {
   virtual void finalize() = 0;
 };
 
-// Fans out to several reporters in order.
+// Fans out to several reporters in order. One that cannot write (a stream on a disk that filled)
+// is dropped with its reason and the others go on: the sweep keeps measuring and the results
+// file (whose room was taken at the start) still gets every case. finalize() never throws;
+// failures() says which outputs were lost, and why, for the run's outcome and exit code.
 class multi_reporter final : public reporter {
  public:
-  void add(std::unique_ptr<reporter> r) { m_reporters.push_back(std::move(r)); }
+  void add(std::unique_ptr<reporter> r) { m_reporters.push_back({std::move(r), {}}); }
   void report_context(const nlohmann::json& context) override;
   void case_started(const test_case& test, std::size_t total) override;
   void report_result(const case_result& result) override;
   void report_outcome(const nlohmann::json& outcome) override;
   void amend_context(const std::string& key, const nlohmann::json& value) override;
   void finalize() override;
+  // Each output that failed, in words ("cannot write r.jsonl: No space left on device ...").
+  [[nodiscard]] std::vector<std::string> failures() const;
 
  private:
-  std::vector<std::unique_ptr<reporter>> m_reporters;
+  struct member {
+    std::unique_ptr<reporter> out;
+    std::string failed;  // why it stopped; "" while it works
+  };
+  template <typename F>
+  void each(F&& call);
+  std::vector<member> m_reporters;
 };
 
 // Keeps the context and every result in memory, for commands that run cases and then read them

@@ -21,8 +21,8 @@
 #include "harness/context.h"
 #include "harness/json_reporter.h"
 #include "harness/matrix.h"
-#include "patterns/pattern_types.h"
 #include "host/noise.h"
+#include "patterns/pattern_types.h"
 #include "transports/memory/gpu_select.h"
 #include "transports/registry.h"
 
@@ -245,10 +245,11 @@ std::string default_results_path() {
 }
 
 // Where results go: a progress line on a terminal (elapsed time, and the time left from
-// `per_case_s`), the table, the results file (`json_path`, "" for none; checked now, so a path
-// that cannot be written fails before the sweep) and JSON lines.
+// `per_case_s`), the table, the results file (`json_path`, "" for none; checked now and its room
+// for `cases` taken, so a path that cannot be written or a full disk fails before the sweep)
+// and JSON lines.
 multi_reporter make_reporters(const run_args& a, rate_unit unit, std::string& json_path,
-                              double per_case_s) {
+                              double per_case_s, std::size_t cases) {
   const bool json_stdout = a.json == "-" || a.jsonl == "-";
   if (a.json == "-" && a.jsonl == "-")
     throw usage_error("--json - and --jsonl - both ask for stdout");
@@ -257,7 +258,9 @@ multi_reporter make_reporters(const run_args& a, rate_unit unit, std::string& js
     out.add(std::make_unique<progress_reporter>(stderr, per_case_s));
   if (!a.quiet) out.add(std::make_unique<console_reporter>(json_stdout ? stderr : stdout, unit));
   json_path = a.no_json ? std::string() : (a.json.empty() ? default_results_path() : a.json);
-  if (!json_path.empty()) out.add(std::make_unique<json_reporter>(json_path, a.json.empty()));
+  if (!json_path.empty())
+    out.add(std::make_unique<json_reporter>(json_path, a.json.empty(),
+                                            results_file_room(cases, a.repeat)));
   if (!a.jsonl.empty()) out.add(std::make_unique<jsonl_reporter>(a.jsonl));
   return out;
 }
@@ -309,7 +312,8 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   // "-" puts the results on stdout; the table then goes to stderr so stdout stays JSON.
   const bool json_stdout = a.json == "-" || a.jsonl == "-";
   std::string json_path;
-  multi_reporter out = make_reporters(a, unit, json_path, planned_case_seconds(o.config));
+  multi_reporter out =
+      make_reporters(a, unit, json_path, planned_case_seconds(o.config), o.cases.size());
   // The transports of this run's cases: only their libraries are described (and loaded or
   // probed) on this side and on a local server.
   std::vector<std::string> used;
@@ -346,12 +350,22 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   }
   if (sum.interrupted == 0 && (sum.interrupted = interrupt_signal().load()) != 0)
     sum.planned = o.cases.size();  // a signal ended the hello: no case ran
+  // A stream that stopped mid-sweep (a disk that filled) fails the run; the results file, whose
+  // room was taken at the start, still holds every case.
+  sum.lost_output = out.failures();
   // Errors and reasons first, then the summary line (the console reporter's finalize).
   const verdict_outcome outcome = sum.outcome();
   for (const auto& why : outcome.reasons)
     fmt::print(stderr, "pairperf: {}: {}\n", to_string(outcome.status), why);
   out.report_outcome(to_json(sum));
   out.finalize();
+  const auto lost = out.failures();
+  if (lost.size() > sum.lost_output.size()) {
+    // The results file itself could not be written (said above as it failed); the previous file
+    // is kept and no half-written one is left.
+    const int code = sum.exit_code();
+    return code >= 128 ? code : pairperf::code(exit_status::failed);
+  }
   if (!json_path.empty() && json_path != "-")
     fmt::print(a.quiet || json_stdout ? stderr : stdout, "results: {}\n", json_path);
   return sum.exit_code();

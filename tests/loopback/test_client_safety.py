@@ -1,5 +1,6 @@
 """The client side of a run that must not lose work: signals mid-sweep, results paths that cannot
 be written, and a case whose transport library dies or hangs (the sweep goes on)."""
+import errno
 import json
 import os
 import signal
@@ -318,23 +319,79 @@ class Budget(unittest.TestCase):
         self.assertLess(took, 8, proc.stdout)
 
 
+@unittest.skipIf(os.geteuid() != 0, "needs root to mount a small tmpfs")
 class FullDisk(unittest.TestCase):
-    @unittest.skipIf(os.geteuid() != 0, "needs root to mount a small tmpfs")
-    def test_a_full_disk_leaves_no_temporary_file(self):
-        with pp.tmpdir() as d:
-            mnt = os.path.join(d, "small")
-            os.mkdir(mnt)
-            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", mnt], check=True, timeout=20)
+    def small_disk(self, size):
+        """A tmpfs of `size` under a new folder (root only): returns (folder, unmount)."""
+        d = pp.tmpdir()
+        mnt = os.path.join(d.name, "small")
+        os.mkdir(mnt)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", mnt], check=True, timeout=20)
+
+        def unmount():
+            subprocess.run(["umount", mnt], timeout=20)
+            d.cleanup()
+        return mnt, unmount
+
+    def test_a_disk_too_full_for_the_results_is_an_error_before_the_first_case(self):
+        mnt, unmount = self.small_disk("8k")
+        try:
+            with open(os.path.join(mnt, "r.json"), "w") as f:
+                f.write("previous\n")
+            with pp.Server() as s:
+                proc, _ = pp.run(["run", s.address, "--json", os.path.join(mnt, "r.json"), "--test", "tcp_lat",
+                                  "--sizes", "8", "-n", "10"], timeout=60)
+            left = sorted(os.listdir(mnt))
+            with open(os.path.join(mnt, "r.json")) as f:
+                kept = f.read()
+        finally:
+            unmount()
+        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+        self.assertIn("no room for the results", proc.stderr)
+        self.assertRegex(proc.stderr, r"its filesystem has [0-9.]+ (B|KiB) free, and they need about [0-9.]+ KiB")
+        self.assertNotIn("tcp_lat", proc.stdout)  # before the first case
+        self.assertEqual(left, ["r.json"])  # no temporary file
+        self.assertEqual(kept, "previous\n")  # the previous file untouched
+
+    def test_a_disk_that_fills_mid_sweep_keeps_every_case_in_the_results_file(self):
+        """Another writer fills the disk after the first two cases: the JSON lines stream stops at
+        its last whole line with the reason, the sweep measures on, and the results file (its room
+        taken at the start) holds every case; exit 1, the stream's loss named in the outcome."""
+        mnt, unmount = self.small_disk("1m")
+        try:
+            out, lines = os.path.join(mnt, "r.json"), os.path.join(mnt, "r.jsonl")
+            client = pp.start(["run", "--json", out, "--jsonl", lines, "--transport", "tcp", "--test", "tcp_lat",
+                               "--sizes", "8,64,512,4K", "--duration", "0.2s"])
             try:
-                with pp.Server() as s:
-                    proc, _ = pp.run(["run", s.address, "--json", os.path.join(mnt, "r.json"), "--test", "tcp_lat",
-                                      "--sizes", "8", "-n", "10"], timeout=60)
-                left = os.listdir(mnt)
+                wait_for(lambda: len(finished_in_stream(lines)) >= 2, 30, "two cases")
+                fd = os.open(os.path.join(mnt, "filler"), os.O_WRONLY | os.O_CREAT)
+                try:
+                    for _ in range(1024):  # at most 4 MiB into a 1 MiB disk
+                        os.write(fd, b"x" * 4096)
+                except OSError as e:
+                    self.assertEqual(e.errno, errno.ENOSPC)
+                finally:
+                    os.close(fd)
+                client.wait(timeout=60)
             finally:
-                subprocess.run(["umount", mnt], timeout=20)
-        self.assertNotEqual(proc.returncode, 0, proc.stdout)
-        self.assertIn("No space left on device", proc.stderr)
-        self.assertEqual(left, [])
+                output = pp.stop(client)
+            doc = pp.load(out)
+            errors = pp.schema_errors(out)
+            with open(lines) as f:
+                stream = f.read()
+            left = sorted(os.listdir(mnt))
+        finally:
+            unmount()
+        self.assertEqual(client.returncode, 1, output)
+        self.assertEqual(errors, [])
+        self.assertEqual([r["status"] for r in doc["results"]], ["ok"] * 4, output)
+        self.assertEqual(doc["outcome"]["exit_code"], 1)
+        self.assertTrue(any("r.jsonl: No space left on device" in r for r in doc["outcome"]["reasons"]), doc["outcome"])
+        self.assertIn("that output stops here", output)
+        self.assertTrue(stream.endswith("\n"), stream[-200:])
+        for line in stream.splitlines():
+            json.loads(line)  # every line whole
+        self.assertEqual(left, ["filler", "r.json", "r.jsonl"])
 
 
 class Worker(unittest.TestCase):

@@ -1,10 +1,20 @@
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <sstream>
+#include <stdexcept>
 
 #include "core/errors.h"
+#include "core/output.h"
 #include "harness/client_results.h"
 #include "harness/console_reporter.h"
 #include "harness/json_reporter.h"
@@ -165,6 +175,169 @@ TEST(JsonReporter, UnwritablePathIsAnErrorBeforeAnyCase) {
   EXPECT_THROW(json_reporter("/proc/pairperf-cannot-write/results.json"), usage_error);
   EXPECT_THROW(json_reporter("/proc/pairperf-cannot-write/results.json", true), usage_error);
   EXPECT_THROW(json_reporter("/dev/null"), usage_error);  // never replaced by a regular file
+}
+
+// A folder of its own, removed with what is left in it.
+struct scratch {
+  std::filesystem::path dir;
+  scratch() {
+    std::string name = (std::filesystem::temp_directory_path() / "pairperf-out-XXXXXX").string();
+    dir = ::mkdtemp(name.data());
+  }
+  ~scratch() { std::filesystem::remove_all(dir); }
+  [[nodiscard]] std::vector<std::string> names() const {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+      out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+};
+
+std::string read_text(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Runs `body` in a child whose files may grow to `limit` bytes (RLIMIT_FSIZE: writes past it
+// fail with EFBIG, as on a full disk, without needing root to mount a small one). The child's
+// exit status: 0 when every expectation held (the child reports the first that did not).
+int with_file_size_limit(rlim_t limit, const std::function<std::string()>& body) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit rl{limit, limit};
+    ::setrlimit(RLIMIT_FSIZE, &rl);
+    const std::string failed = body();
+    if (!failed.empty()) std::fprintf(stderr, "%s\n", failed.c_str());
+    ::_exit(failed.empty() ? 0 : 1);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+TEST(ReservedOutput, NoRoomIsAnErrorBeforeAnyWorkAndLeavesNothing) {
+  const scratch s;
+  const auto path = (s.dir / "r.json").string();
+  EXPECT_EQ(with_file_size_limit(64 * 1024,
+                                 [&]() -> std::string {
+                                   try {
+                                     reserved_output out(path, 1024 * 1024);
+                                   } catch (const usage_error& e) {
+                                     const std::string what = e.what();
+                                     if (what.find("cannot write " + path) == std::string::npos)
+                                       return "the error does not name the path: " + what;
+                                     return "";
+                                   }
+                                   return "a reservation past the limit was taken";
+                                 }),
+            0);
+  EXPECT_EQ(s.names(), std::vector<std::string>{});
+}
+
+TEST(ReservedOutput, AFailedCommitKeepsThePreviousFileAndLeavesNoOther) {
+  const scratch s;
+  const auto path = (s.dir / "r.json").string();
+  std::ofstream(path) << "previous\n";
+  EXPECT_EQ(with_file_size_limit(16 * 1024,
+                                 [&]() -> std::string {
+                                   reserved_output out(path, 1024);
+                                   try {
+                                     out.commit(std::string(64 * 1024, 'x'));  // past the limit
+                                   } catch (const std::runtime_error& e) {
+                                     return std::string(e.what()).find(path) == std::string::npos
+                                                ? std::string("the error does not name the path")
+                                                : std::string();
+                                   }
+                                   return "a write past the limit succeeded";
+                                 }),
+            0);
+  EXPECT_EQ(read_text(path), "previous\n");
+  EXPECT_EQ(s.names(), std::vector<std::string>{"r.json"});
+}
+
+TEST(ReservedOutput, ACommitReplacesThePreviousFileWholeAndAnUncommittedOneLeavesNothing) {
+  const scratch s;
+  const auto path = (s.dir / "r.json").string();
+  std::ofstream(path) << "previous\n";
+  { reserved_output abandoned(path, 4096); }  // a run that ended before writing
+  EXPECT_EQ(read_text(path), "previous\n");
+  EXPECT_EQ(s.names(), std::vector<std::string>{"r.json"});
+  reserved_output out(path, 1 << 20);
+  out.commit("new\n");
+  EXPECT_EQ(read_text(path), "new\n");
+  EXPECT_EQ(std::filesystem::file_size(path), 4U);  // the reservation trimmed
+  EXPECT_EQ(s.names(), std::vector<std::string>{"r.json"});
+}
+
+// A reporter that fails on its second result, as a stream on a disk that filled would.
+class failing_reporter final : public reporter {
+ public:
+  void report_context(const nlohmann::json& /*context*/) override {}
+  void report_result(const case_result& /*result*/) override {
+    if (++m_results == 2) throw std::runtime_error("cannot write s.jsonl: No space left on device");
+  }
+  void finalize() override { throw std::logic_error("finalize called on a dropped reporter"); }
+
+ private:
+  int m_results = 0;
+};
+
+class counting_reporter final : public reporter {
+ public:
+  explicit counting_reporter(int& results, bool& finalized)
+      : m_results(results), m_finalized(finalized) {}
+  void report_context(const nlohmann::json& /*context*/) override {}
+  void report_result(const case_result& /*result*/) override { ++m_results; }
+  void finalize() override { m_finalized = true; }
+
+ private:
+  int& m_results;
+  bool& m_finalized;
+};
+
+TEST(MultiReporter, AnOutputThatFailsIsDroppedWithItsReasonAndTheOthersGetEveryCase) {
+  int results = 0;
+  bool finalized = false;
+  multi_reporter out;
+  out.add(std::make_unique<failing_reporter>());
+  out.add(std::make_unique<counting_reporter>(results, finalized));
+  out.report_context(nlohmann::json::object());
+  for (int i = 0; i < 5; ++i) out.report_result(sample_result());
+  EXPECT_NO_THROW(out.finalize());
+  EXPECT_EQ(results, 5);
+  EXPECT_TRUE(finalized);
+  EXPECT_EQ(out.failures(),
+            std::vector<std::string>{"cannot write s.jsonl: No space left on device"});
+}
+
+TEST(JsonlReporter, AStreamThatCannotGrowEndsAtItsLastWholeLine) {
+  const scratch s;
+  const auto path = (s.dir / "r.jsonl").string();
+  EXPECT_EQ(
+      with_file_size_limit(6 * 1024,
+                           [&]() -> std::string {
+                             jsonl_reporter j(path);
+                             j.report_context({{"argv", {"pairperf"}}});
+                             try {
+                               for (int i = 0; i < 100; ++i) j.report_result(sample_result());
+                             } catch (const std::runtime_error& e) {
+                               return std::string(e.what()).find("each whole") == std::string::npos
+                                          ? std::string("no word on the lines kept: ") + e.what()
+                                          : std::string();
+                             }
+                             return "100 results fit in 6 KiB";
+                           }),
+      0);
+  const std::string text = read_text(path);
+  ASSERT_FALSE(text.empty());
+  EXPECT_EQ(text.back(), '\n');
+  std::istringstream lines(text);
+  int n = 0;
+  for (std::string line; std::getline(lines, line); ++n)
+    EXPECT_NO_THROW((void)nlohmann::json::parse(line));
+  EXPECT_GE(n, 2);
 }
 
 }  // namespace
