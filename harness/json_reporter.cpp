@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <utility>
 
 #include "core/errors.h"
 #include "core/output.h"
+#include "harness/context.h"
 
 namespace pairperf {
 
@@ -34,7 +36,26 @@ json_reporter::json_reporter(const std::filesystem::path& path, bool make_folder
                              std::uint64_t room)
     : m_file(path.string(), room, make_folder) {}
 
-void json_reporter::finalize() { m_file.commit(document().dump(2) + "\n"); }
+void json_reporter::finalize() {
+  const std::string text = document().dump(2) + "\n";
+  try {
+    m_file.commit(text);
+  } catch (const std::runtime_error& e) {
+    // Its folder vanished or was made read-only during the run: the results go where they can.
+    const char* tmp = std::getenv("TMPDIR");
+    std::string stamp = utc_timestamp();
+    std::erase(stamp, ':');
+    const std::string rescue = fmt::format("{}/pairperf-results-{}-{}.json",
+                                           tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", stamp,
+                                           ::getpid());
+    try {
+      write_output(rescue, text);
+    } catch (const std::runtime_error&) {
+      throw e;
+    }
+    throw std::runtime_error(fmt::format("{}; the results are in {} instead", e.what(), rescue));
+  }
+}
 
 jsonl_reporter::jsonl_reporter(const std::filesystem::path& path) : m_path(path.string()) {
   if (m_path == "-") {

@@ -3,6 +3,7 @@ be written, and a case whose transport library dies or hangs (the sweep goes on)
 import errno
 import json
 import os
+import shutil
 import signal
 import socket
 import stat
@@ -255,6 +256,29 @@ class ResultsPaths(unittest.TestCase):
             os.chmod(d, 0o700)
             self.assertEqual(proc.returncode, 2, proc.stderr)
             self.assertIn("is not writable", proc.stderr)
+
+    def test_a_folder_that_disappears_mid_sweep_costs_the_path_not_the_results(self):
+        with pp.tmpdir() as d:
+            folder = os.path.join(d, "out")
+            os.mkdir(folder)
+            lines = os.path.join(d, "r.jsonl")
+            client = pp.start(["run", "--json", os.path.join(folder, "r.json"), "--jsonl", lines, "--transport", "tcp",
+                               "--test", "tcp_lat", "--sizes", "8,64,512", "--duration", "0.2s"],
+                              env=dict(os.environ, TMPDIR=d))
+            try:
+                wait_for(lambda: len(finished_in_stream(lines)) >= 1, 30, "the first case")
+                shutil.rmtree(folder)
+                client.wait(timeout=60)
+            finally:
+                output = pp.stop(client)
+            rescued = [n for n in os.listdir(d) if n.startswith("pairperf-results-")]
+            self.assertEqual(client.returncode, 1, output)
+            self.assertEqual(len(rescued), 1, output)
+            path = os.path.join(d, rescued[0])
+            self.assertIn(f"the results are in {path} instead", output)
+            self.assertEqual(pp.schema_errors(path), [])
+            self.assertEqual([r["status"] for r in pp.load(path)["results"]], ["ok"] * 3)
+            self.assertFalse(os.path.exists(folder))
 
     def test_no_temporary_file_is_left_behind(self):
         with pp.tmpdir() as d:
