@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <thread>
 
 #include "core/control.h"
 #include "core/hex.h"
@@ -59,6 +60,7 @@ class client_run {
  private:
   void hello();
   nlohmann::json open_channel();
+  bool come_back(std::size_t next, std::string& not_run);
   [[nodiscard]] nlohmann::json own_context() const;
   case_result run_case(const test_case& c);
   std::size_t run_supervised(std::size_t first);
@@ -84,7 +86,9 @@ class client_run {
   std::string m_iface;    // local interface of the control connection
   std::string m_peer_ip;  // numeric server address as seen on the control connection
   std::optional<expectation_hint> m_hint;  // why shared memory is impossible for this pair
-  bool m_reconnect = false;  // a case worker died mid-case: the channel's state is unknown
+  bool m_reconnect = false;   // a case worker died mid-case: the channel's state is unknown
+  std::string m_server_host;  // the server's hostname from the first hello
+  nlohmann::json m_reconnects = nlohmann::json::array();  // each time the server came back
   run_summary m_sum;
   expectation_tally m_tally;
   overhead_meter m_overhead;
@@ -136,9 +140,53 @@ void client_run::hello() {
   ctx["server_listen"] = reply.value("listen", std::string());
   ctx["control_iface"] = m_iface;
   ctx["server"] = server_host;
+  m_server_host = server_host.value("hostname", std::string());
   ctx["server_tool"] = reply.value("tool", nlohmann::json::object());
   ctx["env"]["server"] = reply.value("env", nlohmann::json::object());
   m_out.report_context(ctx);
+}
+
+// The control connection was lost before case `next`: a server that died or was restarted may
+// answer again. Tries every quarter second within options.reconnect (a signal ends it); the same
+// host must answer. False, with why in `not_run`, when it does not.
+bool client_run::come_back(std::size_t next, std::string& not_run) {
+  const auto bound = m_options.reconnect;
+  if (bound <= std::chrono::nanoseconds(0)) return false;
+  const auto start = steady::now();
+  fmt::print(stderr,
+             "pairperf: the server went away before case {}; trying to reach it again for "
+             "up to {}\n",
+             next + 1, format_seconds(std::chrono::duration<double>(bound).count()));
+  std::string last = "no attempt";
+  while (steady::now() - start < bound) {
+    if (m_options.interrupted != nullptr && m_options.interrupted->load() != 0) return false;
+    try {
+      m_channel.reset();
+      const nlohmann::json reply = open_channel();
+      const std::string host =
+          reply.value("host", nlohmann::json::object()).value("hostname", std::string());
+      if (!m_server_host.empty() && host != m_server_host) {
+        m_channel.reset();
+        not_run = fmt::format("not run: {} answered in place of {}, whose cases these are",
+                              host.empty() ? "another server" : host, m_server_host);
+        return false;
+      }
+      const double waited = seconds_since(start);
+      m_reconnects.push_back({{"before_case", next}, {"waited_s", waited}});
+      fmt::print(stderr, "pairperf: the server answered again after {}\n", format_seconds(waited));
+      ++m_sum.reconnects;
+      return true;
+    } catch (const server_stayed_busy& e) {
+      last = e.what();
+    } catch (const step_error& e) {
+      last = e.what();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  m_channel.reset();
+  not_run = fmt::format("not run: the server did not answer again within {}: {}",
+                        format_seconds(std::chrono::duration<double>(bound).count()), last);
+  return false;
 }
 
 void client_run::begin(const test_case& c, steady::time_point at) {
@@ -175,9 +223,19 @@ run_summary client_run::run() {
     throw;
   }
   m_overhead.setup_done(seconds_since(run_start));
-  std::string not_run;  // why the remaining cases cannot run
+  std::string not_run;              // why the remaining cases cannot run
+  bool tried_to_come_back = false;  // for the current loss of the control connection
   for (std::size_t i = 0; i < cases.size();) {
     if ((m_sum.interrupted = interrupted()) != 0) break;  // the cases not run are left out
+    if (m_sum.aborted && !tried_to_come_back) {
+      tried_to_come_back = true;
+      if (come_back(i, not_run)) {
+        m_sum.aborted = false;
+        m_reconnect = false;
+        tried_to_come_back = false;
+        continue;
+      }
+    }
     if (!m_sum.aborted && m_reconnect) {
       // The last case's worker was ended mid-case: start over on a fresh control connection.
       m_reconnect = false;
@@ -217,6 +275,7 @@ run_summary client_run::run() {
         [&] { m_channel->send(msg_type::bye, nlohmann::json::object(), "bye", t().handshake); });
   m_sum.unjudged = m_tally.unjudged(m_options.expectations);
   m_out.amend_context("overhead", m_overhead.summary(seconds_since(run_start)));
+  if (!m_reconnects.empty()) m_out.amend_context("reconnects", m_reconnects);
   return m_sum;
 }
 

@@ -36,6 +36,11 @@ struct client_options {
   // Ask the server for NCCL's own answer on its host in its hello reply (doctor, mesh), granting
   // it this long to ask its libraries; zero = do not ask.
   std::chrono::nanoseconds nccl_budget{0};
+  // The server went away mid-sweep (it died or was restarted): how long to try to reach it
+  // again before the remaining cases are not run. The case it took with it stays an error; the
+  // same host must answer (its hostname), and each return is recorded in the context
+  // ("reconnects"). Zero = the remaining cases are not run at once.
+  std::chrono::nanoseconds reconnect{0};
 };
 
 // What the cases should take, in seconds, as the server's queue estimate counts them: per case,
@@ -49,11 +54,12 @@ hello_request hello_of(const client_options& options);
 
 struct run_summary {
   std::size_t ok = 0, skipped = 0, error = 0, unreachable = 0, fail = 0, noisy = 0;
-  bool aborted = false;     // the control channel was lost; later cases were not run
-  int interrupted = 0;      // the signal that stopped the run; later cases were not run
-  std::size_t planned = 0;  // cases in the matrix
-  std::string fatal;        // why the run could not start (control connect or hello failed)
-  std::string busy;         // why it did not start: the server stayed busy past --wait-busy
+  bool aborted = false;        // the control channel was lost; later cases were not run
+  std::size_t reconnects = 0;  // the server went away and answered again (client_options)
+  int interrupted = 0;         // the signal that stopped the run; later cases were not run
+  std::size_t planned = 0;     // cases in the matrix
+  std::string fatal;           // why the run could not start (control connect or hello failed)
+  std::string busy;            // why it did not start: the server stayed busy past --wait-busy
   // Outputs that could not be written during the run (a results stream on a disk that filled):
   // the run failed to keep what it promised, though it measured on.
   std::vector<std::string> lost_output;

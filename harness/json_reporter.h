@@ -14,7 +14,7 @@ namespace pairperf {
 inline constexpr const char* result_schema_name = "pairperf.result";
 // Semantic version of the results file. MAJOR: a field removed or its meaning changed; MINOR: a
 // field added; PATCH: description fixes. Readers accept files of the same MAJOR.
-inline constexpr const char* result_schema_version = "1.7.0";
+inline constexpr const char* result_schema_version = "1.8.0";
 
 // The room a results file of `cases` cases, each of `repeat` measured phases, may take: the
 // context (measured 25 KiB on a host with every transport) and each case (3-8 KiB written with

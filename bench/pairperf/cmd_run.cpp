@@ -49,6 +49,7 @@ struct run_args {
   bool no_json = false;
   std::string units = "GB";
   std::string t_connect = "3s", t_handshake = "5s", t_case = "20s";
+  std::string reconnect = "10s";
   token_options token;
   wait_busy_option wait_busy;
   bool quiet = false;
@@ -120,6 +121,11 @@ void register_options(CLI::App* app, run_args& a) {
                   "Also write one JSON line per finished case, as it goes ('-': stdout)");
   app->add_flag("--no-json", a.no_json, "Write no results file");
   app->add_option("--units", a.units, "Bandwidth display: GB (1e9 B/s) or GiB")
+      ->capture_default_str();
+  app->add_option("--reconnect", a.reconnect,
+                  "When the server goes away mid-sweep (it died or was restarted), try to reach "
+                  "it again for this long before the remaining cases are not run (0: at once); "
+                  "the case it took with it stays an error")
       ->capture_default_str();
   app->add_option("--timeout-connect", a.t_connect, "Bound on each connection attempt")
       ->capture_default_str();
@@ -308,6 +314,7 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   o.argv = argv;
   o.interrupted = &interrupt_signal();
   o.wait_busy = a.wait_busy.resolve();
+  o.reconnect = a.reconnect == "0" ? std::chrono::nanoseconds(0) : parse_duration(a.reconnect);
 
   // "-" puts the results on stdout; the table then goes to stderr so stdout stays JSON.
   const bool json_stdout = a.json == "-" || a.jsonl == "-";

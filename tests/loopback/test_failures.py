@@ -2,6 +2,7 @@
 import os
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -10,6 +11,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 import unittest
 
 import pairperf_testlib as pp
+
+
+def finished(path):
+    """Cases a results stream (--jsonl) holds so far."""
+    try:
+        with open(path) as f:
+            return sum(1 for line in f if '"status"' in line)
+    except OSError:
+        return 0
 
 
 class Failures(unittest.TestCase):
@@ -55,6 +65,77 @@ class Failures(unittest.TestCase):
             self.assertEqual(doc["results"][0]["status"], "error")
             self.assertIn("case 1 measure", doc["results"][0]["message"])
             self.assertRegex(doc["results"][0]["message"], "peer closed|ECONNRESET")
+
+    def server_on(self, port):
+        """`pairperf server` on a port of the test's choosing (a restarted server keeps its port)."""
+        proc = subprocess.Popen([pp.BIN, "server", "--listen", "127.0.0.1", "--port", str(port)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    return proc
+            time.sleep(0.05)
+        proc.kill()
+        raise AssertionError(f"the server did not listen on {port} within 10 s")
+
+    def sweep_losing_its_server(self, restart_after, *extra):
+        """A five-case sweep whose server is killed once two cases are in the stream, and started
+        again on the same port `restart_after` seconds later (None: never). Returns (exit code,
+        seconds from the kill to the client's exit, output, results document)."""
+        port = pp.free_port()
+        server = self.server_on(port)
+        with pp.tmpdir() as d:
+            out, lines = os.path.join(d, "r.json"), os.path.join(d, "r.jsonl")
+            client = pp.start(["run", f"127.0.0.1:{port}", "--json", out, "--jsonl", lines, "--transport", "tcp",
+                               "--test", "tcp_lat", "--sizes", "8,64,512,4K,32K", "--duration", "0.3s"] + list(extra))
+            try:
+                deadline = time.monotonic() + 30
+                while finished(lines) < 2:
+                    self.assertLess(time.monotonic(), deadline, "two cases within 30 s")
+                    time.sleep(0.02)
+                server.kill()
+                server.wait()
+                killed = time.monotonic()
+                if restart_after is not None:
+                    time.sleep(restart_after)
+                    server = self.server_on(port)
+                client.wait(timeout=60)
+                took = time.monotonic() - killed
+            finally:
+                output = pp.stop(client)
+                server.kill()
+                server.wait()
+            self.assertEqual(pp.schema_errors(out), [])
+            return client.returncode, took, output, pp.load(out)
+
+    def test_a_restarted_server_is_reached_again_and_the_sweep_goes_on(self):
+        rc, took, output, doc = self.sweep_losing_its_server(1.0)
+        statuses = [r["status"] for r in doc["results"]]
+        print(f"\nserver killed after 2 cases, back after 1 s: {statuses}, exit {rc}, {took:.1f} s", flush=True)
+        self.assertEqual(len(statuses), 5, output)
+        self.assertEqual(statuses[:2], ["ok", "ok"], output)
+        # The case the kill cut short is an error naming it (none when it landed between two cases);
+        # every case after it ran against the restarted server.
+        self.assertLessEqual(statuses.count("error"), 1, output)
+        after = statuses[statuses.index("error") + 1:] if "error" in statuses else statuses[2:]
+        self.assertEqual(after, ["ok"] * len(after), output)
+        self.assertEqual(len(doc["context"]["reconnects"]), 1, doc["context"].get("reconnects"))
+        self.assertGreaterEqual(doc["context"]["reconnects"][0]["waited_s"], 0.5)
+        self.assertIn("the server answered again after", output)
+        self.assertEqual(rc, 1 if "error" in statuses else 0, output)
+
+    def test_a_server_that_stays_gone_costs_the_rest_after_the_reconnect_bound(self):
+        rc, took, output, doc = self.sweep_losing_its_server(None, "--reconnect", "2s")
+        statuses = [r["status"] for r in doc["results"]]
+        self.assertEqual(rc, 1, output)
+        self.assertEqual(statuses[:2], ["ok", "ok"], output)
+        not_run = [r.get("message", "") for r in doc["results"] if r.get("message", "").startswith("not run")]
+        self.assertTrue(not_run, output)
+        self.assertIn("the server did not answer again within 2.00 s", not_run[0])
+        self.assertIn("ECONNREFUSED", not_run[0])
+        self.assertNotIn("reconnects", doc["context"])
+        self.assertLess(took, 2 + 3, output)
 
     def test_client_killed_mid_case_and_the_server_serves_the_next(self):
         with pp.Server() as s:
