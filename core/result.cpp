@@ -157,6 +157,12 @@ void to_json(nlohmann::json& j, const case_result& r) {
   if (!r.unjudged.is_null()) j["unjudged"] = r.unjudged;
   if (r.wall_s > 0) j["wall_s"] = r.wall_s;
   if (r.worker_case > 0) j["worker_case"] = r.worker_case;
+  // Also on a case that failed after its data path came up: what carried it, and that it did.
+  if (r.provenance) {
+    j["provenance"] = {{"lanes", r.provenance->lanes},   {"bulk_lanes", r.provenance->bulk},
+                       {"staged", r.provenance->staged}, {"protocol", r.provenance->protocol},
+                       {"client", r.provenance->client}, {"server", r.provenance->server}};
+  }
   if (r.status != case_status::ok && r.status != case_status::fail && r.iterations == 0) return;
   j["iterations"] = r.iterations;
   j["warmup_iterations"] = r.warmup_iterations;
@@ -178,11 +184,6 @@ void to_json(nlohmann::json& j, const case_result& r) {
   if (!r.gpu_path.empty()) j["gpu_path"] = {{"verdict", r.gpu_path}, {"why", r.gpu_path_why}};
   if (!r.verdict.is_null()) j["verdict"] = r.verdict;
   if (!r.host_noise.is_null()) j["host_noise"] = r.host_noise;
-  if (r.provenance) {
-    j["provenance"] = {{"lanes", r.provenance->lanes},   {"bulk_lanes", r.provenance->bulk},
-                       {"staged", r.provenance->staged}, {"protocol", r.provenance->protocol},
-                       {"client", r.provenance->client}, {"server", r.provenance->server}};
-  }
 }
 
 void from_json(const nlohmann::json& j, case_result& r) {

@@ -69,6 +69,22 @@ std::vector<std::string> names_of(const std::vector<interface_info>& list) {
   return out;
 }
 
+// The probe's data connection came up (the client described what carried it) and then the
+// probe failed: the stream stalled past its bound or the peer closed it.
+bool connected_then_failed(const case_result& r) {
+  return r.status == case_status::error && r.provenance.has_value();
+}
+
+// Segments the client's TCP streams of a probe retransmitted (provenance: TCP_INFO), if known.
+std::optional<std::uint64_t> retransmitted(const case_result& r) {
+  if (!r.provenance || !r.provenance->client.is_object()) return std::nullopt;
+  const auto streams = r.provenance->client.find("streams");
+  if (streams == r.provenance->client.end() || !streams->is_array()) return std::nullopt;
+  std::uint64_t total = 0;
+  for (const auto& s : *streams) total += s.value("retransmits_total", std::uint64_t{0});
+  return total;
+}
+
 // The side's view of the matrix: which of its interfaces were tried, which reached, fastest first.
 void fill_reach(side_view& s, const std::vector<probe_result>& cells, bool local) {
   std::map<std::string, double> best;
@@ -78,6 +94,10 @@ void fill_reach(side_view& s, const std::vector<probe_result>& cells, bool local
     if (cell.result.status == case_status::ok) {
       s.reaching.insert(name);
       best[name] = std::max(best[name], headline_of(cell.result, headline::bandwidth).value_or(0));
+    } else if (connected_then_failed(cell.result)) {
+      s.reaching.insert(name);
+      s.degraded.insert(name);
+      best.try_emplace(name, 0.0);  // ranked after every interface that finished its probe
     }
   }
   std::vector<std::pair<double, std::string>> order;
@@ -257,6 +277,19 @@ void analyze(doctor_report& r) {
   r.nccl = judge_nccl(r.client);
   for (auto& v : judge_nccl(r.server)) r.nccl.push_back(std::move(v));
 
+  for (const auto& cell : r.reach) {
+    if (!connected_then_failed(cell.result)) continue;
+    const auto lost = retransmitted(cell.result);
+    r.findings.push_back(finding{
+        "pair", "link",
+        fmt::format("{} -> {} ({}): the data connection came up, then the probe failed{}: the "
+                    "path loses or delays packets, it is not cut ({})",
+                    cell.target.local_iface, cell.target.peer_address, cell.target.peer_iface,
+                    lost ? fmt::format(" after {} retransmitted segment(s)", *lost) : "",
+                    cell.result.message),
+        "check drops and errors on both ends and on the path (ip -s link, ethtool -S, the "
+        "switch's counters); a job over this link stalls the same way"});
+  }
   if (r.reach.empty()) {
     r.findings.push_back(finding{"pair", "interfaces",
                                  "no local interface pairs with an address the server advertises "

@@ -426,6 +426,13 @@ case_result client_run::run_case(const test_case& c) {
     if (r.repetitions.size() > 1) merge_repetitions(r, pooled);
   } catch (const step_error& e) {
     r = failed(std::move(r), e);
+    // The data path was up: what carried it (for TCP its retransmissions) says why it failed, and
+    // that it connected at all (doctor: a link that reaches but loses, not one that does not).
+    try {
+      r.provenance = session->describe();
+      r.provenance->server = nlohmann::json::object();  // the server's side did not answer
+    } catch (const std::exception&) {
+    }
   }
   return r;
 }

@@ -103,7 +103,10 @@ struct side_view {
   std::vector<std::string> rdma;                  // RDMA device names
   std::set<std::string> tested;                   // interfaces the matrix tried on this side
   std::set<std::string> reaching;                 // of those, the ones that reached the peer
-  std::vector<std::string> ranked;                // reaching interfaces, fastest first
+  // Of `reaching`, those whose data connection came up but whose probe then failed (its stream
+  // stalled past the probe's bound): a path that loses or delays packets, not one that is cut.
+  std::set<std::string> degraded;
+  std::vector<std::string> ranked;  // reaching interfaces, fastest first
   // Of `ranked`, those a multi-node variable may name: never a loopback interface, which
   // reaches only this host (pasted into a multi-node job, "lo" breaks it).
   std::vector<std::string> recommendable;
