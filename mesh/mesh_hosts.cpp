@@ -155,6 +155,9 @@ int mesh_hosts(const mesh_args& a, const std::vector<std::string>& argv) {
     }
     round_seconds.push_back(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    // Progress on stderr (the tables come at the end): a long mesh shows where it is.
+    fmt::print(stderr, "pairperf mesh: round {} of {}: {} pair(s) in {:.1f} s\n",
+               round_seconds.size(), plan.schedule.size(), round.size(), round_seconds.back());
   }
   std::vector<pair_result> retests;
   double retest_seconds = 0;
