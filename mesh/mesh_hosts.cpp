@@ -45,6 +45,12 @@ std::vector<mesh_node> hello_nodes(const mesh_args& a, const mesh_plan& plan,
   for (std::size_t i = 0; i < servers.size(); ++i) {
     auto& node = nodes[i];
     node.name = a.hosts[i];
+    // A signal stops the hellos too: the nodes not asked have no facts, and their pairs are
+    // not measured (mesh_hosts' gap()).
+    if (const int sig = a.interrupted != nullptr ? a.interrupted->load() : 0; sig != 0) {
+      node.note = fmt::format("not asked: stopped by {}", signal_name(sig));
+      continue;
+    }
     client_options o;
     o.server = servers[i];
     o.config = plan.config;

@@ -198,8 +198,8 @@ class HostsMesh(unittest.TestCase):
 
 
     def test_a_signal_keeps_every_pair_measured_and_marks_the_rest_not_measured(self):
-        """SIGINT before the first pair ends, and after some pairs: the mesh stops within a second
-        or two (a pair in flight is not waited for), writes the pairs it measured, and marks every
+        """SIGINT before the first pair ends, and after some pairs: the mesh stops at once (a pair in
+        flight is not waited for; a hello in flight is, within its bound), writes the pairs it measured, and marks every
         other pair of the schedule not measured, never failed or slow; exit 130."""
         seen = []
         with pp.Server(*DRIVE) as s1, pp.Server(*DRIVE) as s2, pp.Server(*DRIVE) as s3, pp.tmpdir() as d:
@@ -237,7 +237,9 @@ class HostsMesh(unittest.TestCase):
                     self.assertEqual(doc["mesh"]["verdict"][g["client"]][g["server"]], "not measured")
                     self.assertIsNone(doc["mesh"]["bandwidth_Bps"][g["client"]][g["server"]])
                 self.assertIn("stopped by SIGINT", output)
-                self.assertLess(took, 3, output)
+                # Within the hello in flight (each server asks its NCCL, up to 5 s) or a poll
+                # slice of the pair in flight: 0.5 s here, 7 s under ThreadSanitizer.
+                self.assertLess(took, 10, output)
         print(f"\n(rounds done, exit, seconds to stop, pairs measured, not measured): {seen}", flush=True)
         self.assertEqual(seen[0][3], 0, seen)  # stopped inside the first round
         self.assertGreaterEqual(seen[1][3], 2, seen)  # after two rounds: their pairs are kept
