@@ -272,6 +272,17 @@ class Concurrency(unittest.TestCase):
 
 
 class Signals(unittest.TestCase):
+    def test_clients_vanishing_at_random_points_leave_no_process_file_or_memory_behind(self):
+        # scripts/server-soak for 8 s (the rerunnable study runs minutes: README quotes 120 s):
+        # clients SIGKILLed while connecting, in the hello and mid-case, raw sockets that hang
+        # up or send half a frame; then a normal client is served.
+        from pairperf_tools import server_soak
+        r = server_soak.soak(pp.BIN, 8, 2, seed=7, log=lambda m: print("\n" + m, flush=True))
+        self.assertGreater(r["clients_killed"], 5, r)
+        self.assertEqual(r["leaks"], [], r)
+        self.assertTrue(r["server_alive"], r)
+        self.assertEqual(r["last_client_exit"], 0, r)
+
     def test_sigterm_ends_the_server_within_a_second_and_tells_its_client(self):
         with pp.Server() as s:
             with session(s.port) as c:
