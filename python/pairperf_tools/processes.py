@@ -1,5 +1,6 @@
 """Child processes for the tools and tests: every wait bounded, every process we start ended by its
 PID, readiness seen rather than slept for."""
+import os
 import signal
 import socket
 import subprocess
@@ -97,3 +98,21 @@ def with_library_path(env, directory):
     env["LD_LIBRARY_PATH"] = directory + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
     return env
 
+
+def descendants(pid):
+    """The PIDs below `pid` (children, grandchildren...), from /proc."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out

@@ -17,7 +17,7 @@ import unittest
 SOURCE_DIR = os.environ.get("PAIRPERF_SOURCE_DIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 sys.path.insert(0, os.path.join(SOURCE_DIR, "python"))
 from pairperf_tools import documents  # noqa: E402
-from pairperf_tools.processes import free_port, stop, with_library_path  # noqa: E402,F401 (the tests' API)
+from pairperf_tools.processes import descendants as _descendants, free_port, stop, with_library_path  # noqa: E402,F401 (the tests' API)
 BIN = os.path.abspath(os.environ.get("PAIRPERF_BIN", os.path.join(SOURCE_DIR, "build", "pairperf")))
 SKIP = 77  # ctest's SKIP_RETURN_CODE for these tests
 
@@ -76,25 +76,6 @@ def traced(args, calls="execve", timeout=120):
 
 def start(args, prefix=(), **kw):
     return subprocess.Popen(list(prefix) + [BIN] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
-
-
-def _descendants(pid):
-    """The PIDs below `pid` (children, grandchildren...), from /proc."""
-    children = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
 
 
 def _established_tcp_inodes():
