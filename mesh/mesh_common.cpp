@@ -167,6 +167,26 @@ void judge(pair_result& p) {
   }
 }
 
+namespace {
+
+// The pairs not measured, in the matrices' verdicts and as their own list with why.
+void add_not_measured(nlohmann::json& mesh, const mesh_gaps& gaps,
+                      const std::vector<std::string>& names) {
+  mesh["not_measured"] = nlohmann::json::array();
+  for (const auto& g : gaps.pairs) {
+    const auto c = static_cast<std::size_t>(g.pair.client);
+    const auto v = static_cast<std::size_t>(g.pair.server);
+    mesh["verdict"][c][v] = "not measured";
+    mesh["not_measured"].push_back({{"client", g.pair.client},
+                                    {"server", g.pair.server},
+                                    {"client_name", names.at(c)},
+                                    {"server_name", names.at(v)},
+                                    {"why", g.why}});
+  }
+}
+
+}  // namespace
+
 int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const mesh_plan& plan,
                 const std::vector<mesh_node>& nodes, std::vector<pair_result> pairs,
                 const std::vector<pair_result>& retests, const std::vector<double>& round_seconds,
@@ -256,7 +276,8 @@ int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const 
                why.empty() ? "" : ": " + why);
   }
   for (const auto& g : gaps.pairs) {
-    fmt::print(out, "  {} -> {}: not measured: {}\n", names[static_cast<std::size_t>(g.pair.client)],
+    fmt::print(out, "  {} -> {}: not measured: {}\n",
+               names[static_cast<std::size_t>(g.pair.client)],
                names[static_cast<std::size_t>(g.pair.server)], g.why);
   }
   std::vector<nlohmann::json> hosts;
@@ -272,9 +293,8 @@ int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const 
              "\n{} pair(s) ({}), {} failed, {} slow, {} noisy, {} not measured; rounds {:.1f} s, "
              "retests {:.1f} s ({} pairs), total {:.1f} s\n",
              pairs.size(), a.one_way ? "one direction each" : "both directions", bad, slow, noisy,
-             gaps.pairs.size(),
-             std::accumulate(round_seconds.begin(), round_seconds.end(), 0.0), retest_seconds,
-             retests.size(), total);
+             gaps.pairs.size(), std::accumulate(round_seconds.begin(), round_seconds.end(), 0.0),
+             retest_seconds, retests.size(), total);
   // The exit-code contract: a failed pair is a failed measurement (1); a slow link, a finding
   // or a missed expectation is a check that missed (3).
   verdict_outcome outcome;
@@ -289,13 +309,13 @@ int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const 
   if (failed_checks > 0)
     outcome.add(exit_status::missed, fmt::format("{} case(s) missed --expect", failed_checks));
   if (gaps.interrupted != 0) {
-    outcome.add(exit_status::failed,
-                fmt::format("stopped by {}: {} of {} pair(s) measured", signal_name(gaps.interrupted),
-                            pairs.size(), pairs.size() + gaps.pairs.size()));
+    outcome.add(exit_status::failed, fmt::format("stopped by {}: {} of {} pair(s) measured",
+                                                 signal_name(gaps.interrupted), pairs.size(),
+                                                 pairs.size() + gaps.pairs.size()));
   } else if (!gaps.pairs.empty()) {
     // A server that stayed busy: its pairs say nothing about its links (no verdict on them).
-    outcome.add(exit_status::inconclusive,
-                fmt::format("{} pair(s) not measured: {}", gaps.pairs.size(), gaps.pairs.front().why));
+    outcome.add(exit_status::inconclusive, fmt::format("{} pair(s) not measured: {}",
+                                                       gaps.pairs.size(), gaps.pairs.front().why));
   }
   if (pairs.empty() && gaps.interrupted == 0)
     outcome.add(exit_status::inconclusive, "no pair was measured");
@@ -324,18 +344,7 @@ int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const 
         {"mesh", mesh_matrices(nodes_n, names, pairs)},
         {"findings", findings},
         {"timing_s", {{"rounds", round_seconds}, {"retests", retest_seconds}, {"total", total}}}};
-    nlohmann::json& status = doc["mesh"]["verdict"];
-    doc["mesh"]["not_measured"] = nlohmann::json::array();
-    for (const auto& g : gaps.pairs) {
-      const auto c = static_cast<std::size_t>(g.pair.client);
-      const auto v = static_cast<std::size_t>(g.pair.server);
-      status[c][v] = "not measured";
-      doc["mesh"]["not_measured"].push_back({{"client", g.pair.client},
-                                             {"server", g.pair.server},
-                                             {"client_name", names.at(c)},
-                                             {"server_name", names.at(v)},
-                                             {"why", g.why}});
-    }
+    add_not_measured(doc["mesh"], gaps, names);
     for (const auto& n : nodes) {
       doc["nodes"].push_back({{"name", n.name},
                               {"address", n.address},
