@@ -51,8 +51,8 @@ void load_file(const std::filesystem::path& path, result_set& out) {
   if (schema != "pairperf.result") {
     throw compare_error(file_error(
         path.string(),
-        fmt::format("schema '{}' is not pairperf.result (compare takes the results of `pairperf "
-                    "run --json`)",
+        fmt::format("schema '{}' is not pairperf.result (compare, history and export read the "
+                    "results of `pairperf run --json`)",
                     schema.empty() ? "(none)" : schema)));
   }
   if (version.rfind("1.", 0) != 0) {
