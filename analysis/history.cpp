@@ -131,15 +131,28 @@ void judge_newest(history_series& s, const std::vector<run_results>& runs, const
     judged.insert(judged.begin(), runs[i]);
     first_judged = i;
   }
+  // The level's runs before them, noisy ones left out (as compare does), unless every one of
+  // them was noisy: then they are judged, and the newest run's note says the host was noisy.
   std::vector<run_results> base_runs;
+  std::vector<double> noisy_values;
+  std::vector<run_results> noisy_runs;
   for (std::size_t i = first_judged; i-- > *s.level_since && m.base.size() < o.window;) {
     if (!s.values[i]) continue;
     if (noisy(runs[i])) {
       ++m.base_noisy_runs;
+      if (noisy_values.size() < o.window) {
+        noisy_values.push_back(*s.values[i]);
+        noisy_runs.push_back(runs[i]);
+      }
       continue;
     }
     m.base.push_back(*s.values[i]);
     base_runs.push_back(runs[i]);
+  }
+  if (m.base.empty() && !noisy_values.empty()) {
+    m.base = std::move(noisy_values);
+    base_runs = std::move(noisy_runs);
+    m.base_noisy_runs = 0;
   }
   m.next_noise = run_exposures(judged, s.metric);
   m.base_noise = run_exposures(base_runs, s.metric);

@@ -78,7 +78,8 @@ TEST(EDivisive, TwentyFivePercentStepIsFoundWhereItHappened) {
 class Nightly {
  public:
   explicit Nightly(std::uint64_t seed) : m_rng(seed) {}
-  void add(double bw, case_status status = case_status::ok, const std::string& lane = "tcp") {
+  void add(double bw, case_status status = case_status::ok, const std::string& lane = "tcp",
+           bool noisy = false) {
     std::lognormal_distribution<double> shift(0.0, 0.02);
     result_set one;
     const std::size_t night = m_runs.files.size();
@@ -94,6 +95,7 @@ class Nightly {
     r.provenance = provenance{{{lane, "lo"}}, "", {}, {}, {}, ""};
     const double v = bw * shift(m_rng);
     r.bandwidth_Bps = bandwidth{v, v};
+    if (noisy) r.host_noise = {{"noisy", true}, {"why", "the client was descheduled 40%"}};
     one.results = {r};
     one.run_of = {0};
     m_runs.add(one);
@@ -206,6 +208,29 @@ TEST(History, OneRunOrTooFewAtTheLevelIsInconclusive) {
   h = read_history(n.runs(), {});
   EXPECT_EQ(h.exit_code(), 4);  // one baseline run: the spread between runs is unknown
   EXPECT_NE(h.series.at(0).latest->note.find("spread between runs is unknown"), std::string::npos);
+}
+
+// Noisy baseline runs are left out of the level, as compare leaves them out; when every run
+// before the newest was noisy, they are judged (the newest run's note says so), and the history is
+// never "no measured case in common".
+TEST(History, NoisyRunsAreLeftOutUnlessEveryRunWasNoisy) {
+  Nightly some(8);
+  for (int i = 0; i < 6; ++i) some.add(10e9, case_status::ok, "tcp", i == 2);
+  some.add(10e9);
+  const history mixed = read_history(some.runs(), {});
+  ASSERT_TRUE(mixed.series.at(0).latest.has_value());
+  EXPECT_EQ(mixed.series[0].latest->base_noisy_runs, 1U);
+  EXPECT_EQ(mixed.series[0].latest->base.size(), 5U);
+
+  Nightly all(9);
+  for (int i = 0; i < 7; ++i) all.add(10e9, case_status::ok, "tcp", true);
+  const history h = read_history(all.runs(), {});
+  ASSERT_TRUE(h.series.at(0).latest.has_value()) << nlohmann::json(h).dump(1);
+  EXPECT_EQ(h.series[0].latest->base_noisy_runs, 0U);
+  EXPECT_EQ(h.series[0].latest->base.size(), 6U);
+  EXPECT_EQ(h.inconclusive_reason().find("shares no measured case"), std::string::npos)
+      << h.inconclusive_reason();
+  EXPECT_EQ(h.regressions, 0U);
 }
 
 }  // namespace
