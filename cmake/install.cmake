@@ -10,7 +10,7 @@
 #   share/pairperf/schemas/*.json        the JSON schemas of every document pairperf and its tools
 #                                        write (runtime)
 #   share/man/man1/pairperf*.1.gz        man pages generated from the --help texts (runtime)
-#   share/doc/pairperf/README.md         (runtime)
+#   share/doc/pairperf/README.md, docs/ the front door and the reference pages it links to (runtime)
 # The binary finds libexec/pairperf relative to itself (PAIRPERF_LIBEXEC_REL), so the prefix can
 # change at install time and a copied tree still works; no build or source path is compiled in.
 
@@ -21,6 +21,7 @@ install(DIRECTORY python/pairperf_tools DESTINATION ${CMAKE_INSTALL_DATADIR}/pai
 file(GLOB _schemas CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/results/*schema.json)
 install(FILES ${_schemas} DESTINATION ${CMAKE_INSTALL_DATADIR}/pairperf/schemas COMPONENT runtime)
 install(FILES README.md DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT runtime)
+install(DIRECTORY docs DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT runtime FILES_MATCHING PATTERN "*.md")
 
 # Man pages: help2man runs the built binary's --help for the command and each subcommand.
 find_program(PAIRPERF_HELP2MAN help2man)

@@ -86,6 +86,10 @@ std::vector<probe_target> plan_matrix(const std::vector<interface_info>& local,
                                       const std::string& server_listen,
                                       const std::vector<std::string>& only);
 
+// The interfaces of a side's host facts (a context's "client" or "server") that can carry a
+// probe: up, with an address.
+std::vector<interface_info> usable_interfaces_of(const nlohmann::json& host);
+
 struct probe_result {
   probe_target target;
   case_result result;

@@ -102,6 +102,113 @@ void report_message(const std::string& line) {
   write_line(g_stage_fd, "M" + line + "\n");
 }
 
+namespace {
+
+// The supervisor's side of one worker: its two pipes read as they fill, the stage and message
+// lines taken off the report as they arrive, its stderr passed through with its end kept.
+class worker_watch {
+ public:
+  worker_watch(int report_fd, int errors_fd, std::chrono::nanoseconds grace,
+               const worker_messages& on_message)
+      : m_report_fd(report_fd), m_errors_fd(errors_fd), m_grace(grace), m_on_message(on_message) {}
+
+  // Waits (at most 100 ms) for either pipe, then takes what arrived.
+  void poll_pipes() {
+    std::array<pollfd, 2> fds{{{m_report_fd, POLLIN, 0}, {m_errors_fd, POLLIN, 0}}};
+    if (m_report_open || m_errors_open) {
+      if (!m_report_open) fds[0].fd = -1;
+      if (!m_errors_open) fds[1].fd = -1;
+      ::poll(fds.data(), fds.size(), 100);
+    }
+    if (m_report_open) m_report_open = drain(m_report_fd, m_reported);
+    if (m_errors_open) {
+      const std::size_t before = m_err_text.size();
+      m_errors_open = drain(m_errors_fd, m_err_text);
+      if (m_err_text.size() > before) {  // pass it through: the user sees the library's words
+        [[maybe_unused]] const auto n =
+            ::write(STDERR_FILENO, m_err_text.data() + before, m_err_text.size() - before);
+      }
+      if (m_err_text.size() > 4 * last_words_bytes)
+        m_err_text.erase(0, m_err_text.size() - last_words_bytes);
+    }
+    take_lines();
+  }
+
+  // The worker is gone: what is left in the pipes.
+  void drain_rest() {
+    if (m_report_open) drain(m_report_fd, m_reported);
+    if (m_errors_open) drain(m_errors_fd, m_err_text);
+    take_lines();
+  }
+
+  // How the worker ended, from its wait status: as the supervisor ended it (`ended_by`), by a
+  // signal to the run, with its result, or dead.
+  void judge(int status, std::optional<worker_outcome::end> ended_by,
+             const std::atomic<int>* interrupted) {
+    if (ended_by) {
+      m_out.how = *ended_by;
+    } else if (interrupted != nullptr && interrupted->load() != 0) {
+      m_out.how = worker_outcome::end::interrupted;
+    } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && m_reported.rfind('R', 0) == 0) {
+      m_out.how = worker_outcome::end::finished;
+      m_out.output = m_reported.substr(1);
+    } else {
+      m_out.how = worker_outcome::end::died;
+      m_out.died_how = describe_wait_status(status);
+    }
+  }
+
+  // Whether the worker outlived its stage's bound and grace period.
+  [[nodiscard]] bool overran() const { return m_stage_end && steady::now() > *m_stage_end; }
+  [[nodiscard]] bool message_failed() const { return static_cast<bool>(m_message_failed); }
+
+  // The outcome, with the end of its stderr; rethrows what on_message threw.
+  worker_outcome finish() {
+    if (m_message_failed) std::rethrow_exception(m_message_failed);
+    if (m_err_text.size() > last_words_bytes)
+      m_err_text.erase(0, m_err_text.size() - last_words_bytes);
+    m_out.last_words = std::move(m_err_text);
+    return std::move(m_out);
+  }
+
+ private:
+  // Stage lines "S<ns> <name>\n" and message lines "M<text>\n"; then the result, "R<text>" up to
+  // the end of the stream.
+  void take_lines() {
+    for (std::size_t nl; (m_reported.rfind('S', 0) == 0 || m_reported.rfind('M', 0) == 0) &&
+                         (nl = m_reported.find('\n')) != std::string::npos;) {
+      const char kind = m_reported[0];
+      const std::string line = m_reported.substr(1, nl - 1);
+      m_reported.erase(0, nl + 1);
+      if (kind == 'M') {
+        if (m_on_message && !m_message_failed) {
+          try {
+            m_on_message(line);
+          } catch (...) {
+            m_message_failed = std::current_exception();
+          }
+        }
+        continue;
+      }
+      const auto space = line.find(' ');
+      m_out.stage_bound = std::chrono::nanoseconds(std::stoll(line.substr(0, space)));
+      m_out.stage = line.substr(space + 1);
+      m_stage_end = steady::now() + m_out.stage_bound + m_grace;
+    }
+  }
+
+  int m_report_fd, m_errors_fd;
+  std::chrono::nanoseconds m_grace;
+  const worker_messages& m_on_message;
+  worker_outcome m_out;
+  std::string m_reported, m_err_text;
+  std::optional<steady::time_point> m_stage_end;
+  bool m_report_open = true, m_errors_open = true;
+  std::exception_ptr m_message_failed;
+};
+
+}  // namespace
+
 worker_outcome run_in_worker(const std::function<std::string()>& work,
                              const std::atomic<int>* interrupted, std::chrono::nanoseconds grace,
                              const worker_messages& on_message) {
@@ -117,91 +224,31 @@ worker_outcome run_in_worker(const std::function<std::string()>& work,
   set_nonblocking(report.read.get(), true);
   set_nonblocking(errors.read.get(), true);
 
-  worker_outcome out;
-  std::string reported, err_text;
-  std::optional<steady::time_point> stage_end;
-  bool report_open = true, errors_open = true;
+  worker_watch watch(report.read.get(), errors.read.get(), grace, on_message);
   std::optional<worker_outcome::end> ended_by;
-  std::exception_ptr message_failed;
-  // Stage lines "S<ns> <name>\n" and message lines "M<text>\n"; then the result, "R<text>" up to
-  // the end of the stream.
-  const auto take_lines = [&] {
-    for (std::size_t nl; (reported.rfind('S', 0) == 0 || reported.rfind('M', 0) == 0) &&
-                         (nl = reported.find('\n')) != std::string::npos;) {
-      const char kind = reported[0];
-      const std::string line = reported.substr(1, nl - 1);
-      reported.erase(0, nl + 1);
-      if (kind == 'M') {
-        if (on_message && !message_failed) {
-          try {
-            on_message(line);
-          } catch (...) {
-            message_failed = std::current_exception();
-          }
-        }
-        continue;
-      }
-      const auto space = line.find(' ');
-      out.stage_bound = std::chrono::nanoseconds(std::stoll(line.substr(0, space)));
-      out.stage = line.substr(space + 1);
-      stage_end = steady::now() + out.stage_bound + grace;
-    }
-  };
   for (;;) {
-    std::array<pollfd, 2> fds{{{report.read.get(), POLLIN, 0}, {errors.read.get(), POLLIN, 0}}};
-    if (report_open || errors_open) {
-      if (!report_open) fds[0].fd = -1;
-      if (!errors_open) fds[1].fd = -1;
-      ::poll(fds.data(), fds.size(), 100);
-    }
-    if (report_open) report_open = drain(report.read.get(), reported);
-    if (errors_open) {
-      const std::size_t before = err_text.size();
-      errors_open = drain(errors.read.get(), err_text);
-      if (err_text.size() > before) {  // pass it through: the user sees the library's words
-        [[maybe_unused]] const auto n =
-            ::write(STDERR_FILENO, err_text.data() + before, err_text.size() - before);
-      }
-      if (err_text.size() > 4 * last_words_bytes)
-        err_text.erase(0, err_text.size() - last_words_bytes);
-    }
-    take_lines();
+    watch.poll_pipes();
     int status = 0;
     const pid_t r = ::waitpid(pid, &status, WNOHANG);
     if (r == pid) {
       // Take what is left in the pipes, then judge.
-      if (report_open) drain(report.read.get(), reported);
-      if (errors_open) drain(errors.read.get(), err_text);
-      take_lines();
-      if (ended_by) {
-        out.how = *ended_by;
-      } else if (interrupted != nullptr && interrupted->load() != 0) {
-        out.how = worker_outcome::end::interrupted;
-      } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && reported.rfind('R', 0) == 0) {
-        out.how = worker_outcome::end::finished;
-        out.output = reported.substr(1);
-      } else {
-        out.how = worker_outcome::end::died;
-        out.died_how = describe_wait_status(status);
-      }
+      watch.drain_rest();
+      watch.judge(status, ended_by, interrupted);
       break;
     }
     if (ended_by) continue;  // killed: wait for it to go
-    if (message_failed) {
+    if (watch.message_failed()) {
       ended_by = worker_outcome::end::died;
       ::kill(pid, SIGKILL);
     } else if (interrupted != nullptr && interrupted->load() != 0) {
       ended_by = worker_outcome::end::interrupted;
       ::kill(pid, SIGKILL);
-    } else if (stage_end && steady::now() > *stage_end) {
+    } else if (watch.overran()) {
       ended_by = worker_outcome::end::overran;
       ::kill(pid, SIGKILL);
     }
   }
-  if (message_failed) std::rethrow_exception(message_failed);
-  if (err_text.size() > last_words_bytes) err_text.erase(0, err_text.size() - last_words_bytes);
-  out.last_words = std::move(err_text);
-  return out;
+  return watch.finish();
 }
 
 }  // namespace pairperf

@@ -116,70 +116,99 @@ void merge_repetitions(case_result& r, std::vector<std::int64_t>& pooled_round_t
   }
 }
 
+namespace {
+
+std::int64_t to_ns(double seconds) {
+  return static_cast<std::int64_t>(std::llround(seconds * 1e9));
+}
+
+// A one-way stream's figures: the receiver's, the sender's where the receiver sees nothing
+// arrive (puts), the client's where it is the receiver (gets).
+void stream_figures(case_result& r, case_session& s, const pattern_outcome& mine,
+                    const server_view& theirs) {
+  const auto size = static_cast<double>(s.test().size_bytes);
+  const auto n = static_cast<double>(r.iterations);
+  if (s.data_op() == op_kind::put) {  // the target sees nothing arrive: the sender's figure
+    r.bandwidth_Bps = bandwidth{std::nullopt, per_second(n * size, mine.send_elapsed_ns)};
+    r.message_rate_per_s = per_second(n, mine.send_elapsed_ns);
+  } else if (s.data_op() == op_kind::get) {  // the client is the receiver; the target posts nothing
+    r.bandwidth_Bps =
+        bandwidth{receiver_rate(mine.recv_span_messages, mine.recv_span_ns, size), std::nullopt};
+    r.message_rate_per_s =
+        per_second(static_cast<double>(mine.recv_span_messages), mine.recv_span_ns);
+    r.interval_s = summarize(s.samples().samples(), 1e-9);
+  } else {
+    const std::int64_t span = to_ns(theirs.seconds("recv_span_s"));
+    const auto counted = theirs.body.at("outcome").at("recv_span_messages").get<std::uint64_t>();
+    r.bandwidth_Bps =
+        bandwidth{receiver_rate(counted, span, size), per_second(n * size, mine.send_elapsed_ns)};
+    r.message_rate_per_s = per_second(static_cast<double>(counted), span);
+    r.interval_s = theirs.body.at("interval_s").get<sample_stats>();
+  }
+}
+
+// A bidirectional stream's figures: each direction's, and their sums.
+void bidirectional_figures(case_result& r, case_session& s, const pattern_outcome& mine,
+                           const server_view& theirs) {
+  const auto size = static_cast<double>(s.test().size_bytes);
+  const auto n = static_cast<double>(r.iterations);
+  const std::int64_t their_span = to_ns(theirs.seconds("recv_span_s"));
+  const auto their_counted =
+      theirs.body.at("outcome").at("recv_span_messages").get<std::uint64_t>();
+  r.client_to_server_Bps = bandwidth{receiver_rate(their_counted, their_span, size),
+                                     per_second(n * size, mine.send_elapsed_ns)};
+  r.server_to_client_Bps =
+      bandwidth{receiver_rate(mine.recv_span_messages, mine.recv_span_ns, size),
+                per_second(n * size, to_ns(theirs.seconds("send_elapsed_s")))};
+  const auto sum = [](const std::optional<double>& a,
+                      const std::optional<double>& b) -> std::optional<double> {
+    if (!a || !b) return std::nullopt;
+    return *a + *b;
+  };
+  r.bandwidth_Bps =
+      bandwidth{sum(r.client_to_server_Bps->receiver_Bps, r.server_to_client_Bps->receiver_Bps),
+                sum(r.client_to_server_Bps->sender_Bps, r.server_to_client_Bps->sender_Bps)};
+  // Puts: neither target sees arrivals, so the rate is that of the senders.
+  r.message_rate_per_s =
+      s.data_op() == op_kind::put
+          ? per_second(n, mine.send_elapsed_ns) +
+                per_second(n, to_ns(theirs.seconds("send_elapsed_s")))
+          : per_second(static_cast<double>(their_counted), their_span) +
+                per_second(static_cast<double>(mine.recv_span_messages), mine.recv_span_ns);
+  r.interval_s = summarize(s.samples().samples(), 1e-9);
+}
+
+// --validate: both sides' checked messages and corrupt bytes; any corrupt byte fails the case.
+void add_validation(case_result& r, case_session& s, const server_view& theirs) {
+  auto v = s.validated();
+  if (!v) return;
+  v->messages_checked += theirs.body.at("validation").at("messages_checked").get<std::uint64_t>();
+  v->corrupt_bytes += theirs.body.at("validation").at("corrupt_bytes").get<std::uint64_t>();
+  r.validated = v;
+  if (v->corrupt_bytes > 0) {
+    r.status = case_status::fail;
+    r.message = fmt::format("--validate: {} corrupt bytes in {} messages checked", v->corrupt_bytes,
+                            v->messages_checked);
+  }
+}
+
+}  // namespace
+
 void compose_result(case_result& r, case_session& s, const pattern_outcome& mine,
                     const server_view& theirs) {
-  const test_case& c = s.test();
-  const double size = static_cast<double>(c.size_bytes);
-  const double n = static_cast<double>(r.iterations);
   r.window = s.window();
   r.elapsed_s = static_cast<double>(mine.elapsed_ns) * 1e-9;
-  const auto ns = [](double seconds) {
-    return static_cast<std::int64_t>(std::llround(seconds * 1e9));
-  };
-  switch (c.pattern) {
+  switch (s.test().pattern) {
     case pattern_kind::pingpong:
       r.latency_s = summarize(s.samples().samples(), 0.5e-9);
-      r.message_rate_per_s = per_second(n, mine.elapsed_ns);
+      r.message_rate_per_s = per_second(static_cast<double>(r.iterations), mine.elapsed_ns);
       break;
-    case pattern_kind::stream_uni: {
-      if (s.data_op() == op_kind::put) {  // the target sees nothing arrive: the sender's figure
-        r.bandwidth_Bps = bandwidth{std::nullopt, per_second(n * size, mine.send_elapsed_ns)};
-        r.message_rate_per_s = per_second(n, mine.send_elapsed_ns);
-      } else if (s.data_op() ==
-                 op_kind::get) {  // the client is the receiver; the target posts nothing
-        r.bandwidth_Bps = bandwidth{receiver_rate(mine.recv_span_messages, mine.recv_span_ns, size),
-                                    std::nullopt};
-        r.message_rate_per_s =
-            per_second(static_cast<double>(mine.recv_span_messages), mine.recv_span_ns);
-        r.interval_s = summarize(s.samples().samples(), 1e-9);
-      } else {
-        const std::int64_t span = ns(theirs.seconds("recv_span_s"));
-        const auto counted =
-            theirs.body.at("outcome").at("recv_span_messages").get<std::uint64_t>();
-        r.bandwidth_Bps = bandwidth{receiver_rate(counted, span, size),
-                                    per_second(n * size, mine.send_elapsed_ns)};
-        r.message_rate_per_s = per_second(static_cast<double>(counted), span);
-        r.interval_s = theirs.body.at("interval_s").get<sample_stats>();
-      }
+    case pattern_kind::stream_uni:
+      stream_figures(r, s, mine, theirs);
       break;
-    }
-    case pattern_kind::stream_bi: {
-      const std::int64_t their_span = ns(theirs.seconds("recv_span_s"));
-      const auto their_counted =
-          theirs.body.at("outcome").at("recv_span_messages").get<std::uint64_t>();
-      r.client_to_server_Bps = bandwidth{receiver_rate(their_counted, their_span, size),
-                                         per_second(n * size, mine.send_elapsed_ns)};
-      r.server_to_client_Bps =
-          bandwidth{receiver_rate(mine.recv_span_messages, mine.recv_span_ns, size),
-                    per_second(n * size, ns(theirs.seconds("send_elapsed_s")))};
-      const auto sum = [](const std::optional<double>& a,
-                          const std::optional<double>& b) -> std::optional<double> {
-        if (!a || !b) return std::nullopt;
-        return *a + *b;
-      };
-      r.bandwidth_Bps =
-          bandwidth{sum(r.client_to_server_Bps->receiver_Bps, r.server_to_client_Bps->receiver_Bps),
-                    sum(r.client_to_server_Bps->sender_Bps, r.server_to_client_Bps->sender_Bps)};
-      // Puts: neither target sees arrivals, so the rate is that of the senders.
-      r.message_rate_per_s =
-          s.data_op() == op_kind::put
-              ? per_second(n, mine.send_elapsed_ns) +
-                    per_second(n, ns(theirs.seconds("send_elapsed_s")))
-              : per_second(static_cast<double>(their_counted), their_span) +
-                    per_second(static_cast<double>(mine.recv_span_messages), mine.recv_span_ns);
-      r.interval_s = summarize(s.samples().samples(), 1e-9);
+    case pattern_kind::stream_bi:
+      bidirectional_figures(r, s, mine, theirs);
       break;
-    }
   }
   provenance p = s.describe();
   p.server = theirs.body.value("provenance", nlohmann::json::object());
@@ -189,16 +218,7 @@ void compose_result(case_result& r, case_session& s, const pattern_outcome& mine
     r.gpu_path = g.verdict;
     r.gpu_path_why = g.why;
   }
-  if (auto v = s.validated()) {
-    v->messages_checked += theirs.body.at("validation").at("messages_checked").get<std::uint64_t>();
-    v->corrupt_bytes += theirs.body.at("validation").at("corrupt_bytes").get<std::uint64_t>();
-    r.validated = v;
-    if (v->corrupt_bytes > 0) {
-      r.status = case_status::fail;
-      r.message = fmt::format("--validate: {} corrupt bytes in {} messages checked",
-                              v->corrupt_bytes, v->messages_checked);
-    }
-  }
+  add_validation(r, s, theirs);
 }
 
 verdict_outcome run_summary::outcome() const {

@@ -185,19 +185,14 @@ void add_not_measured(nlohmann::json& mesh, const mesh_gaps& gaps,
   }
 }
 
-}  // namespace
-
-int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const mesh_plan& plan,
-                const std::vector<mesh_node>& nodes, std::vector<pair_result> pairs,
-                const std::vector<pair_result>& retests, const std::vector<double>& round_seconds,
-                double retest_seconds, std::chrono::steady_clock::time_point start,
-                const mesh_gaps& gaps) {
-  const outlier_rule rule{a.retest_bw, a.retest_lat};
+// Each retest's verdict on its pair: a retest that failed fails it; an outlier fine alone was
+// contention, and one still an outlier alone a slow link, unless its processes waited for a CPU
+// enough to explain it (noisy). Pairs retested only to see both directions alone keep theirs.
+void apply_retests(std::vector<pair_result>& pairs, const std::vector<pair_result>& retests,
+                   const outlier_rule& rule) {
   // Retested as outliers (slow link or contention), or only to see both directions of a link
   // alone (their verdict stays as it was).
   const std::vector<std::size_t> outliers = find_outliers(pairs, rule);
-  // "--json -": the document on stdout, the tables on stderr.
-  std::FILE* out = a.json == "-" ? stderr : stdout;
   for (const auto& r : retests) {
     for (std::size_t idx = 0; idx < pairs.size(); ++idx) {
       auto& p = pairs[idx];
@@ -213,34 +208,37 @@ int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const 
       p.verdict = retest_verdict(pairs, idx, r.results, rule);
     }
   }
-  // A node whose process may use less than one CPU (its cgroup's limit) measures its limit, not
-  // its links (a throttled process waits more than its meter shows): its pairs are never slow
-  // links, and its links never asymmetric.
-  const auto limited = [&](int i) {
-    const nlohmann::json& host = nodes.at(static_cast<std::size_t>(i)).host;
-    const auto process = host.find("process");
-    if (process == host.end() || !process->is_object()) return false;
-    const auto quota = process->find("cpu_quota");
-    return quota != process->end() && quota->is_number() && quota->get<double>() < 1.0;
-  };
+}
+
+// A node whose process may use less than one CPU (its cgroup's limit) measures its limit, not
+// its links (a throttled process waits more than its meter shows): its pairs are never slow
+// links, and its links never asymmetric.
+bool cpu_limited(const mesh_node& node) {
+  const nlohmann::json& host = node.host;
+  const auto process = host.find("process");
+  if (process == host.end() || !process->is_object()) return false;
+  const auto quota = process->find("cpu_quota");
+  return quota != process->end() && quota->is_number() && quota->get<double>() < 1.0;
+}
+
+// The slow links of CPU-limited nodes are noisy: their figures say nothing of the link.
+void excuse_cpu_limited(const std::vector<mesh_node>& nodes, std::vector<pair_result>& pairs) {
   for (auto& p : pairs) {
-    if (p.verdict == "slow link" && (limited(p.pair.client) || limited(p.pair.server)))
+    if (p.verdict == "slow link" &&
+        (cpu_limited(nodes.at(static_cast<std::size_t>(p.pair.client))) ||
+         cpu_limited(nodes.at(static_cast<std::size_t>(p.pair.server)))))
       p.verdict = "noisy";
   }
-  std::size_t failed_checks = 0;
-  for (auto& p : pairs) {
-    for (auto& r : p.retest.empty() ? p.results : p.retest) {
-      apply_expectations(plan.expectations, r);
-      failed_checks += r.status == case_status::fail ? 1 : 0;
-    }
-  }
-  std::vector<std::string> names;
-  for (const auto& n : nodes) names.push_back(n.name);
-  std::vector<finding> findings = mesh_findings(plan, nodes, names, pairs, rule);
+}
+
+// No asymmetric link of a CPU-limited node is a finding (`side` names the link's nodes).
+void drop_cpu_limited_asymmetry(const std::vector<mesh_node>& nodes,
+                                const std::vector<std::string>& names,
+                                std::vector<finding>& findings) {
   std::erase_if(findings, [&](const finding& f) {
     if (f.subject != "asymmetric link") return false;
     for (std::size_t i = 0; i < nodes.size(); ++i) {
-      if (!limited(static_cast<int>(i))) continue;
+      if (!cpu_limited(nodes[i])) continue;
       const std::string& n = names[i];
       if (f.side == n || f.side.rfind(n + ",", 0) == 0 ||
           (f.side.size() > n.size() &&
@@ -249,11 +247,33 @@ int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const 
     }
     return false;
   });
-  const double total =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const auto nodes_n = static_cast<int>(nodes.size());
-  fmt::print(out, "pairperf mesh: {} nodes, {} ({} rounds of up to {} pairs), {} {}\n", nodes_n,
-             a.pattern, plan.schedule.size(),
+}
+
+// --expect on each pair's deciding results (the retest's where there is one); the cases missed.
+std::size_t check_expectations(const mesh_plan& plan, std::vector<pair_result>& pairs) {
+  std::size_t failed_checks = 0;
+  for (auto& p : pairs) {
+    for (auto& r : p.retest.empty() ? p.results : p.retest) {
+      apply_expectations(plan.expectations, r);
+      failed_checks += r.status == case_status::fail ? 1 : 0;
+    }
+  }
+  return failed_checks;
+}
+
+// The pairs by verdict, as the report and the exit code count them.
+struct pair_counts {
+  std::size_t bad = 0, slow = 0, noisy = 0;
+  std::string busy_hosts;  // the hosts that oversubscribed their CPUs, where pairs stayed noisy
+};
+
+// The report's tables: the plan, the nodes, both matrices, then each pair that is not ok and
+// each not measured. Returns the counts by verdict.
+pair_counts print_mesh(std::FILE* out, const mesh_args& a, const mesh_plan& plan,
+                       const std::vector<mesh_node>& nodes, const std::vector<std::string>& names,
+                       const std::vector<pair_result>& pairs, const mesh_gaps& gaps) {
+  fmt::print(out, "pairperf mesh: {} nodes, {} ({} rounds of up to {} pairs), {} {}\n",
+             static_cast<int>(nodes.size()), a.pattern, plan.schedule.size(),
              plan.schedule.empty() ? 0 : plan.schedule.front().size(), plan.transport,
              fmt::join(plan.tests, ","));
   for (std::size_t i = 0; i < nodes.size(); ++i) {
@@ -263,10 +283,10 @@ int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const 
   }
   print_matrix(out, names, pairs, false);
   print_matrix(out, names, pairs, true);
-  std::size_t bad = 0, slow = 0, noisy = 0;
+  pair_counts counts;
   for (const auto& p : pairs) {
     if (p.verdict == "ok" || p.verdict == "contention") continue;
-    ++(p.verdict == "slow link" ? slow : p.verdict == "noisy" ? noisy : bad);
+    ++(p.verdict == "slow link" ? counts.slow : p.verdict == "noisy" ? counts.noisy : counts.bad);
     const auto& rs = p.retest.empty() ? p.results : p.retest;
     const std::string why = p.verdict == "noisy" ? noise_of(rs).why
                             : rs.empty()         ? std::string()
@@ -282,24 +302,26 @@ int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const 
   }
   std::vector<nlohmann::json> hosts;
   for (const auto& n : nodes) hosts.push_back(n.host);
-  const std::string busy_hosts = noisy > 0 ? oversubscription(names, hosts) : std::string();
-  if (noisy > 0)
+  counts.busy_hosts = counts.noisy > 0 ? oversubscription(names, hosts) : std::string();
+  if (counts.noisy > 0)
     fmt::print(out,
                "  {} pair(s) stayed noisy measured alone: their processes waited for a CPU, so "
                "their figures cannot say whether the link is slow: {}\n",
-               noisy, busy_hosts);
-  print_findings(out, findings);
-  fmt::print(out,
-             "\n{} pair(s) ({}), {} failed, {} slow, {} noisy, {} not measured; rounds {:.1f} s, "
-             "retests {:.1f} s ({} pairs), total {:.1f} s\n",
-             pairs.size(), a.one_way ? "one direction each" : "both directions", bad, slow, noisy,
-             gaps.pairs.size(), std::accumulate(round_seconds.begin(), round_seconds.end(), 0.0),
-             retest_seconds, retests.size(), total);
-  // The exit-code contract: a failed pair is a failed measurement (1); a slow link, a finding
-  // or a missed expectation is a check that missed (3).
+               counts.noisy, counts.busy_hosts);
+  return counts;
+}
+
+// The exit-code contract: a failed pair is a failed measurement (1); a slow link, a finding
+// or a missed expectation is a check that missed (3); pairs not measured, none measured, or
+// pairs noisy alone leave it inconclusive (4).
+verdict_outcome mesh_outcome(const pair_counts& counts, const std::vector<finding>& findings,
+                             std::size_t failed_checks, std::size_t measured,
+                             const mesh_gaps& gaps) {
   verdict_outcome outcome;
-  if (bad > 0) outcome.add(exit_status::failed, fmt::format("{} pair(s) failed", bad));
-  if (slow > 0) outcome.add(exit_status::missed, fmt::format("{} slow link(s)", slow));
+  if (counts.bad > 0)
+    outcome.add(exit_status::failed, fmt::format("{} pair(s) failed", counts.bad));
+  if (counts.slow > 0)
+    outcome.add(exit_status::missed, fmt::format("{} slow link(s)", counts.slow));
   // `fails` findings miss; `fragile` and `advice` are reported (mesh has no --strict).
   if (const auto failing =
           std::count_if(findings.begin(), findings.end(),
@@ -309,50 +331,95 @@ int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const 
   if (failed_checks > 0)
     outcome.add(exit_status::missed, fmt::format("{} case(s) missed --expect", failed_checks));
   if (gaps.interrupted != 0) {
-    outcome.add(exit_status::failed, fmt::format("stopped by {}: {} of {} pair(s) measured",
-                                                 signal_name(gaps.interrupted), pairs.size(),
-                                                 pairs.size() + gaps.pairs.size()));
+    outcome.add(exit_status::failed,
+                fmt::format("stopped by {}: {} of {} pair(s) measured",
+                            signal_name(gaps.interrupted), measured, measured + gaps.pairs.size()));
   } else if (!gaps.pairs.empty()) {
     // A server that stayed busy: its pairs say nothing about its links (no verdict on them).
     outcome.add(exit_status::inconclusive, fmt::format("{} pair(s) not measured: {}",
                                                        gaps.pairs.size(), gaps.pairs.front().why));
   }
-  if (pairs.empty() && gaps.interrupted == 0)
+  if (measured == 0 && gaps.interrupted == 0)
     outcome.add(exit_status::inconclusive, "no pair was measured");
-  if (noisy > 0)
+  if (counts.noisy > 0)
     outcome.add(exit_status::inconclusive,
-                fmt::format("{} pair(s) stayed noisy alone: {}", noisy, busy_hosts));
+                fmt::format("{} pair(s) stayed noisy alone: {}", counts.noisy, counts.busy_hosts));
+  return outcome;
+}
+
+// The mesh document (schema pairperf.mesh): context, outcome, nodes, matrices, findings, timing.
+nlohmann::json mesh_document(const mesh_args& a, const std::vector<std::string>& argv,
+                             const mesh_plan& plan, const std::vector<mesh_node>& nodes,
+                             const std::vector<std::string>& names,
+                             const std::vector<pair_result>& pairs,
+                             const std::vector<finding>& findings, const verdict_outcome& outcome,
+                             int exit_code, const mesh_gaps& gaps, nlohmann::json timing_s) {
+  nlohmann::json doc{{"schema", "pairperf.mesh"},
+                     {"schema_version", "1.3.0"},
+                     {"context",
+                      {{"tool", tool_context()},
+                       {"argv", redact_argv(argv)},
+                       {"time_utc", utc_timestamp()},
+                       {"pattern", a.pattern},
+                       {"transport", plan.transport},
+                       {"tests", plan.tests},
+                       {"directions", a.one_way ? "one-way" : "both"},
+                       {"config", plan.config}}},
+                     {"outcome",
+                      {{"exit_code", exit_code},
+                       {"verdict", to_string(outcome.status)},
+                       {"reasons", outcome.reasons}}},
+                     {"nodes", nlohmann::json::array()},
+                     {"mesh", mesh_matrices(static_cast<int>(nodes.size()), names, pairs)},
+                     {"findings", findings},
+                     {"timing_s", std::move(timing_s)}};
+  add_not_measured(doc["mesh"], gaps, names);
+  for (const auto& n : nodes) {
+    doc["nodes"].push_back({{"name", n.name},
+                            {"address", n.address},
+                            {"port", n.port},
+                            {"note", n.note},
+                            {"host", n.host},
+                            {"env", n.env}});
+  }
+  return doc;
+}
+
+}  // namespace
+
+int finish_mesh(const mesh_args& a, const std::vector<std::string>& argv, const mesh_plan& plan,
+                const std::vector<mesh_node>& nodes, std::vector<pair_result> pairs,
+                const std::vector<pair_result>& retests, const std::vector<double>& round_seconds,
+                double retest_seconds, std::chrono::steady_clock::time_point start,
+                const mesh_gaps& gaps) {
+  const outlier_rule rule{a.retest_bw, a.retest_lat};
+  apply_retests(pairs, retests, rule);
+  // "--json -": the document on stdout, the tables on stderr.
+  std::FILE* out = a.json == "-" ? stderr : stdout;
+  excuse_cpu_limited(nodes, pairs);
+  const std::size_t failed_checks = check_expectations(plan, pairs);
+  std::vector<std::string> names;
+  for (const auto& n : nodes) names.push_back(n.name);
+  std::vector<finding> findings = mesh_findings(plan, nodes, names, pairs, rule);
+  drop_cpu_limited_asymmetry(nodes, names, findings);
+  const double total =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const pair_counts counts = print_mesh(out, a, plan, nodes, names, pairs, gaps);
+  print_findings(out, findings);
+  fmt::print(out,
+             "\n{} pair(s) ({}), {} failed, {} slow, {} noisy, {} not measured; rounds {:.1f} s, "
+             "retests {:.1f} s ({} pairs), total {:.1f} s\n",
+             pairs.size(), a.one_way ? "one direction each" : "both directions", counts.bad,
+             counts.slow, counts.noisy, gaps.pairs.size(),
+             std::accumulate(round_seconds.begin(), round_seconds.end(), 0.0), retest_seconds,
+             retests.size(), total);
+  const verdict_outcome outcome = mesh_outcome(counts, findings, failed_checks, pairs.size(), gaps);
   const int exit_code = gaps.interrupted != 0 ? 128 + gaps.interrupted : code(outcome.status);
   if (!a.json.empty()) {
-    nlohmann::json doc{
-        {"schema", "pairperf.mesh"},
-        {"schema_version", "1.3.0"},
-        {"context",
-         {{"tool", tool_context()},
-          {"argv", redact_argv(argv)},
-          {"time_utc", utc_timestamp()},
-          {"pattern", a.pattern},
-          {"transport", plan.transport},
-          {"tests", plan.tests},
-          {"directions", a.one_way ? "one-way" : "both"},
-          {"config", plan.config}}},
-        {"outcome",
-         {{"exit_code", exit_code},
-          {"verdict", to_string(outcome.status)},
-          {"reasons", outcome.reasons}}},
-        {"nodes", nlohmann::json::array()},
-        {"mesh", mesh_matrices(nodes_n, names, pairs)},
-        {"findings", findings},
-        {"timing_s", {{"rounds", round_seconds}, {"retests", retest_seconds}, {"total", total}}}};
-    add_not_measured(doc["mesh"], gaps, names);
-    for (const auto& n : nodes) {
-      doc["nodes"].push_back({{"name", n.name},
-                              {"address", n.address},
-                              {"port", n.port},
-                              {"note", n.note},
-                              {"host", n.host},
-                              {"env", n.env}});
-    }
+    const nlohmann::json timing{
+        {"rounds", round_seconds}, {"retests", retest_seconds}, {"total", total}};
+    const nlohmann::json doc = mesh_document(a, argv, plan, nodes, names, pairs, findings, outcome,
+                                             exit_code, gaps, timing);
     write_output(a.json, doc.dump(2) + "\n");
     if (a.json != "-") fmt::print(out, "results: {}\n", a.json);
   }

@@ -79,50 +79,44 @@ std::vector<mesh_node> hello_nodes(const mesh_args& a, const mesh_plan& plan,
   return nodes;
 }
 
-}  // namespace
+// The schedule driven from this process: each pair a `drive` of its client's server towards its
+// partner's server, the pairs of a round on threads of their own.
+class host_driver {
+ public:
+  host_driver(const mesh_args& a, const mesh_plan& plan, const std::vector<endpoint>& servers,
+              std::vector<mesh_node>& nodes)
+      : m_a(a),
+        m_plan(plan),
+        m_servers(servers),
+        m_nodes(nodes),
+        m_wait(std::chrono::duration_cast<std::chrono::nanoseconds>(
+            std::chrono::duration<double>(plan.pair_bound_s + 10))) {}
 
-int mesh_hosts(const mesh_args& a, const std::vector<std::string>& argv) {
-  const auto start = std::chrono::steady_clock::now();
-  const int n = static_cast<int>(a.hosts.size());
-  if (n < 2) throw usage_error("--hosts needs at least two servers");
-  const mesh_plan plan = make_plan(a, n);
-  if (!a.json.empty()) check_output(a.json);  // before the rounds, not after them
-  const std::string& token = a.token;
-  std::vector<endpoint> servers;
-  for (const auto& h : a.hosts) servers.push_back(parse_endpoint(h, default_control_port));
-  std::vector<mesh_node> nodes = hello_nodes(a, plan, servers);
-  const auto wait = std::chrono::duration_cast<std::chrono::nanoseconds>(
-      std::chrono::duration<double>(plan.pair_bound_s + 10));
-  const auto stop_signal = [&] { return a.interrupted != nullptr ? a.interrupted->load() : 0; };
-  mesh_gaps gaps;
-  const auto gap = [&](const node_pair& p) -> std::optional<std::string> {
-    for (const int i : {p.client, p.server}) {
-      const auto& node = nodes[static_cast<std::size_t>(i)];
-      if (node.busy) return fmt::format("{}: {}", node.name, node.note);
-    }
-    if (const int sig = stop_signal(); sig != 0) return fmt::format("stopped by {}", signal_name(sig));
-    return std::nullopt;
-  };
-  // A pair's result, or why it was not measured.
-  const auto run_pair = [&](const node_pair& p) -> std::variant<pair_result, std::string> {
+  [[nodiscard]] int stop_signal() const {
+    return m_a.interrupted != nullptr ? m_a.interrupted->load() : 0;
+  }
+
+  // A pair's result, or why it was not measured. Called from a round's threads: reads the
+  // nodes, never changes them.
+  [[nodiscard]] std::variant<pair_result, std::string> run_pair(const node_pair& p) const {
     if (auto why = gap(p)) return *why;
-    const auto& client = nodes[static_cast<std::size_t>(p.client)];
-    const auto& server = nodes[static_cast<std::size_t>(p.server)];
+    const auto& client = m_nodes[static_cast<std::size_t>(p.client)];
+    const auto& server = m_nodes[static_cast<std::size_t>(p.server)];
     if (!client.note.empty())
-      return unreachable_pair(p, plan.cases, fmt::format("{}: {}", client.name, client.note), "");
+      return unreachable_pair(p, m_plan.cases, fmt::format("{}: {}", client.name, client.note), "");
     if (!server.note.empty())
-      return unreachable_pair(p, plan.cases, fmt::format("{}: {}", server.name, server.note), "");
+      return unreachable_pair(p, m_plan.cases, fmt::format("{}: {}", server.name, server.note), "");
     client_options o;
-    o.config = plan.config;
-    o.cases = plan.cases;
-    o.token = token;
-    o.wait_busy = a.wait_busy;
-    o.interrupted = a.interrupted;
+    o.config = m_plan.config;
+    o.cases = m_plan.cases;
+    o.token = m_a.token;
+    o.wait_busy = m_a.wait_busy;
+    o.interrupted = m_a.interrupted;
     try {
       pair_result out{
           p,
-          drive_remote(servers[static_cast<std::size_t>(p.client)],
-                       servers[static_cast<std::size_t>(p.server)].to_string(), o, wait),
+          drive_remote(m_servers[static_cast<std::size_t>(p.client)],
+                       m_servers[static_cast<std::size_t>(p.server)].to_string(), o, m_wait),
           {},
           "ok"};
       judge(out);
@@ -132,14 +126,15 @@ int mesh_hosts(const mesh_args& a, const std::vector<std::string>& argv) {
     } catch (const step_error& e) {
       if (const int sig = stop_signal(); sig != 0)
         return fmt::format("stopped by {} while measured", signal_name(sig));
-      return unreachable_pair(p, plan.cases, e.what(),
+      return unreachable_pair(p, m_plan.cases, e.what(),
                               e.sys_errno() != 0 ? errno_name(e.sys_errno()) : "");
     }
-  };
-  std::vector<pair_result> pairs;
-  std::vector<double> round_seconds;
-  for (const auto& round : plan.schedule) {
-    const auto t0 = std::chrono::steady_clock::now();
+  }
+
+  // One round, all its pairs at once: each measured pair to `pairs`, each not measured to
+  // `gaps`. A client server that stayed busy past the bound is marked busy: its later pairs
+  // are not waited for.
+  void run_round(const mesh_round& round, std::vector<pair_result>& pairs, mesh_gaps& gaps) {
     std::vector<std::variant<pair_result, std::string>> got(round.size());
     std::vector<std::thread> threads;
     for (std::size_t i = 0; i < round.size(); ++i)
@@ -152,13 +147,64 @@ int mesh_hosts(const mesh_args& a, const std::vector<std::string>& argv) {
       }
       const std::string& why = std::get<std::string>(got[i]);
       gaps.pairs.push_back({round[i], why});
-      // A client server that stayed busy past the bound: its later pairs are not waited for.
-      auto& client = nodes[static_cast<std::size_t>(round[i].client)];
+      auto& client = m_nodes[static_cast<std::size_t>(round[i].client)];
       if (!client.busy && stop_signal() == 0 && why.rfind(client.name + ": ", 0) == 0) {
         client.busy = true;
         client.note = why.substr(client.name.size() + 2);
       }
     }
+  }
+
+  // The outliers' retests (find_retests), one pair at a time; `seconds` adds up their time. A
+  // retest cut short says nothing: the first measurement stands.
+  std::vector<pair_result> retest(const std::vector<pair_result>& pairs, double& seconds) const {
+    std::vector<pair_result> out;
+    for (const auto idx : find_retests(pairs, outlier_rule{m_a.retest_bw, m_a.retest_lat})) {
+      const auto t0 = std::chrono::steady_clock::now();
+      auto again = run_pair(pairs[idx].pair);
+      seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (auto* measured = std::get_if<pair_result>(&again)) out.push_back(std::move(*measured));
+    }
+    return out;
+  }
+
+ private:
+  // Why a pair is not measured: one of its servers stayed busy, or a signal stopped the mesh.
+  [[nodiscard]] std::optional<std::string> gap(const node_pair& p) const {
+    for (const int i : {p.client, p.server}) {
+      const auto& node = m_nodes[static_cast<std::size_t>(i)];
+      if (node.busy) return fmt::format("{}: {}", node.name, node.note);
+    }
+    if (const int sig = stop_signal(); sig != 0)
+      return fmt::format("stopped by {}", signal_name(sig));
+    return std::nullopt;
+  }
+
+  const mesh_args& m_a;
+  const mesh_plan& m_plan;
+  const std::vector<endpoint>& m_servers;
+  std::vector<mesh_node>& m_nodes;
+  std::chrono::nanoseconds m_wait;  // the most a pair's drive may take
+};
+
+}  // namespace
+
+int mesh_hosts(const mesh_args& a, const std::vector<std::string>& argv) {
+  const auto start = std::chrono::steady_clock::now();
+  const int n = static_cast<int>(a.hosts.size());
+  if (n < 2) throw usage_error("--hosts needs at least two servers");
+  const mesh_plan plan = make_plan(a, n);
+  if (!a.json.empty()) check_output(a.json);  // before the rounds, not after them
+  std::vector<endpoint> servers;
+  for (const auto& h : a.hosts) servers.push_back(parse_endpoint(h, default_control_port));
+  std::vector<mesh_node> nodes = hello_nodes(a, plan, servers);
+  host_driver driver(a, plan, servers, nodes);
+  mesh_gaps gaps;
+  std::vector<pair_result> pairs;
+  std::vector<double> round_seconds;
+  for (const auto& round : plan.schedule) {
+    const auto t0 = std::chrono::steady_clock::now();
+    driver.run_round(round, pairs, gaps);
     round_seconds.push_back(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     // Progress on stderr (the tables come at the end): a long mesh shows where it is.
@@ -167,17 +213,8 @@ int mesh_hosts(const mesh_args& a, const std::vector<std::string>& argv) {
   }
   std::vector<pair_result> retests;
   double retest_seconds = 0;
-  if (!a.no_retest && stop_signal() == 0) {
-    for (const auto idx : find_retests(pairs, outlier_rule{a.retest_bw, a.retest_lat})) {
-      const auto t0 = std::chrono::steady_clock::now();
-      auto again = run_pair(pairs[idx].pair);
-      retest_seconds +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      // A retest cut short says nothing: the first measurement stands.
-      if (auto* measured = std::get_if<pair_result>(&again)) retests.push_back(std::move(*measured));
-    }
-  }
-  gaps.interrupted = stop_signal();
+  if (!a.no_retest && driver.stop_signal() == 0) retests = driver.retest(pairs, retest_seconds);
+  gaps.interrupted = driver.stop_signal();
   return finish_mesh(a, argv, plan, nodes, pairs, retests, round_seconds, retest_seconds, start,
                      gaps);
 }

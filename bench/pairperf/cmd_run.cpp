@@ -271,9 +271,14 @@ multi_reporter make_reporters(const run_args& a, rate_unit unit, std::string& js
   return out;
 }
 
-int run_command(const run_args& a, const CLI::App& app, const std::vector<std::string>& argv) {
-  // From the first moment: a signal while the local server starts still writes a results file.
-  catch_interrupts();
+// --gpu CLIENT[,SERVER] and --cpu CLIENT[,SERVER]: this side's GPU is selected and its CPU pinned
+// now; the local server's share is returned for its command line.
+struct server_placement {
+  std::string gpu;  // "" for none
+  int cpu = -1;     // -1 for none
+};
+
+server_placement place_sides(const run_args& a) {
   const auto comma = a.gpu.find(',');
   const std::string client_gpu = a.gpu.substr(0, comma);
   const std::string server_gpu = comma == std::string::npos ? client_gpu : a.gpu.substr(comma + 1);
@@ -285,10 +290,11 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
         "remote one with `pairperf server --cpu N`");
   if (client_cpu >= 0) pin_to_cpu(client_cpu);
   (void)parse_gpu_selector(server_gpu);  // a bad value is a usage error before anything starts
-  client_options o;
-  o.config = make_config(a, app);
-  const rate_unit unit = parse_rate_unit(a.units);
-  const bool local_run = a.peer.empty();
+  return {server_gpu, server_cpu};
+}
+
+// The matrix of cases the command line asks for (a local sweep stays on loopback).
+std::vector<test_case> requested_cases(const run_args& a, bool local_run) {
   matrix_request req{default_transports(a.transports, a.tests),
                      a.tests,
                      parse_size_list(a.sizes),
@@ -298,43 +304,44 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   // A local sweep stays on loopback, whatever else this host's transports could reach.
   if (local_run && req.ifaces.empty()) req.ifaces = {"lo"};
   for (const auto& m : a.memory) req.memory.push_back(parse_memory_pair(m));
-  o.cases = expand_matrix(req, transport_registry::instance(), usable_interfaces());
-  o.config.transport.own = transport_own_options(a, o.cases);
+  return expand_matrix(req, transport_registry::instance(), usable_interfaces());
+}
+
+// --expect, each of which must apply to some case of the run (else a usage error).
+std::vector<expectation> run_expectations(const run_args& a, const std::vector<test_case>& cases) {
+  std::vector<expectation> out;
   for (const auto& text : a.expect) {
     expectation e = parse_expectation(text);
-    if (std::none_of(o.cases.begin(), o.cases.end(),
+    if (std::none_of(cases.begin(), cases.end(),
                      [&](const test_case& c) { return applies(e, c); })) {
       throw usage_error(fmt::format(
           "--expect {}: no case of this run can be checked against it (wrong size or pattern?)",
           text));
     }
-    o.expectations.push_back(std::move(e));
+    out.push_back(std::move(e));
   }
-  o.token = a.token.resolve();
-  o.argv = argv;
-  o.interrupted = &interrupt_signal();
-  o.wait_busy = a.wait_busy.resolve();
-  o.reconnect = a.reconnect == "0" ? std::chrono::nanoseconds(0) : parse_duration(a.reconnect);
+  return out;
+}
 
-  // "-" puts the results on stdout; the table then goes to stderr so stdout stays JSON.
-  const bool json_stdout = a.json == "-" || a.jsonl == "-";
-  std::string json_path;
-  multi_reporter out =
-      make_reporters(a, unit, json_path, planned_case_seconds(o.config), o.cases.size());
-  // The transports of this run's cases: only their libraries are described (and loaded or
-  // probed) on this side and on a local server.
+// The transports of the cases, in their first case's order.
+std::vector<std::string> case_transports(const std::vector<test_case>& cases) {
   std::vector<std::string> used;
-  for (const auto& c : o.cases) {
+  for (const auto& c : cases) {
     if (std::find(used.begin(), used.end(), c.transport) == used.end()) used.push_back(c.transport);
   }
-  // This side's facts are gathered while the local server starts (it gathers its own).
-  auto facts = std::async(std::launch::async, [&used] { prepare_context(used); });
-  std::optional<local_server> local;
+  return used;
+}
+
+// Where the client finds its server: a local one started into `local` (serving the transports
+// `used`, with its GPU and CPU), or the peer given. A signal while it starts leaves o.server unset.
+void reach_server(const run_args& a, const server_placement& server,
+                  const std::vector<std::string>& used, client_options& o,
+                  std::optional<local_server>& local) {
   if (a.peer.empty() && interrupt_signal().load() == 0) {
     std::vector<std::string> extra;
     if (!used.empty()) extra = {"--transport", fmt::format("{}", fmt::join(used, ","))};
-    if (!server_gpu.empty()) extra.insert(extra.end(), {"--gpu", server_gpu});
-    if (server_cpu >= 0) extra.insert(extra.end(), {"--cpu", std::to_string(server_cpu)});
+    if (!server.gpu.empty()) extra.insert(extra.end(), {"--gpu", server.gpu});
+    if (server.cpu >= 0) extra.insert(extra.end(), {"--cpu", std::to_string(server.cpu)});
     // Not --once: after a case whose process was ended the client connects again.
     try {
       local.emplace(o.config.timeouts.connect + o.config.timeouts.handshake, false, extra);
@@ -346,7 +353,11 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   } else if (!a.peer.empty()) {
     o.server = parse_endpoint(a.peer, default_control_port);
   }
-  facts.get();
+}
+
+// The sweep: a server that stayed busy or a failed step is a summary too; a signal that ended
+// the hello counts every case as planned; a stream that stopped mid-sweep is recorded.
+run_summary run_sweep(const client_options& o, multi_reporter& out) {
   run_summary sum;
   try {
     sum = run_client(o, out);
@@ -360,6 +371,13 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   // A stream that stopped mid-sweep (a disk that filled) fails the run; the results file, whose
   // room was taken at the start, still holds every case.
   sum.lost_output = out.failures();
+  return sum;
+}
+
+// The run's end: its errors and reasons on stderr, the outcome to the reporters, where the
+// results went; returns the exit code.
+int finish_run(const run_args& a, const run_summary& sum, multi_reporter& out,
+               const std::string& json_path, bool json_stdout) {
   // Errors and reasons first, then the summary line (the console reporter's finalize).
   const verdict_outcome outcome = sum.outcome();
   for (const auto& why : outcome.reasons)
@@ -376,6 +394,40 @@ int run_command(const run_args& a, const CLI::App& app, const std::vector<std::s
   if (!json_path.empty() && json_path != "-")
     fmt::print(a.quiet || json_stdout ? stderr : stdout, "results: {}\n", json_path);
   return sum.exit_code();
+}
+
+int run_command(const run_args& a, const CLI::App& app, const std::vector<std::string>& argv) {
+  // From the first moment: a signal while the local server starts still writes a results file.
+  catch_interrupts();
+  const server_placement server = place_sides(a);
+  client_options o;
+  o.config = make_config(a, app);
+  const rate_unit unit = parse_rate_unit(a.units);
+  const bool local_run = a.peer.empty();
+  o.cases = requested_cases(a, local_run);
+  o.config.transport.own = transport_own_options(a, o.cases);
+  o.expectations = run_expectations(a, o.cases);
+  o.token = a.token.resolve();
+  o.argv = argv;
+  o.interrupted = &interrupt_signal();
+  o.wait_busy = a.wait_busy.resolve();
+  o.reconnect = a.reconnect == "0" ? std::chrono::nanoseconds(0) : parse_duration(a.reconnect);
+
+  // "-" puts the results on stdout; the table then goes to stderr so stdout stays JSON.
+  const bool json_stdout = a.json == "-" || a.jsonl == "-";
+  std::string json_path;
+  multi_reporter out =
+      make_reporters(a, unit, json_path, planned_case_seconds(o.config), o.cases.size());
+  // The transports of this run's cases: only their libraries are described (and loaded or
+  // probed) on this side and on a local server.
+  const std::vector<std::string> used = case_transports(o.cases);
+  // This side's facts are gathered while the local server starts (it gathers its own).
+  auto facts = std::async(std::launch::async, [&used] { prepare_context(used); });
+  std::optional<local_server> local;
+  reach_server(a, server, used, o, local);
+  facts.get();
+  const run_summary sum = run_sweep(o, out);
+  return finish_run(a, sum, out, json_path, json_stdout);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
   netns         network namespaces, veth links and namespace clusters (root)
   report        `pairperf report`: pictures and an index.html (matplotlib)
   compare_peers pairperf against iperf3, sockperf, ucx_perftest, perftest, cudaMemcpy
+                (its parts: peer_runners, compare_rows, compare_gpu)
   mesh_scale    `pairperf mesh` timed on namespace clusters, the time model
   validate      results, doctor, mesh, compare, peer and info files against their schemas
 

@@ -78,6 +78,50 @@ def start(args, prefix=(), **kw):
     return subprocess.Popen(list(prefix) + [BIN] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
+def pairperf_children(pid):
+    """PIDs of the pairperf processes whose parent is `pid` (a local server, case processes): the
+    same binary, and not the short-lived child that asks libfabric what it offers (argv[0]
+    pairperf-ofi-discovery)."""
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    found = []
+    for p in out.split():
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                argv0 = f.read().split(b"\0")[0]
+            if os.path.realpath(f"/proc/{p}/exe") == os.path.realpath(BIN) and argv0 != b"pairperf-ofi-discovery":
+                found.append(int(p))
+        except OSError:
+            pass
+    return found
+
+
+def wait_for(predicate, seconds, what):
+    """Polls `predicate` every 20 ms for at most `seconds`; returns its first true value, else fails
+    the test saying `what` did not happen."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"{what} did not happen within {seconds} s")
+
+
+def lines_in(path):
+    with open(path) as f:
+        return len(f.readlines())
+
+
+def finished_in_stream(path):
+    """The cases a results stream (--jsonl) says finished: (index, test, size) of each."""
+    try:
+        with open(path) as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+    except OSError:
+        return []
+    return [(r["case"]["index"], r["case"]["test"], r["case"]["size_bytes"]) for r in rows if "case" in r and "status" in r]
+
+
 def _established_tcp_inodes():
     inodes = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):

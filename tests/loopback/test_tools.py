@@ -13,7 +13,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 import unittest
 
 import pairperf_testlib as pp
-from pairperf_tools import compare_peers, documents, processes
+from pairperf_tools import compare_rows, documents, peer_runners, processes
 
 SCRIPTS = os.path.join(pp.SOURCE_DIR, "scripts")
 # The peer curves: the example in results/ and report's fixture. (tests/fixtures/report/{base,new}.json
@@ -153,11 +153,11 @@ class ComparePeers(unittest.TestCase):
             self.assertGreater(figure, 0, doc)
         bad = subprocess.run([loop, "--test", "nope"], capture_output=True, text=True, timeout=30)
         self.assertEqual(bad.returncode, 2, bad.stderr)
-        why = compare_peers.gloo_unavailable(type("A", (), {"pairperf": pp.BIN})())
+        why = peer_runners.gloo_unavailable(type("A", (), {"pairperf": pp.BIN})())
         if why:
             self.skipTest(why)
         env = dict(os.environ, PYTHONPATH=os.path.join(pp.SOURCE_DIR, "python"))
-        p = subprocess.run([compare_peers.GLOO_TORCH_PYTHON, "-m", "pairperf_tools.torch_gloo_peer", "--test", "lat",
+        p = subprocess.run([peer_runners.GLOO_TORCH_PYTHON, "-m", "pairperf_tools.torch_gloo_peer", "--test", "lat",
                             "--size", "64", "--iterations", "200", "--warmup", "20", "--timeout", "30"],
                            capture_output=True, text=True, timeout=120, env=env)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
@@ -169,21 +169,21 @@ class ComparePeers(unittest.TestCase):
     def test_two_modes_are_told_apart(self):
         # This VM's TCP stream runs at about 2 or about 6 GB/s from one run to the next, whichever
         # tool runs: rounds of both tools in two levels are compared level by level.
-        row = compare_peers.rounds_row("bw", [2.0e9, 6.1e9, 2.1e9, 6.3e9], "peer", [5.0e9, 1.9e9, 5.2e9, 2.0e9], 1e-9,
+        row = compare_rows.rounds_row("bw", [2.0e9, 6.1e9, 2.1e9, 6.3e9], "peer", [5.0e9, 1.9e9, 5.2e9, 2.0e9], 1e-9,
                                        ">= 1.0")
-        low, high = compare_peers.modes(row)
+        low, high = compare_rows.modes(row)
         self.assertEqual((low["pairperf_rounds"], low["peer_rounds"], high["pairperf_rounds"], high["peer_rounds"]),
                          (2, 2, 2, 2))
         self.assertAlmostEqual(low["ratio"], 2.05 / 1.95)
         self.assertAlmostEqual(high["ratio"], 6.2 / 5.1)
         self.assertTrue(2.1 < low["split"] < 5.0)
         # One level (a spread under 1.5x): no modes. Too few rounds: none either.
-        one = compare_peers.rounds_row("bw", [5.0e9, 5.6e9, 5.2e9], "peer", [4.8e9, 5.9e9, 5.1e9], 1e-9, ">= 1.0")
-        self.assertIsNone(compare_peers.modes(one))
-        self.assertIsNone(compare_peers.modes(compare_peers.rounds_row("bw", [2e9], "peer", [6e9], 1e-9, ">= 1.0")))
+        one = compare_rows.rounds_row("bw", [5.0e9, 5.6e9, 5.2e9], "peer", [4.8e9, 5.9e9, 5.1e9], 1e-9, ">= 1.0")
+        self.assertIsNone(compare_rows.modes(one))
+        self.assertIsNone(compare_rows.modes(compare_rows.rounds_row("bw", [2e9], "peer", [6e9], 1e-9, ">= 1.0")))
         # A level only one tool reached has no ratio.
-        only = compare_peers.rounds_row("bw", [2.0e9, 2.1e9, 6.0e9], "peer", [2.0e9, 2.2e9, 2.1e9], 1e-9, ">= 1.0")
-        self.assertIsNone(compare_peers.modes(only)[1]["ratio"])
+        only = compare_rows.rounds_row("bw", [2.0e9, 2.1e9, 6.0e9], "peer", [2.0e9, 2.2e9, 2.1e9], 1e-9, ">= 1.0")
+        self.assertIsNone(compare_rows.modes(only)[1]["ratio"])
 
     def test_the_ucx_gap_splits_into_what_pairperf_adds_and_what_the_peer_does(self):
         # Three tools in the same rounds: each round's pairperf / peer is exactly pairperf / bare
@@ -191,28 +191,28 @@ class ComparePeers(unittest.TestCase):
         # The fourth round met two levels of the machine (the bare loop ran at about 2 GB/s, the
         # others at about 6): it compares levels, not tools, and is left out.
         mine, bare, theirs = [6.0, 2.0, 6.2, 6.1], [6.1, 2.1, 6.3, 2.0], [6.6, 2.0, 6.5, 6.0]
-        b = compare_peers.breakdown("ucx tcp tag_bw 1 MiB", mine, bare, theirs)
+        b = compare_rows.breakdown("ucx tcp tag_bw 1 MiB", mine, bare, theirs)
         self.assertEqual((b["rounds"], b["same_level_rounds"]), (4, 3))
         self.assertAlmostEqual(b["pairperf_over_peer"], statistics.median([6.0 / 6.6, 1.0, 6.2 / 6.5]))
         self.assertAlmostEqual(b["pairperf_over_bare"], statistics.median([6.0 / 6.1, 2.0 / 2.1, 6.2 / 6.3]))
         self.assertAlmostEqual(b["bare_over_peer"], statistics.median([6.1 / 6.6, 2.1 / 2.0, 6.3 / 6.5]))
-        text = compare_peers.breakdown_text(b)
+        text = compare_rows.breakdown_text(b)
         self.assertIn(f"pairperf / bare loop {b['pairperf_over_bare']:.3f}", text)
         self.assertIn(f"bare loop / perftest {b['bare_over_peer']:.3f}", text)
 
     def test_only_rounds_with_both_tools_at_one_level_pair_up(self):
         # Three levels (a shared-memory round trip at 0.08, 0.16 or 0.6 us): the parts fall in the
         # gaps of 1.5x or more between neighbours, and within a level the spread does not split it.
-        self.assertEqual(len(compare_peers.level_bounds([0.080, 0.085, 0.150, 0.175, 0.6, 0.66])), 2)
-        self.assertEqual(compare_peers.level_bounds([4.4, 5.0, 5.6, 6.6]), [])
-        row = compare_peers.rounds_row("lat", [0.165, 0.170, 0.080, 0.160], "peer", [0.160, 0.600, 0.082, 0.165], 1e6, "<= 1.03")
-        self.assertEqual(compare_peers.same_level_ratios(row), [0.165 / 0.160, 0.080 / 0.082, 0.160 / 0.165])
-        doc = compare_peers.row_json(row, compare_peers.modes(row))
+        self.assertEqual(len(compare_rows.level_bounds([0.080, 0.085, 0.150, 0.175, 0.6, 0.66])), 2)
+        self.assertEqual(compare_rows.level_bounds([4.4, 5.0, 5.6, 6.6]), [])
+        row = compare_rows.rounds_row("lat", [0.165, 0.170, 0.080, 0.160], "peer", [0.160, 0.600, 0.082, 0.165], 1e6, "<= 1.03")
+        self.assertEqual(compare_rows.same_level_ratios(row), [0.165 / 0.160, 0.080 / 0.082, 0.160 / 0.165])
+        doc = compare_rows.row_json(row, compare_rows.modes(row))
         self.assertAlmostEqual(doc["same_level_ratio"], statistics.median([0.165 / 0.160, 0.080 / 0.082, 0.160 / 0.165]))
         # No round at one level: no ratio, said as such.
-        apart = compare_peers.rounds_row("bw", [6.0, 6.1], "peer", [2.0, 2.1], 1e-9, ">= 0.97")
-        self.assertEqual(compare_peers.same_level_ratios(apart), [])
-        self.assertIsNone(compare_peers.row_json(apart, None)["same_level_ratio"])
+        apart = compare_rows.rounds_row("bw", [6.0, 6.1], "peer", [2.0, 2.1], 1e-9, ">= 0.97")
+        self.assertEqual(compare_rows.same_level_ratios(apart), [])
+        self.assertIsNone(compare_rows.row_json(apart, None)["same_level_ratio"])
 
     def test_ofi_suite_compares_with_fi_pingpong_per_provider(self):
         if shutil.which("fi_pingpong") is None:

@@ -49,6 +49,9 @@ class Installed(unittest.TestCase):
         for want in ["bin/pairperf", "libexec/pairperf/report", "libexec/pairperf/explain-catalog.json",
                      "libexec/pairperf/explain-formats.json",
                      "share/doc/pairperf/README.md",
+                     # README's links into docs/ resolve in the installed tree too.
+                     "share/doc/pairperf/docs/README.md", "share/doc/pairperf/docs/commands/run.md",
+                     "share/doc/pairperf/docs/exit-codes.md",
                      "share/pairperf/python/pairperf_tools/report.py",
                      "share/pairperf/python/pairperf_tools/documents.py"]:
             self.assertIn(want, files)
