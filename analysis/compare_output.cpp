@@ -49,8 +49,8 @@ std::string short_baseline_note(const comparison& c) {
   if (c.regressions == 0 || c.base_files.size() >= 10) return {};
   return fmt::format(
       "{} baseline run(s): a baseline of fewer than 10 runs may not have seen every mode this "
-      "host switches between, and calls a mode a regression more often (README: Tracking "
-      "regressions in CI)",
+      "host switches between, and calls a mode a regression more often (docs/commands/"
+      "compare.md: A nightly CI job)",
       c.base_files.size());
 }
 

@@ -1,5 +1,5 @@
 #pragma once
-// The one exit-code contract of every pairperf subcommand (README, "Exit codes"):
+// The one exit-code contract of every pairperf subcommand (docs/exit-codes.md):
 //   0 held          every check ran and held
 //   1 failed        a measurement failed (unreachable, error, the run stopped)
 //   2 usage         bad command-line input or an unreadable input file; nothing was measured

@@ -225,7 +225,7 @@ def judge(pairperf, out, baselines=(5, 10)):
 
 
 def summarize(r):
-    """The counts README quotes, as lines."""
+    """The counts docs/commands/compare.md quotes, as lines."""
     def codes(rows):
         out = {}
         for row in rows:

@@ -1,4 +1,4 @@
-"""The exit-code contract (README, "Exit codes"): 0 held, 1 failed, 2 usage, 3 missed,
+"""The exit-code contract (docs/exit-codes.md): 0 held, 1 failed, 2 usage, 3 missed,
 4 inconclusive. Each test pins one path that used to exit 0 while nothing was judged, or used a
 code of another meaning."""
 import json

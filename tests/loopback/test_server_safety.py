@@ -273,7 +273,7 @@ class Concurrency(unittest.TestCase):
 
 class Signals(unittest.TestCase):
     def test_clients_vanishing_at_random_points_leave_no_process_file_or_memory_behind(self):
-        # scripts/server-soak for 8 s (the rerunnable study runs minutes: README quotes 120 s):
+        # scripts/server-soak for 8 s (the rerunnable study runs minutes: docs/testing.md quotes 120 s):
         # clients SIGKILLed while connecting, in the hello and mid-case, raw sockets that hang
         # up or send half a frame; then a normal client is served.
         from pairperf_tools import server_soak

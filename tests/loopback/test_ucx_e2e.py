@@ -120,7 +120,7 @@ class Ucx(unittest.TestCase):
     def test_peer_dying_mid_case_is_an_error_within_the_timeout(self):
         # The bound is the case timeout (4 s) plus slack: UCX over tcp usually notices the closed
         # connection at once, but once (ASan build, loaded machine) it did not and the case ended
-        # at its timeout; shared memory always ends there (no peer-failure mode, see README).
+        # at its timeout; shared memory always ends there (no peer-failure mode, see docs/transports/ucx.md).
         # A fixed count far beyond what 4 s can move keeps the client measuring until the kill
         # (a time budget would end the case first on a fast machine: the race this test had).
         for tls, bound in (("tcp", 4 + 2), ("posix,sysv,cma", 4 + 2)):

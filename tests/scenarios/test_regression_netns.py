@@ -1,7 +1,7 @@
 """Regression tracking as a nightly job runs it, at a size CI affords: separate runs of one build through a
 namespace link whose tc rate limit is the bottleneck; a baseline folder of 5 runs; a 25% slower link (5 runs) caught by
 `pairperf compare` on every run, and `pairperf history` placing the step at the first slow run and taking the level
-after it as the new normal. scripts/regression-study runs the full study (24 A/A runs; README quotes it).
+after it as the new normal. scripts/regression-study runs the full study (24 A/A runs; docs/commands/compare.md quotes it).
 
 Needs root (ip netns, tc); anywhere else it skips with the reason printed."""
 import os
