@@ -95,6 +95,18 @@ def pairperf_children(pid):
     return found
 
 
+def catches(pid, sig):
+    """Whether process `pid` has a handler for `sig` (its SigCgt mask in /proc)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    except OSError:
+        pass
+    return False
+
+
 def wait_for(predicate, seconds, what):
     """Polls `predicate` every 20 ms for at most `seconds`; returns its first true value, else fails
     the test saying `what` did not happen."""

@@ -78,18 +78,6 @@ class Signals(unittest.TestCase):
         self.assertLess(took, 1)
 
 
-def catches(pid, sig):
-    """Whether process `pid` has a handler for `sig` (its SigCgt mask in /proc)."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("SigCgt:"):
-                    return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
-    except OSError:
-        pass
-    return False
-
-
 class SignalsAtAnyMoment(unittest.TestCase):
     """SIGINT and SIGTERM at many points of a sweep, of doctor and of mesh (tests/scenarios): sent
     to the process alone or to its whole process group as a terminal's Ctrl-C does (the local server,
@@ -115,7 +103,7 @@ class SignalsAtAnyMoment(unittest.TestCase):
                     if after < 0:
                         wait_for(lambda: pairperf_children(client.pid), 10, "the local server's process")
                     else:
-                        wait_for(lambda: catches(client.pid, signal.SIGINT), 10, "the signal handler")
+                        wait_for(lambda: pp.catches(client.pid, signal.SIGINT), 10, "the signal handler")
                     if after > 0:
                         wait_for(lambda: len(finished_in_stream(lines)) >= after, 30, f"{after} case(s)")
                     time.sleep(delay)
@@ -151,7 +139,7 @@ class SignalsAtAnyMoment(unittest.TestCase):
                 out = os.path.join(d, "doctor.json")
                 proc = pp.start(["doctor", "--json", out], start_new_session=True)
                 try:
-                    wait_for(lambda: catches(proc.pid, signal.SIGINT), 10, "the signal handler")
+                    wait_for(lambda: pp.catches(proc.pid, signal.SIGINT), 10, "the signal handler")
                     time.sleep(delay)
                     (os.killpg if group else os.kill)(proc.pid, signal.SIGINT)
                     proc.wait(timeout=60)

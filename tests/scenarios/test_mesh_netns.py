@@ -211,6 +211,9 @@ class HostsMesh(unittest.TestCase):
                 try:
                     # Inside the first round (its pair measures 2 x 0.25 s), or once two rounds
                     # are done (the mesh's progress lines on stderr).
+                    # Its handler first (a slow start, under a sanitizer or load, would
+                    # otherwise take the signal's default action), then 0.2 s into the round.
+                    pp.wait_for(lambda: pp.catches(proc.pid, signal.SIGINT), 10, "the signal handler")
                     if rounds == 0:
                         time.sleep(0.2)
                     done = 0

@@ -179,11 +179,15 @@ CASES = {
     "ucx-no-such-device": (
         "ucx_perftest with UCX_NET_DEVICES naming a device A lacks",
         lambda t, o: perftest(t, o, 13613, clean_env(UCX_TLS="tcp", UCX_NET_DEVICES="nosuch0")),
-        ["ucx.device_not_available", "ucx.no_usable_transports", "ucx.perftest_failed"], 3),
+        ["ucx.device_not_available", "ucx.no_usable_transports", "ucx.perftest_failed"], 3,
+        # When the client fails after its control connection (timing): its peer sees the reset.
+        ["ucx.perftest_control_lost"]),
     "ucx-transport-unavailable": (
         "ucx_perftest with UCX_TLS=rc on a node without an RDMA device",
         lambda t, o: perftest(t, o, 13615, clean_env(UCX_TLS="rc")),
-        ["ucx.transport_not_available", "ucx.no_usable_transports", "ucx.perftest_failed"], 3),
+        ["ucx.transport_not_available", "ucx.no_usable_transports", "ucx.perftest_failed"], 3,
+        # When the client fails after its control connection (timing): its peer sees the reset.
+        ["ucx.perftest_control_lost"]),
     "ucx-healthy": (
         "ucx_perftest over eth0 (no failure)",
         lambda t, o: perftest(t, o, 13617, clean_env(UCX_TLS="tcp", UCX_NET_DEVICES="eth0")),
