@@ -94,14 +94,17 @@ class RunExitCodes(unittest.TestCase):
                 proc, _ = pp.run(["run", "-t", "tcp", "--test", "tcp_lat", "--sizes", "8", "--cpu", "0,0",
                                   "--expect", "lat<=1ns", "--json", out], timeout=60)
                 self.assertEqual(proc.returncode, 4, proc.stdout + proc.stderr)
-                self.assertIn("noisy: the client was descheduled", proc.stdout)
+                # The hog shares CPU 0 with both sides: which of them the scheduler made wait
+                # longer varies from run to run (the line names the sides over the threshold).
+                self.assertRegex(proc.stdout, r"noisy: the (client|server) was descheduled")
                 self.assertIn("other processes ran", proc.stdout)
                 self.assertIn("1 noisy", proc.stdout)
                 doc = pp.load(out)
                 noise = doc["results"][0]["host_noise"]
                 self.assertTrue(noise["noisy"], noise)
                 self.assertEqual(noise["contention"], "host", noise)
-                self.assertGreater(noise["client"]["descheduled_share"], 0.2, noise)
+                self.assertGreater(max(noise["client"]["descheduled_share"], noise["server"]["descheduled_share"]),
+                                   0.2, noise)
                 self.assertEqual(noise["client"]["cpus_allowed"], "0")
                 self.assertEqual(noise["server"]["cpus_allowed"], "0")
                 self.assertEqual(doc["outcome"]["counts"]["noisy"], 1)
