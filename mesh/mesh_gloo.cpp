@@ -48,17 +48,22 @@ std::string iface_holding(const nlohmann::json& host, const std::string& address
   return {};
 }
 
-}  // namespace
+// Who connects to whom under gloo's rule, and how each such connection went.
+struct gloo_outcomes {
+  std::map<int, std::vector<std::string>> failing;       // listener -> peers that fail to reach it
+  std::map<int, std::vector<std::string>> connects_out;  // connector -> listeners it reaches
+  std::map<int, bool> by_rule;  // listeners judged by the rule alone (gloo was not run)
+};
 
-std::vector<finding> judge_gloo(const std::vector<std::string>& names,
-                                const std::vector<nlohmann::json>& hosts,
-                                const std::vector<std::string>& reached_at,
-                                const std::vector<gloo_side>& sides,
-                                const std::vector<pair_result>& pairs, bool measured) {
+// Every pair of nodes with comparable gloo addresses: the lower listens, the other connects
+// (measured when the mesh ran gloo; else certain only where a loopback listener is on another
+// host).
+gloo_outcomes pair_outcomes(const std::vector<std::string>& names,
+                            const std::vector<nlohmann::json>& hosts,
+                            const std::vector<gloo_side>& sides,
+                            const std::vector<pair_result>& pairs, bool measured) {
+  gloo_outcomes o;
   const auto n = static_cast<int>(sides.size());
-  // Per listening node: the peers that fail to connect to it, and those it connects to.
-  std::map<int, std::vector<std::string>> failing, connects_out;
-  std::map<int, bool> by_rule;
   for (int i = 0; i < n; ++i) {
     for (int j = i + 1; j < n; ++j) {
       const std::string ai = address_of(sides[static_cast<std::size_t>(i)]);
@@ -78,49 +83,70 @@ std::vector<finding> judge_gloo(const std::vector<std::string>& names,
                                  .same_net;
         if (!one_net) {
           works = false;
-          by_rule[listener] = true;
+          o.by_rule[listener] = true;
         }
       }
       const bool loopback_connector =
           is_loopback(address_of(sides[static_cast<std::size_t>(connector)]));
       if (works == false) {
-        failing[listener].push_back(names[static_cast<std::size_t>(connector)]);
+        o.failing[listener].push_back(names[static_cast<std::size_t>(connector)]);
       } else if (works == true || (!measured && loopback_connector)) {
-        connects_out[connector].push_back(names[static_cast<std::size_t>(listener)]);
+        o.connects_out[connector].push_back(names[static_cast<std::size_t>(listener)]);
       }
     }
   }
+  return o;
+}
+
+// The `fails` finding of a listener its peers cannot reach, with the interface to name.
+finding unreached_listener(const std::vector<std::string>& names,
+                           const std::vector<nlohmann::json>& hosts,
+                           const std::vector<std::string>& reached_at,
+                           const std::vector<gloo_side>& sides, gloo_outcomes& o, int node,
+                           const std::vector<std::string>& peers) {
+  const auto k = static_cast<std::size_t>(node);
+  const std::string address = address_of(sides[k]);
+  const std::string iface = iface_holding(hosts[k], address);
+  const auto& out_to = o.connects_out[node];
+  const std::string fix_iface = iface_holding(hosts[k], reached_at[k]);
+  return finding{
+      names[k], "GLOO_SOCKET_IFNAME",
+      fmt::format("{}'s gloo address {} ({}; from {}) is not reached by {}: their gloo addresses "
+                  "sort above it, so they must connect to it (gloo's rule: the lower address "
+                  "listens, gloo/transport/tcp/pair.cc Pair::connect){}{}",
+                  names[k], address, iface.empty() ? "loopback" : iface, sides[k].source,
+                  fmt::join(peers, ", "),
+                  out_to.empty() ? std::string()
+                                 : fmt::format("; with {} it works only because their addresses "
+                                               "sort below it and {} connects to them",
+                                               fmt::join(out_to, ", "), names[k]),
+                  o.by_rule.count(node) > 0
+                      ? " (by gloo's rule; gloo's own connection was not run: "
+                        "pairperf mesh --transport gloo runs it)"
+                      : " (measured: gloo's own connection between the pairs)"),
+      fix_iface.empty()
+          ? fmt::format("on {}: set GLOO_SOCKET_IFNAME to the interface its peers reach", names[k])
+          : fmt::format("on {}: GLOO_SOCKET_IFNAME={}", names[k], fix_iface),
+      severity::fails};
+}
+
+}  // namespace
+
+std::vector<finding> judge_gloo(const std::vector<std::string>& names,
+                                const std::vector<nlohmann::json>& hosts,
+                                const std::vector<std::string>& reached_at,
+                                const std::vector<gloo_side>& sides,
+                                const std::vector<pair_result>& pairs, bool measured) {
+  gloo_outcomes o = pair_outcomes(names, hosts, sides, pairs, measured);
   std::vector<finding> out;
-  for (const auto& [node, peers] : failing) {
-    const auto k = static_cast<std::size_t>(node);
-    const std::string address = address_of(sides[k]);
-    const std::string iface = iface_holding(hosts[k], address);
-    const auto& out_to = connects_out[node];
-    const std::string fix_iface = iface_holding(hosts[k], reached_at[k]);
-    out.push_back(finding{
-        names[k], "GLOO_SOCKET_IFNAME",
-        fmt::format("{}'s gloo address {} ({}; from {}) is not reached by {}: their gloo addresses "
-                    "sort above it, so they must connect to it (gloo's rule: the lower address "
-                    "listens, gloo/transport/tcp/pair.cc Pair::connect){}{}",
-                    names[k], address, iface.empty() ? "loopback" : iface, sides[k].source,
-                    fmt::join(peers, ", "),
-                    out_to.empty() ? std::string()
-                                   : fmt::format("; with {} it works only because their addresses "
-                                                 "sort below it and {} connects to them",
-                                                 fmt::join(out_to, ", "), names[k]),
-                    by_rule.count(node) > 0 ? " (by gloo's rule; gloo's own connection was not run: "
-                                              "pairperf mesh --transport gloo runs it)"
-                                            : " (measured: gloo's own connection between the pairs)"),
-        fix_iface.empty()
-            ? fmt::format("on {}: set GLOO_SOCKET_IFNAME to the interface its peers reach", names[k])
-            : fmt::format("on {}: GLOO_SOCKET_IFNAME={}", names[k], fix_iface),
-        severity::fails});
-  }
+  for (const auto& [node, peers] : o.failing)
+    out.push_back(unreached_listener(names, hosts, reached_at, sides, o, node, peers));
   // A loopback address that no peer had to connect to yet: the next node that sorts above it will.
+  const auto n = static_cast<int>(sides.size());
   for (int i = 0; i < n; ++i) {
     const auto k = static_cast<std::size_t>(i);
     const std::string address = address_of(sides[k]);
-    if (!is_loopback(address) || failing.count(i) > 0 || n < 2) continue;
+    if (!is_loopback(address) || o.failing.count(i) > 0 || n < 2) continue;
     out.push_back(finding{
         names[k], "GLOO_SOCKET_IFNAME",
         fmt::format("{}'s gloo address is {} (from {}): every peer here sorts below it, so {} "

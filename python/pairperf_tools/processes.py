@@ -110,9 +110,9 @@ def descendants(pid):
             except (OSError, ValueError, IndexError):
                 continue
             children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
+    out, unvisited = [], [pid]
+    while unvisited:
+        for c in children.get(unvisited.pop(), []):
             out.append(c)
-            todo.append(c)
+            unvisited.append(c)
     return out

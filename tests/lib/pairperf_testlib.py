@@ -78,6 +78,15 @@ def start(args, prefix=(), **kw):
     return subprocess.Popen(list(prefix) + [BIN] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
+def subcommands(binary=None):
+    """The subcommands a pairperf binary's root --help lists (CLI11's "Subcommands:" section)."""
+    usage = subprocess.run([binary or BIN, "--help"], capture_output=True, text=True, timeout=60)
+    if usage.returncode != 0 or "Subcommands:" not in usage.stdout:
+        raise AssertionError(f"pairperf --help exited {usage.returncode}: {usage.stdout}{usage.stderr}")
+    listed = usage.stdout.split("Subcommands:", 1)[1].split("\n\n", 1)[0]
+    return [line.split()[0] for line in listed.splitlines() if line.strip()]
+
+
 def pairperf_children(pid):
     """PIDs of the pairperf processes whose parent is `pid` (a local server, case processes): the
     same binary, and not the short-lived child that asks libfabric what it offers (argv[0]

@@ -23,20 +23,6 @@ def help_text(*args):
     return proc.stdout
 
 
-def subcommands():
-    """The subcommands the root --help lists (CLI11's "Subcommands:" section)."""
-    text = help_text()
-    section = text.split("Subcommands:", 1)[1]
-    names = []
-    for line in section.splitlines():
-        m = re.match(r"^  ([a-z][a-z-]*)\s", line)
-        if m:
-            names.append(m.group(1))
-        elif line.strip() and not line.startswith("  "):
-            break
-    return names
-
-
 def long_options(command):
     """Every long option of one subcommand's --help (`-n,--iterations INT` gives --iterations)."""
     return sorted(set(re.findall(r"(?:^|[\s,])(--[a-z][a-z0-9-]*)", help_text(command))) - {"--help"})
@@ -112,7 +98,7 @@ def pairperf_argv(line):
 
 class Documented(unittest.TestCase):
     def test_every_subcommand_has_its_page(self):
-        names = subcommands()
+        names = pp.subcommands()
         self.assertGreaterEqual(len(names), 8, names)
         for name in names:
             with self.subTest(command=name):
@@ -121,7 +107,7 @@ class Documented(unittest.TestCase):
 
     def test_every_option_is_documented(self):
         missing = []
-        for name in subcommands():
+        for name in pp.subcommands():
             page = os.path.join(DOCS, "commands", f"{name}.md")
             if not os.path.isfile(page):
                 continue  # the test above names it
