@@ -5,6 +5,7 @@ pairs, go on with the rest, and name the difference.
 
 The namespace cluster needs root; without it, or without mpirun or an MPI build, tests skip with
 the reason printed."""
+import errno
 import os
 import shutil
 import signal
@@ -70,9 +71,39 @@ class CpuLimit:
         self.procs = os.path.join(self.dir, "cgroup.procs")
         return self
 
+    def tasks(self):
+        try:
+            with open(self.procs) as f:
+                return [int(p) for p in f.read().split()]
+        except OSError:
+            return []
+
     def __exit__(self, *exc):
-        if self.dir:
-            os.rmdir(self.dir)
+        if not self.dir:
+            return
+        # The limited rank's processes (this test's own) may still be exiting when mpirun returns:
+        # the cgroup cannot go while it holds a task (EBUSY). Wait for them (bounded), then end
+        # what is left of them by PID, and say so.
+        deadline = time.monotonic() + 10
+        while self.tasks() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = self.tasks()
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if left:
+            print(f"CpuLimit: tasks still in {self.dir} 10 s after the run, killed: {left}", flush=True)
+        for _ in range(100):
+            try:
+                os.rmdir(self.dir)
+                return
+            except OSError as e:
+                if e.errno != errno.EBUSY:
+                    raise
+                time.sleep(0.05)
+        os.rmdir(self.dir)  # still busy after 5 s: fail the test with the error
 
 
 @unittest.skipIf(REASON is not None, REASON or "")
