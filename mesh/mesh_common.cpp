@@ -335,9 +335,13 @@ verdict_outcome mesh_outcome(const pair_counts& counts, const std::vector<findin
                 fmt::format("stopped by {}: {} of {} pair(s) measured",
                             signal_name(gaps.interrupted), measured, measured + gaps.pairs.size()));
   } else if (!gaps.pairs.empty()) {
-    // A server that stayed busy: its pairs say nothing about its links (no verdict on them).
-    outcome.add(exit_status::inconclusive, fmt::format("{} pair(s) not measured: {}",
-                                                       gaps.pairs.size(), gaps.pairs.front().why));
+    // A node that stopped answering mid-mesh failed (its pairs, not its links); a server that
+    // stayed busy is inconclusive. Neither gives its pairs a verdict.
+    const auto gone = std::find_if(gaps.pairs.begin(), gaps.pairs.end(),
+                                   [](const unmeasured_pair& g) { return g.node_gone; });
+    const auto& first = gone != gaps.pairs.end() ? *gone : gaps.pairs.front();
+    outcome.add(gone != gaps.pairs.end() ? exit_status::failed : exit_status::inconclusive,
+                fmt::format("{} pair(s) not measured: {}", gaps.pairs.size(), first.why));
   }
   if (measured == 0 && gaps.interrupted == 0)
     outcome.add(exit_status::inconclusive, "no pair was measured");

@@ -41,6 +41,7 @@ struct mesh_args {
 struct mesh_node {
   std::string name, address, note;
   bool busy = false;  // its server stayed busy past --wait-busy: its pairs are not measured
+  bool gone = false;  // it stopped answering after its hello: its later pairs are not measured
   std::uint16_t port = 0;
   nlohmann::json host, env;
   // The application libraries' descriptions on this node, by transport (registry role
@@ -74,11 +75,12 @@ pair_result unreachable_pair(const node_pair& pair, const std::vector<test_case>
 void judge(pair_result& p);
 
 // A pair of the schedule that was not measured, and why (a signal stopped the mesh, a server
-// stayed busy past --wait-busy): it says nothing about its link, so it is neither failed nor
-// slow, and no comparison counts it.
+// stayed busy past --wait-busy, a node stopped answering): it says nothing about its link, so
+// it is neither failed nor slow, and no comparison counts it.
 struct unmeasured_pair {
   node_pair pair;
   std::string why;
+  bool node_gone = false;  // a node of the pair stopped answering mid-mesh (a failure)
 };
 struct mesh_gaps {
   std::vector<unmeasured_pair> pairs;

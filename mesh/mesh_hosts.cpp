@@ -16,6 +16,7 @@
 #include "core/interfaces.h"
 #include "core/output.h"
 #include "core/self_probe.h"
+#include "core/socket.h"
 #include "harness/client.h"
 #include "mesh/mesh_common.h"
 
@@ -79,6 +80,16 @@ std::vector<mesh_node> hello_nodes(const mesh_args& a, const mesh_plan& plan,
   return nodes;
 }
 
+// Why a pair was not measured, and the node it was for: one whose server stayed busy past
+// --wait-busy, one that stopped answering after its hello (its process died, or this host lost
+// its path to it), or none (a signal stopped the mesh).
+struct pair_gap {
+  enum class cause { busy, gone, signal };
+  std::string why;
+  int node = -1;
+  cause kind = cause::signal;
+};
+
 // The schedule driven from this process: each pair a `drive` of its client's server towards its
 // partner's server, the pairs of a round on threads of their own.
 class host_driver {
@@ -98,7 +109,7 @@ class host_driver {
 
   // A pair's result, or why it was not measured. Called from a round's threads: reads the
   // nodes, never changes them.
-  [[nodiscard]] std::variant<pair_result, std::string> run_pair(const node_pair& p) const {
+  [[nodiscard]] std::variant<pair_result, pair_gap> run_pair(const node_pair& p) const {
     if (auto why = gap(p)) return *why;
     const auto& client = m_nodes[static_cast<std::size_t>(p.client)];
     const auto& server = m_nodes[static_cast<std::size_t>(p.server)];
@@ -122,20 +133,22 @@ class host_driver {
       judge(out);
       return out;
     } catch (const server_stayed_busy& e) {
-      return fmt::format("{}: {}", client.name, e.what());
+      return pair_gap{fmt::format("{}: {}", client.name, e.what()), p.client,
+                      pair_gap::cause::busy};
     } catch (const step_error& e) {
       if (const int sig = stop_signal(); sig != 0)
-        return fmt::format("stopped by {} while measured", signal_name(sig));
+        return pair_gap{fmt::format("stopped by {} while measured", signal_name(sig))};
+      if (auto gone = stopped_answering(p, e)) return *gone;
       return unreachable_pair(p, m_plan.cases, e.what(),
                               e.sys_errno() != 0 ? errno_name(e.sys_errno()) : "");
     }
   }
 
   // One round, all its pairs at once: each measured pair to `pairs`, each not measured to
-  // `gaps`. A client server that stayed busy past the bound is marked busy: its later pairs
-  // are not waited for.
+  // `gaps`. A node whose server stayed busy past the bound, or stopped answering, is marked so:
+  // its later pairs are not waited for.
   void run_round(const mesh_round& round, std::vector<pair_result>& pairs, mesh_gaps& gaps) {
-    std::vector<std::variant<pair_result, std::string>> got(round.size());
+    std::vector<std::variant<pair_result, pair_gap>> got(round.size());
     std::vector<std::thread> threads;
     for (std::size_t i = 0; i < round.size(); ++i)
       threads.emplace_back([&, i] { got[i] = run_pair(round[i]); });
@@ -145,14 +158,21 @@ class host_driver {
         pairs.push_back(std::move(*measured));
         continue;
       }
-      const std::string& why = std::get<std::string>(got[i]);
-      gaps.pairs.push_back({round[i], why});
-      auto& client = m_nodes[static_cast<std::size_t>(round[i].client)];
-      if (!client.busy && stop_signal() == 0 && why.rfind(client.name + ": ", 0) == 0) {
-        client.busy = true;
-        client.note = why.substr(client.name.size() + 2);
-      }
+      const pair_gap& g = std::get<pair_gap>(got[i]);
+      const bool gone = g.kind == pair_gap::cause::gone;
+      gaps.pairs.push_back({round[i], g.why, gone});
+      if (g.node < 0 || stop_signal() != 0) continue;
+      auto& node = m_nodes[static_cast<std::size_t>(g.node)];
+      if (node.busy || node.gone) continue;
+      (gone ? node.gone : node.busy) = true;
+      node.note = g.why.substr(node.name.size() + 2);
+      if (gone)
+        fmt::print(stderr,
+                   "pairperf mesh: {} stopped answering in round {}: its pairs from now on are not "
+                   "measured\n",
+                   node.name, m_round);
     }
+    ++m_round;
   }
 
   // The outliers' retests (find_retests), one pair at a time; `seconds` adds up their time. A
@@ -169,14 +189,43 @@ class host_driver {
   }
 
  private:
-  // Why a pair is not measured: one of its servers stayed busy, or a signal stopped the mesh.
-  [[nodiscard]] std::optional<std::string> gap(const node_pair& p) const {
+  // Why a pair is not measured: one of its servers stayed busy or stopped answering, or a
+  // signal stopped the mesh.
+  [[nodiscard]] std::optional<pair_gap> gap(const node_pair& p) const {
     for (const int i : {p.client, p.server}) {
       const auto& node = m_nodes[static_cast<std::size_t>(i)];
-      if (node.busy) return fmt::format("{}: {}", node.name, node.note);
+      if (node.busy || node.gone)
+        return pair_gap{fmt::format("{}: {}", node.name, node.note), i,
+                        node.gone ? pair_gap::cause::gone : pair_gap::cause::busy};
     }
     if (const int sig = stop_signal(); sig != 0)
-      return fmt::format("stopped by {}", signal_name(sig));
+      return pair_gap{fmt::format("stopped by {}", signal_name(sig))};
+    return std::nullopt;
+  }
+
+  // After a pair failed with `e`: whether one of its nodes, which answered its hello, no longer
+  // takes a control connection from this host (its server died, or the path to it did). Then the
+  // pair says nothing about the link between the two: not measured, naming the node; otherwise
+  // the failure is the pair's own (unreachable).
+  [[nodiscard]] std::optional<pair_gap> stopped_answering(const node_pair& p,
+                                                          const step_error& e) const {
+    for (const int i : {p.client, p.server}) {
+      const auto& node = m_nodes[static_cast<std::size_t>(i)];
+      connect_options o;
+      o.timeout = std::chrono::seconds(2);
+      try {
+        (void)connect_tcp(m_servers[static_cast<std::size_t>(i)], o,
+                          where{"control connect", node.name, ""});
+      } catch (const step_error& probe) {
+        return pair_gap{fmt::format("{}: stopped answering after its hello (a control connection "
+                                    "from here: {}; the pair had failed with: {})",
+                                    node.name,
+                                    probe.sys_errno() != 0 ? errno_name(probe.sys_errno())
+                                                           : std::string(probe.what()),
+                                    e.what()),
+                        i, pair_gap::cause::gone};
+      }
+    }
     return std::nullopt;
   }
 
@@ -185,6 +234,7 @@ class host_driver {
   const std::vector<endpoint>& m_servers;
   std::vector<mesh_node>& m_nodes;
   std::chrono::nanoseconds m_wait;  // the most a pair's drive may take
+  std::size_t m_round = 1;          // the round run_round() runs next
 };
 
 }  // namespace

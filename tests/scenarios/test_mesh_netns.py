@@ -183,6 +183,24 @@ class LocalMesh(unittest.TestCase):
 DRIVE = ("--token", "m3sh", "--allow-drive", "127.0.0.0/8")
 
 
+def rounds_done(proc, rounds):
+    """Reads a mesh's progress lines (stderr) until `rounds` rounds are done."""
+    done = 0
+    while done < rounds:
+        line = proc.stderr.readline()
+        if not line:
+            raise AssertionError(f"the mesh ended before its {rounds} round(s)")
+        done += line.startswith("pairperf mesh: round ")
+
+
+def act_and_wait(proc, act, timeout):
+    """Does `act` (a signal, a kill), waits for the mesh to end; returns the seconds it took."""
+    act()
+    since = time.monotonic()
+    proc.wait(timeout=timeout)
+    return time.monotonic() - since
+
+
 class HostsMesh(unittest.TestCase):
     """--hosts: servers that something else started; this process drives the rounds."""
 
@@ -247,15 +265,8 @@ class HostsMesh(unittest.TestCase):
                     pp.wait_for(lambda: pp.catches(proc.pid, signal.SIGINT), 10, "the signal handler")
                     if rounds == 0:
                         time.sleep(0.2)
-                    done = 0
-                    while done < rounds:
-                        line = proc.stderr.readline()
-                        self.assertTrue(line, "the mesh ended before its rounds")
-                        done += line.startswith("pairperf mesh: round ")
-                    proc.send_signal(signal.SIGINT)
-                    sent = time.monotonic()
-                    proc.wait(timeout=30)
-                    took = time.monotonic() - sent
+                    rounds_done(proc, rounds)
+                    took = act_and_wait(proc, lambda: proc.send_signal(signal.SIGINT), 30)
                 finally:
                     output = pp.stop(proc)
                 self.assertEqual(pp.schema_errors(out), [], output)
@@ -277,6 +288,48 @@ class HostsMesh(unittest.TestCase):
         print(f"\n(rounds done, exit, seconds to stop, pairs measured, not measured): {seen}", flush=True)
         self.assertEqual(seen[0][3], 0, seen)  # stopped inside the first round
         self.assertGreaterEqual(seen[1][3], 2, seen)  # after two rounds: their pairs are kept
+
+    def test_a_node_that_dies_mid_mesh_costs_only_its_later_pairs(self):
+        """One of four servers is killed (SIGKILL) once two rounds are done: every pair measured
+        before stays as measured, the dead node's later pairs are not measured, naming it as
+        stopped answering (never unreachable or slow: the link was not the cause), the pairs
+        between the living nodes are all measured, and the mesh fails (exit 1), within bounds."""
+        with pp.Server(*DRIVE) as s1, pp.Server(*DRIVE) as s2, pp.Server(*DRIVE) as s3, pp.Server(*DRIVE) as doomed, \
+                pp.tmpdir() as d:
+            out = os.path.join(d, "mesh.json")
+            proc = pp.start(["mesh", "--hosts", ",".join(s.address for s in (s1, s2, s3, doomed)), "--token", "m3sh",
+                             "--iface", "lo", "--test", "tcp_lat", "--sizes", "8", "--duration", "0.1s", "--no-retest",
+                             "--json", out])
+            try:
+                rounds_done(proc, 2)
+                took = act_and_wait(proc, lambda: os.kill(doomed.proc.pid, signal.SIGKILL), 120)
+            finally:
+                output = pp.stop(proc)
+            self.assertEqual(pp.schema_errors(out), [], output)
+            doc = pp.load(out)
+        m = doc["mesh"]
+        measured, gaps = m["pairs"], m["not_measured"]
+        print(f"\nnode 3 killed after round 2: exit {proc.returncode} {took:.1f} s later; measured "
+              f"{sorted((p['client'], p['server'], p['verdict']) for p in measured)}; not measured "
+              f"{sorted((g['client'], g['server']) for g in gaps)}", flush=True)
+        self.assertEqual(proc.returncode, 1, output)
+        self.assertEqual(len(measured) + len(gaps), 12, output)
+        # Every pair of the living nodes measured, and fine.
+        living = {(p["client"], p["server"]) for p in measured if 3 not in (p["client"], p["server"])}
+        self.assertEqual(living, {(a, b) for a in (0, 1, 2) for b in (0, 1, 2) if a != b}, output)
+        self.assertEqual({p["verdict"] for p in measured if 3 not in (p["client"], p["server"])}, {"ok"}, output)
+        # The dead node's pairs: measured before it died (fine), or not measured naming it.
+        self.assertTrue(gaps, output)
+        for g in gaps:
+            self.assertIn(3, (g["client"], g["server"]))
+            self.assertIn(f"{m['nodes'][3]}: stopped answering", g["why"])
+            self.assertEqual(m["verdict"][g["client"]][g["server"]], "not measured")
+        for p in measured:
+            self.assertNotIn(p["verdict"], ("unreachable", "slow"), p)
+        self.assertTrue(any(r.startswith(f"{len(gaps)} pair(s) not measured: {m['nodes'][3]}: stopped answering")
+                            for r in doc["outcome"]["reasons"]), doc["outcome"])
+        self.assertIn("stopped answering in round", output)
+        self.assertLess(took, 60, output)
 
     def test_a_server_busy_past_the_bound_costs_only_its_own_pairs(self):
         """One of four servers stays full (a session and a queued client held open): its six pairs
