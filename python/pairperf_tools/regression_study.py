@@ -22,6 +22,14 @@ tbf) whose rate is the path's bottleneck, as a NIC's or a switch port's is:
              --tls posix,sysv,cma --test tag_lat,tag_bw`, --sizes 8,1M --repeat 10 -d 0.2s; judged
              as the A/A runs are.
 
+  loaded     --loaded runs of each of two same-build series while another tenant's CPU load (one
+             busy process, as a co-located job's would be) is present during every other run:
+             through the bottleneck (the link limits the bandwidth) and the loopback tcp job (the
+             CPUs limit it); then --loaded / 3 runs slowed by --slowdown with the load present in
+             each, compared with the last k loaded-series runs. A/A comparisons must never be a
+             regression (a difference the measured waits explain is inconclusive, with the
+             reason); a slowdown is caught where the waits cannot explain it.
+
 Needs root (namespaces, tc). Every process it starts is ended by PID; the namespaces are deleted
 at the end. Prints the counts and writes them with every exit code to --json; --judge-only judges
 the runs of an earlier study again (after a change to the method)."""
@@ -138,6 +146,49 @@ def compare_with(pairperf, base_files, new_files, folder):
             "bandwidth_note": m.get("note", "") if m else ""}
 
 
+class Hog:
+    """Another tenant's CPU load: one busy process (bounded by `timeout`), ended by its PID."""
+
+    def __init__(self, on):
+        self.on, self.proc = on, None
+
+    def __enter__(self):
+        if self.on:
+            self.proc = subprocess.Popen(["timeout", "600", "sh", "-c", "while :; do :; done"])
+            time.sleep(0.3)  # running before the measurement starts
+        return self
+
+    def __exit__(self, *exc):
+        if self.proc is not None:
+            stop(self.proc)
+
+
+def loaded_runs(link, pairperf, out, count, rate, slowdown, log):
+    """The loaded part: a shaped series and a loopback tcp series with the load in every other run
+    (file names end in -hog), then count / 3 slowed runs, each loaded."""
+    def series(name, count, run, loaded):
+        for i in range(count):
+            hog = loaded(i)
+            f = os.path.join(out, name, f"{name}-{i:02}{'-hog' if hog else ''}.json")
+            os.makedirs(os.path.dirname(f), exist_ok=True)
+            with Hog(hog):
+                rc = run(f)
+            if rc not in (0, 4):
+                raise RuntimeError(f"run {f}: exit {rc}")
+            log(f"  {name} {i + 1}/{count}{' (loaded)' if hog else ''}")
+
+    link.set_rate(rate)
+    series("loaded-aa", count, lambda f: link.run(f, "tcp_lat,tcp_bw", "8,1M", 3, "0.2s"), lambda i: i % 2 == 1)
+    link.set_rate(round(rate * (1 - slowdown)))
+    series("loaded-slowed", max(2, count // 3), lambda f: link.run(f, "tcp_lat,tcp_bw", "8,1M", 3, "0.2s"),
+           lambda i: True)
+    link.set_rate(None)
+    job = [pairperf, "run"] + LOOPBACK_JOBS["tcp"] + ["--sizes", "8,1M", "--repeat", "10", "-d", "0.2s", "-q"]
+    series("loaded-loopback-tcp", count,
+           lambda f: subprocess.run(job + ["--json", f], capture_output=True, timeout=600).returncode,
+           lambda i: i % 2 == 1)
+
+
 LOOPBACK_JOBS = {"tcp": ["-t", "tcp", "--test", "tcp_lat,tcp_bw"],
                  "ucx": ["-t", "ucx", "--tls", "posix,sysv,cma", "--test", "tag_lat,tag_bw"]}
 
@@ -159,12 +210,12 @@ def loopback_runs(pairperf, out, count, log):
 
 
 def study(pairperf, out, runs=30, baselines=(5, 10), slowed=10, unshaped=14, rate=1000, slowdown=0.25,
-          tests="tcp_lat,tcp_bw", sizes="8,1M", repeat=3, duration="0.2s", loopback=0, log=print):
+          tests="tcp_lat,tcp_bw", sizes="8,1M", repeat=3, duration="0.2s", loopback=0, loaded=0, log=print):
     """Makes the runs (in `out`), then judges them (judge()); returns the report (a dict)."""
     os.makedirs(out, exist_ok=True)
     settings = {"runs": runs, "baselines": list(baselines), "slowed": slowed, "unshaped": unshaped,
                 "rate_mbit": rate, "slowdown": slowdown, "tests": tests, "sizes": sizes, "repeat": repeat,
-                "duration": duration, "loopback": loopback}
+                "duration": duration, "loopback": loopback, "loaded": loaded}
     started = time.monotonic()
     with Link(pairperf, os.getpid() % 10000) as link:
         def phase(name, count, mbit):
@@ -180,11 +231,14 @@ def study(pairperf, out, runs=30, baselines=(5, 10), slowed=10, unshaped=14, rat
                 log(f"  {name} {i + 1}/{count} ({mbit or 'unshaped'} Mbit/s)")
             return files
 
-        phase("aa", runs, rate)
+        if runs:
+            phase("aa", runs, rate)
         if slowed:
             phase("slowed", slowed, round(rate * (1 - slowdown)))
         if unshaped:
             phase("unshaped", unshaped, None)
+        if loaded:
+            loaded_runs(link, pairperf, out, loaded, rate, slowdown, log)
     if loopback:
         loopback_runs(pairperf, out, loopback, log)
     report = judge(pairperf, out, baselines)
@@ -203,7 +257,9 @@ def judge(pairperf, out, baselines=(5, 10)):
 
     aa, slow = runs_of("aa"), runs_of("slowed")
     same_build = {"shaped": aa, "unshaped": runs_of("unshaped"),
-                  **{f"loopback {job}": runs_of(f"loopback-{job}") for job in LOOPBACK_JOBS}}
+                  **{f"loopback {job}": runs_of(f"loopback-{job}") for job in LOOPBACK_JOBS},
+                  "loaded shaped": runs_of("loaded-aa"), "loaded loopback tcp": runs_of("loaded-loopback-tcp")}
+    loaded_aa, loaded_slow = runs_of("loaded-aa"), runs_of("loaded-slowed")
     folder = os.path.join(out, "baseline")
     report = {"configurations": []}
     for k in baselines:
@@ -215,8 +271,11 @@ def judge(pairperf, out, baselines=(5, 10)):
             if len(aa) >= k:
                 conf["slowed"] = [compare_with(pairperf, aa[-k:], slow[j:j + m], folder)
                                   for j in range(0, len(slow) - m + 1)]
+            if len(loaded_aa) >= k:
+                conf["loaded_slowed"] = [compare_with(pairperf, loaded_aa[-k:], loaded_slow[j:j + m], folder)
+                                         for j in range(0, len(loaded_slow) - m + 1)]
             report["configurations"].append(conf)
-    if slow:
+    if slow and aa:
         rc, doc = pairperf_json(pairperf, ["history"] + aa + slow)
         series = next((s for s in doc["series"] if s["key"] == BW_KEY and s["metric"] == "bandwidth"), None)
         report["history"] = {"exit_code": rc, "runs": len(doc["runs"]), "first_slowed_run": len(aa),
@@ -238,7 +297,8 @@ def summarize(r):
         lines.append(f"regression study: {s['runs']} A/A runs at {s['rate_mbit']} Mbit/s, {s['slowed']} at "
                      f"{s['rate_mbit'] * (1 - s['slowdown']):.0f} Mbit/s ({s['slowdown']:.0%} slower), {s['unshaped']} "
                      f"unshaped (pairperf run -t tcp --test {s['tests']} --sizes {s['sizes']} --repeat {s['repeat']} "
-                     f"-d {s['duration']}); {s['loopback']} runs of each loopback job; {r.get('seconds', '?')} s")
+                     f"-d {s['duration']}); {s['loopback']} runs of each loopback job; {s.get('loaded', 0)} runs of "
+                     f"each loaded series (another tenant's load in every other run); {r.get('seconds', '?')} s")
     for conf in r["configurations"]:
         k, m = conf["baseline_runs"], conf["new_runs"]
         rows = [x for v in conf["aa"].values() for x in v]
@@ -247,15 +307,20 @@ def summarize(r):
                      f"{len(rows)} comparisons [{codes(rows)}]")
         for name, v in conf["aa"].items():
             if v:
+                explained = sum(1 for x in v if "host noise explains" in x.get("bandwidth_note", ""))
                 lines.append(f"  {name}: {sum(1 for x in v if x['exit_code'] == 3)} of {len(v)} [{codes(v)}]"
+                             + (f"; 1 MiB bandwidth inconclusive as the waits explain it: {explained}"
+                                if name.startswith("loaded") else "")
                              + "".join(f"; {', '.join(x['new'])}: {'; '.join(x['regressions'])}"
                                        for x in v if x["exit_code"] == 3))
-        slow = conf["slowed"]
-        if slow:
-            caught = sum(1 for x in slow if x["exit_code"] == 3 and x["bandwidth"] == "regression")
-            changes = [x["bandwidth_change"] for x in slow if x["bandwidth_change"] is not None]
-            lines.append(f"  slowdown: {caught} of {len(slow)} caught (exit 3, bandwidth regression) [{codes(slow)}]; "
-                         f"measured change {min(changes):+.1%} to {max(changes):+.1%}")
+        for label, slow in (("slowdown", conf["slowed"]), ("loaded slowdown", conf.get("loaded_slowed", []))):
+            if slow:
+                caught = sum(1 for x in slow if x["exit_code"] == 3 and x["bandwidth"] == "regression")
+                changes = [x["bandwidth_change"] for x in slow if x["bandwidth_change"] is not None]
+                lines.append(f"  {label}: {caught} of {len(slow)} caught (exit 3, bandwidth regression) "
+                             f"[{codes(slow)}]; measured change {min(changes):+.1%} to {max(changes):+.1%}"
+                             + "".join(f"; {', '.join(x['new'])}: {x['bandwidth']}: {x['bandwidth_note']}"
+                                       for x in slow if x["bandwidth"] != "regression"))
         free = conf["aa"].get("unshaped", [])
         if free:
             said = {}
@@ -282,6 +347,8 @@ def main(argv):
     ap.add_argument("--unshaped", type=int, default=14, help="runs without a rate limit (default 14)")
     ap.add_argument("--judge-only", action="store_true", help="judge the runs already in --out again")
     ap.add_argument("--loopback", type=int, default=24, help="runs of each loopback job (default 24; 0: none)")
+    ap.add_argument("--loaded", type=int, default=0,
+                    help="runs of each loaded series, another tenant's load in every other one (default 0: none)")
     ap.add_argument("--rate", type=int, default=1000, help="the bottleneck, Mbit/s (default 1000)")
     ap.add_argument("--slowdown", type=float, default=0.25, help="the slowed runs' rate cut (default 0.25)")
     ap.add_argument("--pairperf", default=os.path.join(ROOT, "build", "pairperf"))
@@ -292,9 +359,10 @@ def main(argv):
         baselines = [int(x) for x in a.baseline.split(",")]
     except ValueError:
         baselines = []
-    if not baselines or min(baselines) < 2 or a.runs <= max(baselines) or not 0 < a.slowdown < 1 or a.rate <= 0:
-        print("regression-study: needs --baseline sizes >= 2, --runs above the largest, 0 < --slowdown < 1, --rate > 0",
-              file=sys.stderr)
+    short = [n for n in (a.runs, a.loaded) if 0 < n <= max(baselines or [0])]
+    if not baselines or min(baselines) < 2 or short or not 0 < a.slowdown < 1 or a.rate <= 0 or a.runs < 0:
+        print("regression-study: needs --baseline sizes >= 2, --runs and --loaded (when not 0) above the largest, "
+              "0 < --slowdown < 1, --rate > 0", file=sys.stderr)
         return 2
     if a.judge_only:
         r = judge(a.pairperf, a.out, baselines)
@@ -304,7 +372,7 @@ def main(argv):
             print(f"regression-study: {why}", file=sys.stderr)
             return 4
         r = study(a.pairperf, a.out, a.runs, baselines, a.slowed, a.unshaped, a.rate, a.slowdown,
-                  loopback=a.loopback, log=lambda m: print(m, file=sys.stderr, flush=True))
+                  loopback=a.loopback, loaded=a.loaded, log=lambda m: print(m, file=sys.stderr, flush=True))
     for line in summarize(r):
         print(line)
     if a.json:
