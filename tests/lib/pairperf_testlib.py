@@ -6,6 +6,7 @@ import glob
 import json
 import os
 import select
+import shutil
 import socket
 import struct
 import subprocess
@@ -359,18 +360,31 @@ def has_mesh():
     return proc.returncode == 0
 
 
+def softroce_vm_unavailable():
+    """Why scripts/softroce-vm cannot boot here ("" when it can): its tools and the rxe provider."""
+    for tool in ("qemu-system-x86_64", "cpio", "depmod", "dash", "xz"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (scripts/setup installs the VM's packages)"
+    if not glob.glob("/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so"):
+        return "the rxe provider is not installed (ibverbs-providers; the VM sets up rxe0 first)"
+    return ""
+
+
 class SoftRoceSuite(unittest.TestCase):
     """A suite script run once in scripts/softroce-vm for the whole class; its JSON results come
-    back as self.docs (by file name). Subclasses set SUITE, TIMEOUT and EXTRA_ADDS."""
+    back as self.docs (by file name). Subclasses set SUITE, TIMEOUT, EXTRA_ADDS and EXTRA_MODULES
+    (kernel modules the VM loads before the suite, e.g. veth)."""
     SUITE = ""
     TIMEOUT = 500
     EXTRA_ADDS = ()
+    EXTRA_MODULES = ()
 
     @classmethod
     def setUpClass(cls):
         cls.tmp = tmpdir()
         out = os.path.join(cls.tmp.name, "out")
         adds = [a for path in (BIN, *cls.EXTRA_ADDS) for a in ("--add", path)]
+        adds += [a for module in cls.EXTRA_MODULES for a in ("--module", module)]
         cls.proc = subprocess.run([os.path.join(SOURCE_DIR, "scripts", "softroce-vm"), "--timeout", str(cls.TIMEOUT), "--out", out]
                                   + adds + ["--", cls.SUITE, BIN], capture_output=True, text=True, timeout=cls.TIMEOUT + 100)
         if cls.proc.returncode == 125 and "apt-get download" in cls.proc.stderr:

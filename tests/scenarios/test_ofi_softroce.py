@@ -7,7 +7,6 @@ Skips with the reason printed where the VM cannot run (no qemu, no rxe provider,
 package cannot be fetched), or where the binary was built without libfabric."""
 import glob
 import os
-import shutil
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
@@ -24,11 +23,8 @@ TESTS = ["fi_tag_lat", "fi_tag_bw", "fi_tag_bibw", "fi_write_lat", "fi_write_bw"
 def why_not_runnable():
     if not pp.has_transport("ofi"):
         return "this pairperf was built without the libfabric (OFI) transport"
-    for tool in ("qemu-system-x86_64", "cpio", "depmod", "dash", "xz"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not installed (scripts/setup installs the VM's packages)"
-    if not glob.glob("/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so"):
-        return "the rxe provider is not installed (ibverbs-providers)"
+    if why := pp.softroce_vm_unavailable():
+        return why
     if not LIBFABRIC:
         return "libfabric1 is not installed"
     return None

@@ -5,10 +5,8 @@ The results come back as JSON and are checked here.
 
 Skips with the reason printed where the VM cannot run (no qemu, no rxe provider, the kernel
 package cannot be fetched), or where the binary was built without verbs."""
-import glob
 import json
 import os
-import shutil
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
@@ -24,11 +22,8 @@ def why_not_runnable():
     proc, _ = pp.run(["info", "--json"], timeout=30)
     if "verbs" not in json.loads(proc.stdout)["tool"]["transports"]:
         return "this pairperf was built without the verbs transport"
-    for tool in ("qemu-system-x86_64", "cpio", "depmod", "dash", "xz"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not installed (scripts/setup installs the VM's packages)"
-    if not glob.glob("/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so"):
-        return "the rxe provider is not installed (ibverbs-providers)"
+    if why := pp.softroce_vm_unavailable():
+        return why
     return None
 
 
