@@ -1,10 +1,14 @@
 #include "transports/ofi/ofi_address.h"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <cerrno>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -107,6 +111,45 @@ std::string readable(fid_av* av, const std::vector<std::byte>& name) {
   std::size_t len = buf.size();
   const char* text = fi_av_straddr(av, name.data(), buf.data(), &len);
   return text != nullptr ? std::string(buf.data()) : std::string();
+}
+
+std::string source_toward(const std::string& peer, int& err) {
+  err = 0;
+  sockaddr_storage dst{};
+  socklen_t len = 0;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&dst);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&dst);
+  if (inet_pton(AF_INET, peer.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(9);
+    len = sizeof(*v4);
+  } else if (inet_pton(AF_INET6, peer.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(9);
+    len = sizeof(*v6);
+  } else {
+    return {};
+  }
+  const int fd = ::socket(dst.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    err = errno;
+    return {};
+  }
+  std::string out;
+  sockaddr_storage src{};
+  socklen_t src_len = sizeof(src);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&dst), len) != 0) {
+    err = errno;
+  } else if (::getsockname(fd, reinterpret_cast<sockaddr*>(&src), &src_len) == 0) {
+    std::array<char, INET6_ADDRSTRLEN> text{};
+    const void* a =
+        src.ss_family == AF_INET
+            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&src)->sin_addr)
+            : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&src)->sin6_addr);
+    if (inet_ntop(src.ss_family, a, text.data(), text.size()) != nullptr) out = text.data();
+  }
+  ::close(fd);
+  return out;
 }
 
 }  // namespace pairperf::ofi

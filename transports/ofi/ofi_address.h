@@ -29,5 +29,9 @@ endpoint_name decode_address(std::span<const std::byte> bytes);
 void check_peer_name(const endpoint_name& peer, const endpoint_name& mine);
 // fi_av_straddr's text of a name ("fi_sockaddr_in://127.0.0.1:40123"); "" where it has none.
 std::string readable(fid_av* av, const std::vector<std::byte>& name);
+// The local address the kernel routes toward `peer` (a numeric address) from: a connected UDP
+// socket's name, nothing sent. "" where `peer` is no numeric address or the lookup failed;
+// `err` is then the errno of the socket or its connect (ENETUNREACH: no route), else 0.
+std::string source_toward(const std::string& peer, int& err);
 
 }  // namespace pairperf::ofi

@@ -2,7 +2,9 @@
 
 #include <dlfcn.h>
 #include <fmt/format.h>
+#include <signal.h>
 
+#include <array>
 #include <mutex>
 #include <type_traits>
 
@@ -14,11 +16,30 @@ struct loaded {
   std::string why;  // "" when loaded
 };
 
+// The signals libpsm_infinipath's constructor takes (libfabric links it for its psm provider;
+// Debian 12's libfabric1 1.17.0): it writes a backtrace to stderr and a .btr file into the working
+// directory and calls exit(1), unless IPATH_NO_BACKTRACE is set. A crash inside libfabric then
+// ended a server's session or a case process as a plain exit 1, which their supervisors take for
+// a clean end. PSM installs them in a constructor "so any user program that sets signal handlers
+// for these will override our settings" (psm2's hfi_debug.c, the same code): the process's own
+// handlers are put back as they were before the load.
+constexpr std::array<int, 6> taken_signals{SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGINT, SIGTERM};
+
+void* open_keeping_handlers(const char* file) {
+  std::array<struct sigaction, taken_signals.size()> before{};
+  for (std::size_t i = 0; i < taken_signals.size(); ++i)
+    ::sigaction(taken_signals[i], nullptr, &before[i]);
+  void* handle = ::dlopen(file, RTLD_NOW | RTLD_LOCAL);
+  for (std::size_t i = 0; i < taken_signals.size(); ++i)
+    ::sigaction(taken_signals[i], &before[i], nullptr);
+  return handle;
+}
+
 const loaded& loaded_library() {
   static std::once_flag once;
   static loaded l;
   std::call_once(once, [] {
-    void* handle = ::dlopen("libfabric.so.1", RTLD_NOW | RTLD_LOCAL);
+    void* handle = open_keeping_handlers("libfabric.so.1");
     if (handle == nullptr) {
       const char* e = ::dlerror();
       l.why = fmt::format("libfabric cannot be loaded ({}; Debian: apt-get install libfabric1)",

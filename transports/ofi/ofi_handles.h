@@ -4,11 +4,12 @@
 // by fi_freeinfo. Internal to the OFI transport.
 //
 // pairperf does not link libfabric: loading it runs constructors of the provider libraries it
-// depends on (libpsm_infinipath installs a SIGABRT handler that prints a backtrace and exits 1,
-// which turned an aborting case process into "exit 1"), and its first call initializes every
-// provider (after which raw verbs failed on Soft-RoCE). So it is dlopen()ed only by the processes
-// that run OFI cases, or ask what it offers (a child process: ofi_options.cpp). Everything else of
-// its API is inline calls through the objects' operation tables.
+// depends on (libpsm_infinipath installs SIGABRT, SIGSEGV... handlers that print a backtrace and
+// exit 1, which turned an aborting case process into "exit 1": load() puts the process's own
+// handlers back), and its first call initializes every provider (after which raw verbs failed on
+// Soft-RoCE). So it is dlopen()ed only by the processes that run OFI cases, or ask what it offers
+// (a child process: ofi_options.cpp). Everything else of its API is inline calls through the
+// objects' operation tables.
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>

@@ -1,6 +1,7 @@
 #pragma once
 // What this host's libfabric offers (providers, fabrics, domains of RDM endpoints) and the OFI
 // transport's axis: the provider, one case each, as UCX_TLS is for UCX.
+#include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -76,6 +77,12 @@ options options_from(const nlohmann::json& own);
 enum class inject_mode { tinject, flag, off };
 // How to inject with `provider` under `o`, and why ("" for the plain default).
 std::pair<inject_mode, std::string> use_inject(const options& o, std::string_view provider);
+
+// Whether closing an endpoint of `provider` (libfabric `version`, as fi_version() gives it) that
+// still holds transfers (a case that failed on a connection that stopped moving) can crash inside
+// fi_close: the endpoint is then better left open (ofi_transport's destructor). True for
+// tcp;ofi_rxm before libfabric 1.18, whose tcp provider 1.18 replaced with the net provider's code.
+bool close_may_crash_in_flight(std::string_view provider, std::uint32_t version);
 
 // What a provider lacks for a case, from `offers(rma, hmem, ordered)`: whether fi_getinfo offers
 // an RDM endpoint with tagged messages and those. "" when it lacks nothing of them.

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -74,41 +75,6 @@ ofi::info_ptr hints_for(const std::string& provider, bool rma, bool hmem, bool o
   return h;
 }
 
-// The local address that routes toward `peer` (a connected UDP socket's name: nothing is sent).
-std::string source_toward(const std::string& peer) {
-  sockaddr_storage dst{};
-  socklen_t len = 0;
-  auto* v4 = reinterpret_cast<sockaddr_in*>(&dst);
-  auto* v6 = reinterpret_cast<sockaddr_in6*>(&dst);
-  if (inet_pton(AF_INET, peer.c_str(), &v4->sin_addr) == 1) {
-    v4->sin_family = AF_INET;
-    v4->sin_port = htons(9);
-    len = sizeof(*v4);
-  } else if (inet_pton(AF_INET6, peer.c_str(), &v6->sin6_addr) == 1) {
-    v6->sin6_family = AF_INET6;
-    v6->sin6_port = htons(9);
-    len = sizeof(*v6);
-  } else {
-    return {};
-  }
-  const int fd = ::socket(dst.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return {};
-  std::string out;
-  sockaddr_storage src{};
-  socklen_t src_len = sizeof(src);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&dst), len) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&src), &src_len) == 0) {
-    std::array<char, INET6_ADDRSTRLEN> text{};
-    const void* a =
-        src.ss_family == AF_INET
-            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&src)->sin_addr)
-            : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&src)->sin6_addr);
-    if (inet_ntop(src.ss_family, a, text.data(), text.size()) != nullptr) out = text.data();
-  }
-  ::close(fd);
-  return out;
-}
-
 // A name for a shared-memory provider's region that no other process has had. libfabric's shm
 // names its file in /dev/shm after the process by default ("<pid>:<uid>:<endpoint>", libfabric
 // 1.17 prov/shm/src/smr_init.c smr_resolve_addr and smr_ep.c smr_endpoint_name); a process killed
@@ -167,6 +133,19 @@ ofi_transport::ofi_transport(const transport_params& params)
 }
 
 ofi_transport::~ofi_transport() {
+  if (in_provider() > 0 && m_info != nullptr &&
+      ofi::close_may_crash_in_flight(m_info->fabric_attr->prov_name, ofi::lib().version())) {
+    // Its close would crash this process (ofi_options.h). Nothing progresses the endpoint again
+    // (manual progress: rxm runs no thread of its own), so its objects stay as they are, and go
+    // with the process: its queued sends are never read from the buffers freed after this.
+    (void)m_ep.release();
+    for (auto& mr : m_mrs) (void)mr.release();
+    (void)m_av.release();
+    (void)m_cq.release();
+    (void)m_domain.release();
+    (void)m_fabric.release();
+    return;
+  }
   // The endpoint first (it cancels what is still posted), then what it was bound to.
   m_ep.reset();
   m_mrs.clear();
@@ -179,6 +158,49 @@ ofi_transport::~ofi_transport() {
 where ofi_transport::place(const std::string& step) const {
   return where{step, m_params.peer_host,
                m_params.side == side::client ? m_params.test.iface : std::string()};
+}
+
+// The address to open the endpoint on: --iface's, else the one that routes toward the peer (""
+// = the provider's choice); m_source_why says which.
+std::string ofi_transport::choose_source(std::uint32_t format) {
+  std::string source;
+  if (m_params.side == side::client && !m_params.test.iface.empty() && !ip_format(format)) {
+    // Within one host (shm) an interface means nothing: the case runs, and says so.
+    m_source_why = fmt::format("{} addresses; --iface {} does not apply",
+                               ofi::text_of(&format, FI_TYPE_ADDR_FORMAT), m_params.test.iface);
+  } else if (m_params.side == side::client && !m_params.test.iface.empty()) {
+    const auto info = find_interface(m_params.test.iface);
+    const bool want6 = format == FI_SOCKADDR_IN6;
+    for (const auto& a : info ? info->addresses : std::vector<iface_address>{}) {
+      if ((a.family == AF_INET6) == want6 && !is_link_local(a.address)) {
+        source = a.address;
+        break;
+      }
+    }
+    if (source.empty())
+      throw step_error(error_kind::error, place("ofi source address"),
+                       fmt::format("interface {} has no {} address for libfabric",
+                                   m_params.test.iface, want6 ? "IPv6" : "IPv4"));
+    m_source_why = "--iface " + m_params.test.iface;
+  } else if (ip_format(format)) {
+    const bool wildcard = m_params.listen_host.empty() || m_params.listen_host == "0.0.0.0" ||
+                          m_params.listen_host == "::";
+    int no_route = 0;
+    source = wildcard ? ofi::source_toward(m_params.peer_host, no_route) : m_params.listen_host;
+    // With no route (a link that is down) the provider's first domain would take the case and
+    // fail its first send from there (tcp;ofi_rxm of libfabric 1.17 on lo: fi_tsend -EINVAL).
+    if (no_route == ENETUNREACH || no_route == EHOSTUNREACH) {
+      throw step_error(error_kind::unreachable, place("ofi source address"),
+                       fmt::format("no route toward the peer: {} ({})", std::strerror(no_route),
+                                   errno_name(no_route)),
+                       no_route);
+    }
+    m_source_why = wildcard ? "the route toward the peer" : "the server's listen address";
+  } else if (m_source_why.empty()) {
+    m_source_why =
+        fmt::format("the provider ({} addresses)", ofi::text_of(&format, FI_TYPE_ADDR_FORMAT));
+  }
+  return source;
 }
 
 // Asks fi_getinfo for what the case needs. What is missing is named: no such provider, no RDM
@@ -208,35 +230,7 @@ void ofi_transport::choose_info() {
                                             shown, ofi::what_lacks(try_with, m_rma_test, m_gpu)));
   }
   const std::uint32_t format = list->addr_format;
-  // The source: --iface's address, else the one that routes toward the peer.
-  std::string source;
-  if (m_params.side == side::client && !m_params.test.iface.empty() && !ip_format(format)) {
-    // Within one host (shm) an interface means nothing: the case runs, and says so.
-    m_source_why = fmt::format("{} addresses; --iface {} does not apply",
-                               ofi::text_of(&format, FI_TYPE_ADDR_FORMAT), m_params.test.iface);
-  } else if (m_params.side == side::client && !m_params.test.iface.empty()) {
-    const auto info = find_interface(m_params.test.iface);
-    const bool want6 = format == FI_SOCKADDR_IN6;
-    for (const auto& a : info ? info->addresses : std::vector<iface_address>{}) {
-      if ((a.family == AF_INET6) == want6 && !is_link_local(a.address)) {
-        source = a.address;
-        break;
-      }
-    }
-    if (source.empty())
-      throw step_error(error_kind::error, place("ofi source address"),
-                       fmt::format("interface {} has no {} address for libfabric",
-                                   m_params.test.iface, want6 ? "IPv6" : "IPv4"));
-    m_source_why = "--iface " + m_params.test.iface;
-  } else if (ip_format(format)) {
-    const bool wildcard = m_params.listen_host.empty() || m_params.listen_host == "0.0.0.0" ||
-                          m_params.listen_host == "::";
-    source = wildcard ? source_toward(m_params.peer_host) : m_params.listen_host;
-    m_source_why = wildcard ? "the route toward the peer" : "the server's listen address";
-  } else if (m_source_why.empty()) {
-    m_source_why =
-        fmt::format("the provider ({} addresses)", ofi::text_of(&format, FI_TYPE_ADDR_FORMAT));
-  }
+  std::string source = choose_source(format);
   if (source.empty() &&
       ofi::kind_of_provider(list->fabric_attr->prov_name) == lane_kind::shared_memory)
     source = shared_memory_region_name();

@@ -68,6 +68,7 @@ class ofi_transport final : public transport {
   };
 
   void choose_info();
+  std::string choose_source(std::uint32_t format);
   void open_objects();
   void handshake();
   [[nodiscard]] where place(const std::string& step) const;
@@ -85,6 +86,10 @@ class ofi_transport final : public transport {
   int post_pending() noexcept;
   int post_sync_now(const op& operation) noexcept;
   int progress() noexcept;  // reads the CQ into m_done; negative on failure
+  // Operations the provider holds: posted (not left pending) and not completed.
+  [[nodiscard]] std::size_t in_provider() const noexcept {
+    return m_requests.size() - m_free.size() - m_pending_rx.size() - m_pending_tx.size();
+  }
   int fail(std::string what, int err) noexcept;
   // Errors that mean the peer is gone or cannot be reached, not a local fault.
   static bool means_peer_gone(int err) noexcept;
