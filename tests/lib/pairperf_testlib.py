@@ -158,25 +158,28 @@ def _established_tcp_inodes():
     return inodes
 
 
+def socket_inodes(pid):
+    """The inodes (as /proc/net/tcp prints them) of the sockets process `pid` holds open; [] once it is gone."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return []
+    out = []
+    for fd in fds:
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            out.append(link[8:-1])
+    return out
+
+
 def case_data_connected(server_pid):
     """Whether the server's session (its child process, which runs the cases' server side) holds an
     established TCP connection besides its control connection: the case's data path is up."""
     established = _established_tcp_inodes()
-    for pid in _descendants(server_pid):
-        count = 0
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                link = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            count += link.startswith("socket:[") and link[8:-1] in established
-        if count >= 2:
-            return True
-    return False
+    return any(sum(inode in established for inode in socket_inodes(pid)) >= 2 for pid in _descendants(server_pid))
 
 
 def kill_server_mid_case(server, client_args, after=2.0, connected=False):

@@ -107,17 +107,7 @@ def server_sockets(server):
             pass
     held = set()
     for p in [pid] + descendants(pid):
-        try:
-            fds = os.listdir(f"/proc/{p}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                link = os.readlink(f"/proc/{p}/fd/{fd}")
-            except OSError:
-                continue
-            if link.startswith("socket:[") and link[8:-1] in ports:
-                held.add((link[8:-1], ports[link[8:-1]]))
+        held.update((inode, ports[inode]) for inode in pp.socket_inodes(p) if inode in ports)
     return held
 
 
