@@ -10,6 +10,7 @@
 #include <numeric>
 #include <set>
 
+#include "analysis/compare_noise.h"
 #include "core/exit_codes.h"
 #include "core/stats.h"
 #include "core/units.h"
@@ -80,11 +81,6 @@ void load_file(const std::filesystem::path& path, result_set& out) {
   }
 }
 
-headline headline_for(const std::string& metric) {
-  if (metric == "bandwidth") return headline::bandwidth;
-  return metric == "latency p50" ? headline::latency_p50 : headline::latency_p99;
-}
-
 // One case's results on one side, grouped by run (in the order of the side's files).
 struct side_cases {
   std::vector<const case_result*> results;
@@ -143,17 +139,12 @@ bool all_ok(const side_cases& s) {
 }
 
 // A baseline run whose host took the CPU away measured the host, not the build: it is left out
-// of the baseline (and counted), so one busy night does not widen every later verdict.
-std::vector<std::vector<const case_result*>> quiet_runs(const side_cases& s, std::size_t& noisy) {
+// of the baseline (and counted, and kept in `loaded`), so one busy night does not widen every
+// later verdict.
+std::vector<std::vector<const case_result*>> quiet_runs(
+    const side_cases& s, std::vector<std::vector<const case_result*>>& loaded) {
   std::vector<std::vector<const case_result*>> out;
-  noisy = 0;
-  for (const auto& run : s.runs) {
-    if (run_is_noisy(run)) {
-      ++noisy;
-    } else {
-      out.push_back(run);
-    }
-  }
+  for (const auto& run : s.runs) (run_is_noisy(run) ? loaded : out).push_back(run);
   return out;
 }
 
@@ -163,12 +154,18 @@ metric_change compare_metric(const std::string& metric, const side_cases& base,
   m.metric = metric;
   m.higher_is_better = metric == "bandwidth";
   m.threshold = metric == "latency p99" ? o.tail_threshold : o.threshold;
-  auto base_runs = quiet_runs(base, m.base_noisy_runs);
+  std::vector<std::vector<const case_result*>> loaded;
+  auto base_runs = quiet_runs(base, loaded);
   m.next = run_values(next.runs, metric);
   m.next_noise = run_exposures(next.runs, metric);
-  if (run_values(base_runs, metric).empty() && m.base_noisy_runs > 0) {
-    m.base_noisy_runs = 0;  // every baseline run was noisy: judge them, the case is marked noisy
+  m.base_loaded = run_values(loaded, metric);
+  if (run_values(base_runs, metric).empty() && !m.base_loaded.empty()) {
+    m.base_loaded.clear();  // every baseline run was noisy: judge them, the case is marked noisy
     base_runs = base.runs;
+  } else {
+    m.base_noisy_runs = m.base_loaded.size();
+    m.base_loaded_noise = run_exposures(loaded, metric);
+    m.base_loaded_range = run_ranges(loaded, metric);
   }
   m.base = run_values(base_runs, metric);
   m.base_noise = run_exposures(base_runs, metric);
@@ -228,69 +225,6 @@ std::vector<double> run_values(const std::vector<std::vector<const case_result*>
   }
   return out;
 }
-
-std::vector<noise_exposure> run_exposures(const std::vector<std::vector<const case_result*>>& runs,
-                                          const std::string& metric) {
-  std::vector<noise_exposure> out;
-  for (const auto& run : runs) {
-    noise_exposure worst;
-    bool any = false;
-    for (const auto* r : run) {
-      if (repetition_values(*r, headline_for(metric)).empty()) continue;
-      std::uint64_t samples = 0;
-      for (const auto& rep : r->repetitions) samples += rep.iterations;
-      const noise_exposure e = exposure_of(r->host_noise, samples > 0 ? samples : r->iterations);
-      worst.waited = std::max(worst.waited, e.waited);
-      worst.switched = std::max(worst.switched, e.switched);
-      any = true;
-    }
-    if (any) out.push_back(worst);
-  }
-  return out;
-}
-
-namespace {
-
-// Whether the new runs' host noise could have made a regression-sized change (host/noise.h), as
-// far as it exceeds the baseline runs' (a host busy through the baseline and the new runs alike
-// slows both, and explains no difference between them): a percentile of latency within reach of
-// every new run's waits or switches but not of the baseline's, or bandwidth whose change stays
-// within the threshold once each new run is credited the time it waited beyond the baseline's.
-std::string noise_explanation(const metric_change& m) {
-  if (m.next_noise.size() != m.next.size() || m.next.empty()) return {};
-  std::vector<double> base_waited, base_reach;
-  for (const auto& e : m.base_noise) {
-    base_waited.push_back(e.waited);
-    base_reach.push_back(std::max(e.waited, e.switched));
-  }
-  const double usual_wait = std::min(median_of(base_waited), 0.95);
-  if (m.higher_is_better) {
-    std::vector<double> credited;
-    double most = 0;
-    for (std::size_t i = 0; i < m.next.size(); ++i) {
-      const double w = std::min(m.next_noise[i].waited, 0.95);
-      credited.push_back(w > usual_wait ? m.next[i] * (1 - usual_wait) / (1 - w) : m.next[i]);
-      most = std::max(most, w);
-    }
-    const double change = test_runs(m.base, credited, 0.05, m.threshold).change;
-    if (-change > m.threshold) return {};
-    return fmt::format(
-        "the new run waited for a CPU up to {:.1f}% of its measurement (the baseline's runs "
-        "{:.1f}%); credited the difference, the change is {:+.1f}%",
-        most * 100, usual_wait * 100, change * 100);
-  }
-  const double tail = m.metric == "latency p99" ? 0.01 : 0.5;
-  double least = 1;
-  for (const auto& e : m.next_noise) least = std::min(least, std::max(e.waited, e.switched));
-  if (least < tail || median_of(base_reach) >= tail) return {};
-  return fmt::format(
-      "the new run's waits for a CPU reach {:.1f}% of its time or samples (the baseline's runs "
-      "{:.1f}%), enough to move its {} ({:.0f}% of samples)",
-      least * 100, median_of(base_reach) * 100, m.metric == "latency p99" ? "p99" : "median",
-      tail * 100);
-}
-
-}  // namespace
 
 // Under no change at all, Benjamini-Hochberg keeps the chance of any significant metric below
 // alpha, so a sweep of hundreds of metrics does not raise false alarms from noise alone. What is

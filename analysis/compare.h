@@ -52,6 +52,10 @@ struct compare_options {
 std::vector<noise_exposure> run_exposures(const std::vector<std::vector<const case_result*>>& runs,
                                           const std::string& metric);
 
+// Each run's lowest and highest repetition value for `metric`, as run_values.
+std::vector<std::pair<double, double>> run_ranges(
+    const std::vector<std::vector<const case_result*>>& runs, const std::string& metric);
+
 // One value per run for `metric` of the results `runs` hold (the median of each run's
 // repetitions; a run without repetitions gives its headline figure); runs without one are left
 // out. `headline` names: "bandwidth", "latency p50", "latency p99".
@@ -66,7 +70,13 @@ struct metric_change {
   std::size_t base_noisy_runs = 0;         // left out of `base`: their host took the CPU
   std::vector<noise_exposure> next_noise;  // each new run's (host/noise.h), as `next`
   std::vector<noise_exposure> base_noise;  // each baseline run's, as `base`
-  run_test test;                           // change, p, spread, MDE, runs needed
+  // The noisy baseline runs left out of `base`, and their noise: how this figure moved when the
+  // host took the CPU away, the evidence of how far waits explain a change of it.
+  std::vector<double> base_loaded;
+  std::vector<noise_exposure> base_loaded_noise;
+  std::vector<std::pair<double, double>>
+      base_loaded_range;          // each one's lowest, highest repetition
+  run_test test;                  // change, p, spread, MDE, runs needed
   std::optional<double> q_value;  // p adjusted over the whole comparison (Benjamini-Hochberg)
   bool significant = false;
   bool regression = false;

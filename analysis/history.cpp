@@ -153,6 +153,10 @@ void judge_newest(history_series& s, const std::vector<run_results>& runs, const
     m.base = std::move(noisy_values);
     base_runs = std::move(noisy_runs);
     m.base_noisy_runs = 0;
+  } else {
+    m.base_loaded_noise = run_exposures(noisy_runs, s.metric);
+    m.base_loaded_range = run_ranges(noisy_runs, s.metric);
+    m.base_loaded = std::move(noisy_values);
   }
   m.next_noise = run_exposures(judged, s.metric);
   m.base_noise = run_exposures(base_runs, s.metric);

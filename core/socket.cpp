@@ -15,6 +15,7 @@
 #include <charconv>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "core/interfaces.h"
 
@@ -208,33 +209,80 @@ endpoint parse_endpoint(std::string_view text, std::uint16_t default_port) {
   return ep;
 }
 
+namespace {
+
+// Connection attempts to one address until the deadline (connect_options::attempt_every): the
+// first that connects, or invalid with `last_err` (ETIMEDOUT when none answered in time; a
+// refusal or an unreachable network ends them at once: another SYN would get the same answer).
+unique_fd connect_attempts(const addrinfo* it, const connect_options& options, deadline_t deadline,
+                           const where& place, int& last_err) {
+  constexpr std::size_t most_pending = 16;
+  std::vector<unique_fd> pending;
+  deadline_t next_attempt = steady::now();
+  for (;;) {
+    const deadline_t now = steady::now();
+    if (now >= deadline) {
+      last_err = ETIMEDOUT;
+      return {};
+    }
+    if (now >= next_attempt) {
+      next_attempt = options.attempt_every > std::chrono::nanoseconds::zero()
+                         ? now + options.attempt_every
+                         : deadline;
+      bool started = false;
+      unique_fd fd = socket_for(it, last_err);
+      if (fd.valid()) {
+        bind_source(fd.get(), it->ai_family, options, place);
+        set_nonblocking(fd.get(), true);
+        if (::connect(fd.get(), it->ai_addr, it->ai_addrlen) == 0) return fd;
+        if (errno == EINPROGRESS) {
+          pending.push_back(std::move(fd));
+          started = true;
+          if (pending.size() == most_pending) next_attempt = deadline;
+        } else {
+          last_err = errno;
+        }
+      }
+      // A later attempt that cannot start (no descriptor, no port left) leaves the earlier ones
+      // to answer.
+      if (!started) {
+        if (pending.empty()) return {};
+        next_attempt = deadline;
+      }
+    }
+    std::vector<pollfd> polled;
+    for (const auto& fd : pending) polled.push_back(pollfd{fd.get(), POLLOUT, 0});
+    const int rc =
+        ::poll(polled.data(), polled.size(), remaining_ms(std::min(deadline, next_attempt)));
+    if (rc < 0 && errno != EINTR)
+      throw step_error(error_kind::error, place, std::strerror(errno), errno);
+    if (rc <= 0) continue;
+    for (std::size_t i = 0; i < polled.size(); ++i) {
+      if (polled[i].revents == 0) continue;
+      int err = 0;
+      socklen_t len = sizeof(err);
+      ::getsockopt(polled[i].fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      if (err == 0) return std::move(pending[i]);  // the others close as `pending` goes
+      last_err = err;
+      return {};
+    }
+  }
+}
+
+}  // namespace
+
 unique_fd connect_tcp(const endpoint& peer, const connect_options& options, const where& place) {
   const deadline_t deadline = deadline_in(options.timeout);
   auto ai = resolve(peer.host, peer.port, false, place);
   int last_err = 0;
   for (const addrinfo* it = ai.get(); it != nullptr; it = it->ai_next) {
-    unique_fd fd = socket_for(it, last_err);
-    if (!fd.valid()) continue;
-    bind_source(fd.get(), it->ai_family, options, place);
-    set_nonblocking(fd.get(), true);
-    if (::connect(fd.get(), it->ai_addr, it->ai_addrlen) != 0) {
-      if (errno != EINPROGRESS) {
-        last_err = errno;
-        continue;
-      }
-      if (!wait_for(fd.get(), POLLOUT, deadline, place)) {
-        throw step_error(error_kind::unreachable, place,
-                         fmt::format("no answer within {:.1f} s (timeout)",
-                                     std::chrono::duration<double>(options.timeout).count()),
-                         ETIMEDOUT);
-      }
-      int err = 0;
-      socklen_t len = sizeof(err);
-      ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-      if (err != 0) {
-        last_err = err;
-        continue;
-      }
+    unique_fd fd = connect_attempts(it, options, deadline, place, last_err);
+    if (!fd.valid()) {
+      if (last_err != ETIMEDOUT) continue;
+      throw step_error(error_kind::unreachable, place,
+                       fmt::format("no answer within {:.1f} s (timeout)",
+                                   std::chrono::duration<double>(options.timeout).count()),
+                       ETIMEDOUT);
     }
     set_nonblocking(fd.get(), false);
     set_nodelay(fd.get());

@@ -42,7 +42,12 @@ std::vector<case_result> run_cases(const doctor_options& o, std::vector<test_cas
   for (std::size_t i = 0; i < cases.size(); ++i) cases[i].index = i;
   c.cases = std::move(cases);
   collecting_reporter out(progress);
-  run_client(c, out);
+  try {
+    run_client(c, out);
+  } catch (const step_error&) {
+    if (context != nullptr) *context = out.context;  // this side's facts, when the hello fails
+    throw;
+  }
   if (context != nullptr) *context = out.context;
   return std::move(out.results);
 }
@@ -218,8 +223,14 @@ doctor_report run_doctor(const doctor_options& o, std::FILE* progress) {
   };
   try {
     run_cases(o, {}, nullptr, &r.context);  // hello only: the server's interfaces and variables
-  } catch (const step_error&) {
-    if (!stopped("the hello")) throw;  // a signal cut the hello short: not a network failure
+  } catch (const server_stayed_busy&) {
+    throw;
+  } catch (const step_error& e) {
+    // A signal cut the hello short: not a network failure.
+    if (!stopped("the hello")) {
+      r.server_unreachable = e.what();
+      r.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
     return r;
   }
   if (stopped("the hello")) return r;
@@ -256,6 +267,7 @@ doctor_report run_doctor(const doctor_options& o, std::FILE* progress) {
 
 int exit_code(const doctor_report& r) {
   if (r.interrupted != 0) return 128 + r.interrupted;
+  if (!r.server_unreachable.empty()) return code(exit_status::failed);
   for (const auto& f : r.findings) {
     if (f.severity == severity::fails || (r.strict && f.severity == severity::fragile))
       return code(exit_status::missed);

@@ -129,6 +129,9 @@ struct doctor_report {
   // probes", "the path probe"); what ran is kept, nothing after it is judged.
   int interrupted = 0;
   std::string interrupted_during;
+  // The hello failed: no control connection to the server within --probe-timeout (or no answer
+  // to the hello): why, as the step said it. Nothing was probed; exit 1.
+  std::string server_unreachable;
 };
 
 // Everything after the measurements: side views, ranking, variable checks, path verdict,

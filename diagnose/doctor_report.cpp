@@ -104,7 +104,7 @@ void to_json(nlohmann::json& j, const doctor_report& r) {
                           {"hostname_iface", s.hostname_iface}};
   };
   j = {{"schema", "pairperf.doctor"},
-       {"schema_version", "1.5.0"},
+       {"schema_version", "1.6.0"},
        {"context", r.context},
        {r.reach_transport, cells(r.reach)},
        {"path", r.path},
@@ -131,6 +131,7 @@ void to_json(nlohmann::json& j, const doctor_report& r) {
   if (r.interrupted != 0) {
     j["interrupted"] = {{"signal", signal_name(r.interrupted)}, {"during", r.interrupted_during}};
   }
+  if (!r.server_unreachable.empty()) j["server_unreachable"] = r.server_unreachable;
 }
 
 namespace {

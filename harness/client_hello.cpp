@@ -72,6 +72,11 @@ nlohmann::json say_hello(control_channel& channel, const hello_request& request,
   }
 }
 
+// A control connection takes any of several attempts (connect_options::attempt_every), so that a
+// lossy path's dropped SYNs cost tenths of a second, not the whole connect bound. Half a second:
+// beyond any data centre's round trip, so a path that only delays sees one attempt.
+constexpr auto control_attempt_every = std::chrono::milliseconds(500);
+
 std::pair<control_channel, nlohmann::json> open_hello(const endpoint& server,
                                                       const std::string& step,
                                                       const hello_request& request,
@@ -85,6 +90,7 @@ std::pair<control_channel, nlohmann::json> open_hello(const endpoint& server,
   for (unsigned attempt = 1;; ++attempt) {
     connect_options o;
     o.timeout = t.connect;
+    o.attempt_every = control_attempt_every;
     unique_fd fd = connect_tcp(server, o, where{step, server.to_string(), ""});
     const std::string iface = interface_of_address(local_ip(fd.get()));
     control_channel channel(std::move(fd), where{"", server.to_string(), iface});

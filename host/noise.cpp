@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -433,14 +434,22 @@ noise_exposure exposure_of(const nlohmann::json& host_noise, std::uint64_t sampl
   for (const char* side : {"client", "server"}) {
     const auto it = host_noise.find(side);
     if (it == host_noise.end() || !it->is_object()) continue;
+    double side_wait_s = 0;
+    const double wall_s = std::max(number(*it, "wall_s"), 0.0);
     for (const char* key : {"descheduled_share", "steal_share"}) {
       const auto v = it->find(key);
-      if (v != it->end() && v->is_number()) e.waited = std::max(e.waited, v->get<double>());
+      if (v == it->end() || !v->is_number()) continue;
+      e.waited = std::max(e.waited, v->get<double>());
+      side_wait_s = std::max(side_wait_s, v->get<double>() * wall_s);
     }
+    side_wait_s = std::max(side_wait_s, number(*it, "runqueue_wait_s"));
+    if (!std::isfinite(side_wait_s) || side_wait_s < 0) side_wait_s = 0;
+    e.wait_s += side_wait_s;
     const auto sw = it->find("involuntary_switches");
     if (sw != it->end() && sw->is_number() && samples > 0)
       e.switched = std::max(e.switched, sw->get<double>() / static_cast<double>(samples));
   }
+  e.samples = samples;
   e.waited = std::clamp(e.waited, 0.0, 1.0);
   e.switched = std::clamp(e.switched, 0.0, 1.0);
   return e;

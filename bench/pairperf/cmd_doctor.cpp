@@ -159,12 +159,17 @@ int doctor_command(const doctor_args& a, const std::vector<std::string>& argv) {
     // Nothing could be judged: the server was serving others the whole time (not a failure).
     fmt::print(stderr, "pairperf doctor: inconclusive: {}\n", e.what());
     return code(exit_status::inconclusive);
-  } catch (const step_error& e) {
-    fmt::print(stderr, "pairperf doctor: cannot reach the pairperf server: {}\n", e.what());
-    return 1;
   }
   quiet_stdout.reset();
   const nlohmann::json j = r;
+  if (!r.server_unreachable.empty()) {
+    // Nothing was probed; the document says so, for a job that reads it rather than stderr.
+    fmt::print(stderr, "pairperf doctor: cannot reach the pairperf server: {}\n",
+               r.server_unreachable);
+    if (json_stdout) fmt::print("{}\n", j.dump(2));
+    if (report_file) report_file->commit(j.dump(2) + "\n");
+    return exit_code(r);
+  }
   if (json_stdout) {
     fmt::print("{}\n", j.dump(2));
   } else {

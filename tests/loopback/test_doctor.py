@@ -93,6 +93,21 @@ class Doctor(unittest.TestCase):
         self.assertIn(f"127.0.0.1:{port}", proc.stderr)
         self.assertIn("ECONNREFUSED", proc.stderr)
         self.assertLess(took, 10)
+        # The document says so too, for a job that reads it rather than stderr: valid, exit 1,
+        # why, this side's facts, and nothing probed. On stdout as in a file.
+        with pp.tmpdir() as d:
+            out = os.path.join(d, "doctor.json")
+            proc, _ = pp.run(["doctor", f"127.0.0.1:{port}", "--json", out], timeout=60)
+            self.assertEqual(proc.returncode, 1, proc.stderr)
+            self.assertEqual(pp.schema_errors(out), [])
+            doc = pp.load(out)
+        self.assertEqual(doc["exit_code"], 1)
+        self.assertIn("ECONNREFUSED", doc["server_unreachable"])
+        self.assertIn("client", doc["context"])
+        self.assertEqual((doc["tcp"], doc["findings"], doc["verdict"]), ([], [], None))
+        proc, _ = pp.run(["doctor", f"127.0.0.1:{port}", "--json", "-"], timeout=60)
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        self.assertIn("ECONNREFUSED", json.loads(proc.stdout)["server_unreachable"])
 
     def test_bad_values_exit_2(self):
         for args, text in ((["--probe-timeout", "0s"], "must be at least 1 ns"), (["--size", "0"], "at least 1 byte"),

@@ -50,6 +50,50 @@ TEST(Socket, RefusedConnectionIsUnreachableAndNamed) {
   }
 }
 
+// A listener whose accept queue is full drops every SYN (Linux: ListenOverflows), as a lossy
+// path drops them. One attempt's SYN is sent again only after 1 s (the kernel's initial RTO);
+// attempts every 50 ms get through within 50 ms of the queue's room coming back, well inside a
+// bound of 0.9 s that one attempt could not meet. The losing attempts are closed, never kept.
+TEST(Socket, ConnectionAttemptsGetThroughWhereSynsAreDropped) {
+  const unique_fd l = listen_tcp("127.0.0.1", 0, where{}, 0);
+  const endpoint at{"127.0.0.1", local_port(l.get())};
+  const unique_fd queued = connect_tcp(at, connect_options{}, where{});  // fills the queue
+  const auto attempt = [&](std::chrono::nanoseconds every) {
+    connect_options o;
+    o.timeout = 900ms;
+    o.attempt_every = every;
+    std::thread room([&] {
+      std::this_thread::sleep_for(100ms);
+      unique_fd first = accept_until(l, deadline_in(1s), where{});  // room for one more
+      first.reset();
+    });
+    try {
+      unique_fd c = connect_tcp(at, o, where{"control connect", at.to_string(), ""});
+      room.join();
+      return c;
+    } catch (...) {
+      room.join();
+      throw;
+    }
+  };
+  unique_fd c = attempt(50ms);
+  ASSERT_TRUE(c.valid());
+  EXPECT_TRUE(has_nodelay(c.get()));
+  EXPECT_EQ(::fcntl(c.get(), F_GETFL) & O_NONBLOCK, 0);
+  unique_fd s = accept_until(l, deadline_in(1s), where{});
+  write_all(c.get(), "ping", 4, deadline_in(1s), where{});
+  char buf[8] = {};
+  EXPECT_EQ(read_some(s.get(), buf, sizeof(buf), deadline_in(1s), where{}), 4U);
+  // One attempt: its SYN waits for the kernel's retry at 1 s, past the bound.
+  const unique_fd refill = connect_tcp(at, connect_options{}, where{});
+  try {
+    attempt(0ns);
+    FAIL() << "one attempt connected within 0.9 s although its only SYN was dropped";
+  } catch (const step_error& e) {
+    EXPECT_EQ(e.sys_errno(), ETIMEDOUT) << e.what();
+  }
+}
+
 TEST(Socket, ConnectsAcceptsAndMovesBytes) {
   const unique_fd l = listen_tcp("127.0.0.1", 0, where{});
   connect_options o;
