@@ -158,6 +158,27 @@ def _established_tcp_inodes():
     return inodes
 
 
+def beside_the_loop(result):
+    """Each side's share of its measured wall time that its process's other threads ran (a
+    library's progress or event-loop thread, pairperf's own helpers): {side: share}, from the
+    case's host_noise (process_cpu_s less the measuring thread's cpu_s)."""
+    noise = result.get("host_noise") or {}
+    return {side: (noise[side]["process_cpu_s"] - noise[side]["cpu_s"]) / noise[side]["wall_s"]
+            for side in ("client", "server") if noise.get(side) and noise[side].get("wall_s")}
+
+
+def assert_nothing_beside_the_loop(test, results, share=0.05):
+    """Every result ok, and on each side its process's other threads ran under `share` of the
+    measured wall time (beside_the_loop). A wait of a few % can still be "self" contention:
+    loopback TCP's softirq work, which no thread of the process runs."""
+    for r in results:
+        with test.subTest(case=r["case"]):
+            test.assertEqual(r["status"], "ok", r.get("message"))
+            beside = beside_the_loop(r)
+            test.assertEqual(set(beside), {"client", "server"}, r["host_noise"])
+            test.assertLess(max(beside.values()), share, r["host_noise"])
+
+
 def socket_inodes(pid):
     """The inodes (as /proc/net/tcp prints them) of the sockets process `pid` holds open; [] once it is gone."""
     try:
