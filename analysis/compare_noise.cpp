@@ -105,7 +105,7 @@ std::size_t held_under_load(const metric_change& m, double usual_wait, double ne
 // runs show the figure holding under load, the waits explain no drop. A wait of a few points is
 // credited (value x (1 - usual) / (1 - waited)). Beyond 5 points, any drop: how much a figure
 // that moves with the CPUs loses to another tenant is not a fixed share of the wait (measured on
-// loopback TCP, 2 cores: 1 MiB streams lost 80-88% of their figure while waiting 40-46%).
+// loopback TCP, 2 cores: 1 MiB streams lost 80-89% of their figure while waiting 43-46%).
 std::string bandwidth_noise_explanation(const metric_change& m, double usual_wait) {
   double least = 1, most = 0;
   std::vector<double> credited;
