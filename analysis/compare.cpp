@@ -212,17 +212,24 @@ void result_set::add(const result_set& more) {
   for (const std::size_t r : more.run_of) run_of.push_back(offset + r);
 }
 
-std::vector<double> run_values(const std::vector<std::vector<const case_result*>>& runs,
-                               const std::string& metric) {
-  std::vector<double> out;
+std::vector<std::vector<double>> repetitions_by_run(
+    const std::vector<std::vector<const case_result*>>& runs, const std::string& metric) {
+  std::vector<std::vector<double>> out;
   for (const auto& run : runs) {
     std::vector<double> reps;
     for (const auto* r : run) {
       const auto v = repetition_values(*r, headline_for(metric));
       reps.insert(reps.end(), v.begin(), v.end());
     }
-    if (!reps.empty()) out.push_back(median_of(std::move(reps)));
+    if (!reps.empty()) out.push_back(std::move(reps));
   }
+  return out;
+}
+
+std::vector<double> run_values(const std::vector<std::vector<const case_result*>>& runs,
+                               const std::string& metric) {
+  std::vector<double> out;
+  for (auto& reps : repetitions_by_run(runs, metric)) out.push_back(median_of(std::move(reps)));
   return out;
 }
 

@@ -22,16 +22,9 @@ headline headline_for(const std::string& metric) {
 std::vector<std::pair<double, double>> run_ranges(
     const std::vector<std::vector<const case_result*>>& runs, const std::string& metric) {
   std::vector<std::pair<double, double>> out;
-  for (const auto& run : runs) {
-    std::vector<double> reps;
-    for (const auto* r : run) {
-      const auto v = repetition_values(*r, headline_for(metric));
-      reps.insert(reps.end(), v.begin(), v.end());
-    }
-    if (!reps.empty()) {
-      const auto [lo, hi] = std::minmax_element(reps.begin(), reps.end());
-      out.emplace_back(*lo, *hi);
-    }
+  for (const auto& reps : repetitions_by_run(runs, metric)) {
+    const auto [lo, hi] = std::minmax_element(reps.begin(), reps.end());
+    out.emplace_back(*lo, *hi);
   }
   return out;
 }
@@ -61,7 +54,6 @@ std::vector<noise_exposure> run_exposures(const std::vector<std::vector<const ca
         e.samples = fewest->iterations;
       }
       worst.waited = std::max(worst.waited, e.waited);
-      worst.switched = std::max(worst.switched, e.switched);
       if (worst.samples == 0 ||
           (e.samples > 0 && e.wait_s / static_cast<double>(e.samples) >
                                 worst.wait_s / static_cast<double>(worst.samples))) {
@@ -79,13 +71,13 @@ namespace {
 
 // Whether the baseline's own noisy runs show this bandwidth holding under load (a link at its
 // rate, not the CPUs): at least two that waited 5 points beyond the usual, each within the
-// threshold of the quiet median and every one of its repetitions within twice it. How many;
-// 0 when they do not show it. A new run that waited much longer than they did is not covered.
-std::size_t held_under_load(const metric_change& m, double usual_wait, double new_wait) {
+// threshold of the quiet median and every one of its repetitions within twice it. A new run that
+// waited much longer than they did is not covered.
+bool held_under_load(const metric_change& m, double usual_wait, double new_wait) {
   std::size_t held = 0;
   double longest = 0;
   for (std::size_t i = 0; i < m.base_loaded.size(); ++i) {
-    if (i >= m.base_loaded_noise.size() || i >= m.base_loaded_range.size()) return 0;
+    if (i >= m.base_loaded_noise.size() || i >= m.base_loaded_range.size()) return false;
     const double w = m.base_loaded_noise[i].waited;
     if (w <= usual_wait + 0.05) continue;
     const auto within = [&](double v, double share) {
@@ -94,11 +86,11 @@ std::size_t held_under_load(const metric_change& m, double usual_wait, double ne
     if (!within(m.base_loaded[i], m.threshold) ||
         !within(m.base_loaded_range[i].first, 2 * m.threshold) ||
         !within(m.base_loaded_range[i].second, 2 * m.threshold))
-      return 0;
+      return false;
     ++held;
     longest = std::max(longest, w);
   }
-  return held >= 2 && new_wait <= longest + 0.1 ? held : 0;
+  return held >= 2 && new_wait <= longest + 0.1;
 }
 
 // A bandwidth that waited for a CPU beyond the baseline's usual wait. Where the baseline's noisy
@@ -107,25 +99,24 @@ std::size_t held_under_load(const metric_change& m, double usual_wait, double ne
 // that moves with the CPUs loses to another tenant is not a fixed share of the wait (measured on
 // loopback TCP, 2 cores: 1 MiB streams lost 80-89% of their figure while waiting 43-46%).
 std::string bandwidth_noise_explanation(const metric_change& m, double usual_wait) {
-  double least = 1, most = 0;
-  std::vector<double> credited;
-  for (std::size_t i = 0; i < m.next.size(); ++i) {
-    const double w = std::min(m.next_noise[i].waited, 0.95);
-    credited.push_back(w > usual_wait ? m.next[i] * (1 - usual_wait) / (1 - w) : m.next[i]);
-    least = std::min(least, w);
-    most = std::max(most, w);
-  }
+  std::vector<double> waits;
+  for (const auto& e : m.next_noise) waits.push_back(std::min(e.waited, 0.95));
+  const auto [least, most] = std::minmax_element(waits.begin(), waits.end());
+  if (held_under_load(m, usual_wait, *most)) return {};
   const std::string waited = fmt::format(
       "the new run waited for a CPU up to {:.1f}% of its measurement (the baseline's "
       "runs {:.1f}%)",
-      most * 100, usual_wait * 100);
-  if (held_under_load(m, usual_wait, most) > 0) return {};
-  if (least > usual_wait + 0.05) {
+      *most * 100, usual_wait * 100);
+  if (*least > usual_wait + 0.05) {
     return fmt::format(
         "{}, and no two baseline runs that waited as long held this figure{}", waited,
         m.base_loaded.empty() ? std::string(" (none of them waited)")
                               : fmt::format(" ({} noisy baseline run(s))", m.base_loaded.size()));
   }
+  std::vector<double> credited;
+  for (std::size_t i = 0; i < m.next.size(); ++i)
+    credited.push_back(waits[i] > usual_wait ? m.next[i] * (1 - usual_wait) / (1 - waits[i])
+                                             : m.next[i]);
   const double change = test_runs(m.base, credited, 0.05, m.threshold).change;
   if (-change > m.threshold) return {};
   return fmt::format("{}; credited the difference, the change is {:+.1f}%", waited, change * 100);

@@ -445,13 +445,9 @@ noise_exposure exposure_of(const nlohmann::json& host_noise, std::uint64_t sampl
     side_wait_s = std::max(side_wait_s, number(*it, "runqueue_wait_s"));
     if (!std::isfinite(side_wait_s) || side_wait_s < 0) side_wait_s = 0;
     e.wait_s += side_wait_s;
-    const auto sw = it->find("involuntary_switches");
-    if (sw != it->end() && sw->is_number() && samples > 0)
-      e.switched = std::max(e.switched, sw->get<double>() / static_cast<double>(samples));
   }
   e.samples = samples;
   e.waited = std::clamp(e.waited, 0.0, 1.0);
-  e.switched = std::clamp(e.switched, 0.0, 1.0);
   return e;
 }
 

@@ -103,16 +103,13 @@ std::optional<double> cgroup_quota(const std::string& cpu_max, const std::string
                                    const std::string& period_us);
 
 // How much of a case's measurement host noise could have touched, from its host_noise block: the
-// largest share of the measured time a side waited for a CPU or lost to steal, the largest count
-// of a side's involuntary switches over the `samples` it measured, and both sides' waiting (run
-// queue or steal, seconds) with those samples: the delay they can have carried. A percentile q of
-// latency moved by d needs 1 - q of the samples (at least one) delayed by d each, so waits
-// explain it only up to wait_s / max(1, (1 - q) x samples); a bandwidth
-// is credited its wait (value / (1 - waited)) as far as the figure is CPU-bound. Zero for a
-// quiet or unmeasured block.
+// largest share of the measured time a side waited for a CPU or lost to steal, and both sides'
+// waiting (run queue or steal, seconds) with the `samples` measured meanwhile: the delay they can
+// have carried. A percentile q of latency moved by d needs 1 - q of the samples (at least one)
+// delayed by d each, so waits explain it only up to wait_s / max(1, (1 - q) x samples)
+// (analysis/compare_noise.cpp). Zero for a quiet or unmeasured block.
 struct noise_exposure {
   double waited = 0;
-  double switched = 0;
   double wait_s = 0;          // both sides' waiting for a CPU or lost to steal, seconds
   std::uint64_t samples = 0;  // what the case measured over that time
 };

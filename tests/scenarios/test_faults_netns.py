@@ -83,6 +83,15 @@ def drop_share(per_mille):
                            f"add rule inet pairperf_faults input iifname \"b0\" numgen random mod 1000 < {per_mille} drop"))
 
 
+def measuring(server, after):
+    """A cut_link wait: until the client's data connection to `server` is up, then `after`
+    seconds more (into the case's measuring)."""
+    def wait(client, lines, before):
+        data_connected(server, before, client)
+        time.sleep(after)
+    return wait
+
+
 def retransmitted(result):
     """Segments the client's TCP streams retransmitted in a case (its provenance), or None."""
     streams = result.get("provenance", {}).get("client", {}).get("streams")
@@ -361,21 +370,16 @@ class LiveLinkFaults(pp.WithNamespaces):
         self.judge_flap(results, code, output)
 
     def test_a_link_down_for_a_second_mid_case_of_each_library_shows_in_that_case_and_the_next_runs(self):
-        def measuring(server):
-            def wait(client, lines, before):
-                # The data path is up, then 8 warm-up round trips and a pilot of 0.3 s (a tenth of
-                # the duration) come before the 3 s of measuring: down at 1.2 s, for a second.
-                data_connected(server, before, client)
-                time.sleep(1.2)
-            return wait
-
         if not LIBRARIES:
             self.skipTest("no library transport here")
         failures = []
         with self.server(side_env("b0")) as s, pp.tmpdir() as d:
             for t in LIBRARIES:
                 args = sweep_args([t], [LAT[t]]) + ["--sizes", "8,64", "--duration", "3s", "--warmup", "8"]
-                results, code, output, took = self.cut_link(s, d, f"flap-{t}", args, measuring(s), down_for=1.0, env=side_env("a0"))
+                # The data path is up, then 8 warm-up round trips and a pilot of 0.3 s (a tenth of
+                # the duration) come before the 3 s of measuring: down at 1.2 s, for a second.
+                results, code, output, took = self.cut_link(s, d, f"flap-{t}", args, measuring(s, 1.2), down_for=1.0,
+                                                            env=side_env("a0"))
                 self.note("down 1 s", t, results, took, only=0)
                 self.note("down 1 s, next case", t, results, took, only=1)
                 try:
@@ -401,13 +405,6 @@ class LiveLinkFaults(pp.WithNamespaces):
         self.judge_outage(results, code, output, took)
 
     def test_a_link_that_stays_down_fails_each_librarys_case_within_bounds_and_names_the_stage(self):
-        def measuring(server):
-            def wait(client, lines, before):
-                # Past the data connection, a warm-up of 8 and a pilot of 0.3 s: measuring.
-                data_connected(server, before, client)
-                time.sleep(1.0)
-            return wait
-
         if not LIBRARIES:
             self.skipTest("no library transport here")
         # One run at a time, as tcp's: run together, one library's case ended before the last
@@ -423,7 +420,8 @@ class LiveLinkFaults(pp.WithNamespaces):
                 args = sweep_args([t], [BW[t]]) + ["--sizes", "64K,1M", "--duration", "3s", "--warmup", "8", "--timeout-case", "3s",
                                                    "--timeout-handshake", "2s", "--reconnect", "2s"]
                 try:
-                    results, code, output, took = self.cut_link(s, d, f"down-{t}", args, measuring(s), env=side_env("a0"))
+                    # Past the data connection, a warm-up of 8 and a pilot of 0.3 s: measuring.
+                    results, code, output, took = self.cut_link(s, d, f"down-{t}", args, measuring(s, 1.0), env=side_env("a0"))
                 finally:
                     netns.sh("ip", "-n", NS_A, "link", "set", "a0", "up")
             self.note("down for good", t, results, took, only=0)
