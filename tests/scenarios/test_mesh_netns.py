@@ -149,7 +149,7 @@ class LocalMesh(unittest.TestCase):
     @unittest.skipUnless(pp.has_transport("ucx"), "this pairperf was built without UCX")
     def test_a_cpu_limited_rank_is_noisy_not_a_slow_link(self):
         # One of 5 ranks may use a tenth of a CPU (a pod with limits.cpu 100m): its pairs move about a tenth of the
-        # others' bandwidth, alone too, while its process waits for a CPU 80-95% of the time. They are noisy, not
+        # others' bandwidth, alone too, while its cgroup's CPU limit throttles it. They are noisy, not
         # slow links; the mesh is inconclusive (4) and names the limited node. UCX over shared memory: its
         # bandwidth is the CPU's (TCP over this VM's loopback swings 10x between runs by itself).
         with pp.tmpdir() as d, CpuLimit(0.1) as limit:
@@ -172,7 +172,10 @@ class LocalMesh(unittest.TestCase):
         for p in m["pairs"]:
             if p["verdict"] == "noisy":
                 self.assertTrue(p["noise"]["noisy"], p["noise"])
-                self.assertGreater(p["noise"]["waited_share"], 0.3, p["noise"])
+                # Beyond the judge's threshold (host/noise.h default_noise_threshold, 5%), and put on the limit: how
+                # much of the throttled time shows as waiting for a CPU varies from run to run (30% to 95% seen).
+                self.assertGreater(p["noise"]["waited_share"], 0.05, p["noise"])
+                self.assertIn("its cgroup's CPU limit throttled it", p["noise"]["why"], p["noise"])
         reasons = " ".join(doc["outcome"]["reasons"])
         self.assertIn("stayed noisy alone", reasons)
         self.assertIn(f"{m['nodes'][4]} is CPU-limited: its process may use 0.1 CPU", reasons)
