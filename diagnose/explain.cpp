@@ -53,46 +53,22 @@ void interface_facts(explanation& e, const log_match& m) {
                          fmt::format("{} uses {}, a bridge to this host's containers or VMs: "
                                      "other nodes do not reach it",
                                      e.logs[m.log], what),
-                         {where_of(e, m.log, m.line)}});
+                         {where_of(e, m.log, m.line)},
+                         {}});
     if (is_link_local(addr))
       e.facts.push_back({"link_local",
                          fmt::format("{} uses {}, a link-local address no other node routes to",
                                      e.logs[m.log], what),
-                         {where_of(e, m.log, m.line)}});
+                         {where_of(e, m.log, m.line)},
+                         {}});
   }
 }
 
-void find_facts(explanation& e) {
-  // Settings per log (var -> log -> value and where), addresses each log advertises.
-  std::map<std::string, std::map<std::size_t, std::pair<std::string, std::string>>> settings;
-  std::map<std::string, std::vector<std::pair<std::size_t, std::string>>> advertised;  // addr ->
-  for (const auto& m : e.matches) {
-    if (!m.sig->implies.empty())
-      e.facts.push_back(
-          {m.sig->implies,
-           fmt::format("{}: {}", e.logs[m.log],
-                       m.sig->meaning.empty() ? m.text : fill_text(m.sig->meaning, m.fields)),
-           {where_of(e, m.log, m.line)}});
-    const auto var = m.fields.find("var");
-    const auto value = m.fields.find("value");
-    if (var != m.fields.end() && value != m.fields.end())
-      settings[var->second].emplace(m.log,
-                                    std::make_pair(value->second, where_of(e, m.log, m.line)));
-    interface_facts(e, m);
-    if (const auto a = m.fields.find("local_addr"); a != m.fields.end()) {
-      const auto iface = m.fields.find("iface");
-      advertised[a->second].emplace_back(
-          m.log,
-          fmt::format("{}{}|{}", a->second, iface != m.fields.end() ? " on " + iface->second : "",
-                      where_of(e, m.log, m.line)));
-      if (is_loopback(a->second))
-        e.facts.push_back({"loopback",
-                           fmt::format("{} uses the loopback address {}, which no other node "
-                                       "can reach",
-                                       e.logs[m.log], a->second),
-                           {where_of(e, m.log, m.line)}});
-    }
-  }
+// A setting printed on some nodes only, or with different values.
+void setting_facts(
+    explanation& e,
+    const std::map<std::string, std::map<std::size_t, std::pair<std::string, std::string>>>&
+        settings) {
   if (e.logs.size() > 1) {
     for (const auto& [var, per_log] : settings) {
       std::set<std::string> values;
@@ -108,9 +84,64 @@ void find_facts(explanation& e) {
       }
       e.facts.push_back(
           {"setting_differs",
-           fmt::format("{} differs between the nodes: {}", var, fmt::join(parts, "; ")), where});
+           fmt::format("{} differs between the nodes: {}", var, fmt::join(parts, "; ")),
+           where,
+           {}});
     }
   }
+}
+
+// A line that says a host name did not resolve: its signature's class, or a cause of the
+// name_resolution class whose field condition its fields meet (c10d's gai error -2 or -3).
+bool says_unresolved(const log_match& m) {
+  if (m.sig->cause_class == "name_resolution") return true;
+  for (const auto& rule : m.sig->causes) {
+    if (rule.cause_class != "name_resolution" || rule.when_field.empty()) continue;
+    const auto v = m.fields.find(rule.when_field);
+    if (v != m.fields.end() && std::regex_search(v->second, *rule.when_matches)) return true;
+  }
+  return false;
+}
+
+void find_facts(explanation& e) {
+  // Settings per log (var -> log -> value and where), addresses each log advertises.
+  std::map<std::string, std::map<std::size_t, std::pair<std::string, std::string>>> settings;
+  std::map<std::string, std::vector<std::pair<std::size_t, std::string>>> advertised;  // addr ->
+  for (const auto& m : e.matches) {
+    if (!m.sig->implies.empty())
+      e.facts.push_back(
+          {m.sig->implies,
+           fmt::format("{}: {}", e.logs[m.log],
+                       m.sig->meaning.empty() ? m.text : fill_text(m.sig->meaning, m.fields)),
+           {where_of(e, m.log, m.line)},
+           {}});
+    const auto var = m.fields.find("var");
+    const auto value = m.fields.find("value");
+    if (var != m.fields.end() && value != m.fields.end())
+      settings[var->second].emplace(m.log,
+                                    std::make_pair(value->second, where_of(e, m.log, m.line)));
+    interface_facts(e, m);
+    if (const auto h = m.fields.find("host"); h != m.fields.end() && says_unresolved(m))
+      e.facts.push_back({"unresolved_name",
+                         fmt::format("{}: the lookup of {} failed", e.logs[m.log], h->second),
+                         {where_of(e, m.log, m.line)},
+                         h->second});
+    if (const auto a = m.fields.find("local_addr"); a != m.fields.end()) {
+      const auto iface = m.fields.find("iface");
+      advertised[a->second].emplace_back(
+          m.log,
+          fmt::format("{}{}|{}", a->second, iface != m.fields.end() ? " on " + iface->second : "",
+                      where_of(e, m.log, m.line)));
+      if (is_loopback(a->second))
+        e.facts.push_back({"loopback",
+                           fmt::format("{} uses the loopback address {}, which no other node "
+                                       "can reach",
+                                       e.logs[m.log], a->second),
+                           {where_of(e, m.log, m.line)},
+                           {}});
+    }
+  }
+  setting_facts(e, settings);
   for (const auto& m : e.matches) {
     if (m.sig->kind == line_kind::context) continue;
     const auto addr = m.fields.find("addr");
@@ -120,7 +151,8 @@ void find_facts(explanation& e) {
                          fmt::format("{} tried to reach the loopback address {}: a peer advertised "
                                      "an address only it can reach",
                                      e.logs[m.log], addr->second),
-                         {where_of(e, m.log, m.line)}});
+                         {where_of(e, m.log, m.line)},
+                         {}});
     const auto adv = advertised.find(addr->second);
     if (adv == advertised.end()) continue;
     // One fact per failing line and advertising log, with every line that advertises it.
@@ -137,7 +169,8 @@ void find_facts(explanation& e) {
       e.facts.push_back({"advertised_elsewhere",
                          fmt::format("{} advertises {}; {} could not reach it", e.logs[log],
                                      fact.first, e.logs[m.log]),
-                         fact.second});
+                         fact.second,
+                         {}});
     }
   }
 }
@@ -153,6 +186,51 @@ bool has_fact(const explanation& e, const std::string& kind, const diagnosis& d)
     }
   }
   return false;
+}
+
+// What a connection failure's address says beyond the library's words: toward a loopback or a
+// link-local address, or a name whose lookup failed in these logs.
+void reclassify_by_address(const explanation& e, diagnosis& d,
+                           std::vector<ranked_cause>& supported) {
+  // A connection failure toward a loopback address: a peer advertised an address only it can
+  // reach, whatever the library's words for the failure.
+  if (const auto addrs = d.fields.find("addr");
+      !d.decided && addrs != d.fields.end() &&
+      (d.cause_class == "interface" || d.cause_class == "port") &&
+      std::any_of(addrs->second.begin(), addrs->second.end(), is_loopback)) {
+    d.cause_class = "loopback";
+    d.decided = true;
+  }
+  // Toward a host name whose lookup failed in these logs: the connection had no address to use
+  // (c10d prints its connect failure next to the lookup's gai error).
+  if (!d.decided && (d.cause_class == "interface" || d.cause_class == "port")) {
+    for (const char* key : {"addr", "host"}) {
+      const auto names = d.fields.find(key);
+      if (names == d.fields.end() || d.decided) continue;
+      for (const auto& f : e.facts) {
+        if (f.kind != "unresolved_name" ||
+            std::find(names->second.begin(), names->second.end(), f.subject) == names->second.end())
+          continue;
+        d.cause_class = "name_resolution";
+        d.decided = true;
+        supported.insert(
+            supported.begin(),
+            ranked_cause{fmt::format("{} does not resolve on this node, so the connection had no "
+                                     "address to use: fix the name (DNS, /etc/hosts) or give an "
+                                     "address",
+                                     f.subject),
+                         true, f.text});
+        break;
+      }
+    }
+  }
+  // Toward a link-local address: the peer advertised an interface only its own link reaches.
+  if (const auto addrs = d.fields.find("addr");
+      !d.decided && addrs != d.fields.end() && d.cause_class == "port" &&
+      std::any_of(addrs->second.begin(), addrs->second.end(), is_link_local)) {
+    d.cause_class = "interface";
+    d.decided = true;
+  }
 }
 
 // `first_values`: each field's first value in the diagnosis; `failing_logs`: how many logs hold
@@ -211,22 +289,7 @@ void rank_causes(const explanation& e, diagnosis& d,
     }
   }
   if (d.cause_class.empty()) d.cause_class = d.sig->cause_class;
-  // A connection failure toward a loopback address: a peer advertised an address only it can
-  // reach, whatever the library's words for the failure.
-  if (const auto addrs = d.fields.find("addr");
-      !d.decided && addrs != d.fields.end() &&
-      (d.cause_class == "interface" || d.cause_class == "port") &&
-      std::any_of(addrs->second.begin(), addrs->second.end(), is_loopback)) {
-    d.cause_class = "loopback";
-    d.decided = true;
-  }
-  // Toward a link-local address: the peer advertised an interface only its own link reaches.
-  if (const auto addrs = d.fields.find("addr");
-      !d.decided && addrs != d.fields.end() && d.cause_class == "port" &&
-      std::any_of(addrs->second.begin(), addrs->second.end(), is_link_local)) {
-    d.cause_class = "interface";
-    d.decided = true;
-  }
+  reclassify_by_address(e, d, supported);
   d.causes = std::move(supported);
   d.causes.insert(d.causes.end(), plain.begin(), plain.end());
   d.causes.insert(d.causes.end(), unshown.begin(), unshown.end());
@@ -424,7 +487,10 @@ int exit_code(const explanation& e) {
   }
   if (std::any_of(e.diagnoses.begin(), e.diagnoses.end(), flagged))
     return code(exit_status::missed);
-  if (e.unexplained_total > 0) return code(exit_status::inconclusive);
+  if (e.unexplained_total > 0 ||
+      std::any_of(e.diagnoses.begin(), e.diagnoses.end(),
+                  [](const diagnosis& d) { return d.sig->inconclusive; }))
+    return code(exit_status::inconclusive);
   return code(exit_status::held);
 }
 

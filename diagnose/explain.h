@@ -81,6 +81,7 @@ struct cross_log_fact {
   std::string kind;  // the evidence names of cause rules: loopback, advertised_elsewhere, ...
   std::string text;
   std::vector<std::string> evidence;  // log:line
+  std::string subject;                // what it is about, where a rule compares it (a host name)
 };
 
 struct unexplained_line {

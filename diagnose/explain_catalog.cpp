@@ -137,11 +137,11 @@ cause_rule parse_cause(const nlohmann::json& c, const std::string& path, const s
 signature parse_signature(const nlohmann::json& e, std::size_t index, const std::string& path) {
   std::string where = fmt::format("signature {}", index + 1);
   if (!e.is_object()) fail(path, where, "must be an object");
-  only_keys(
-      e,
-      {"id", "library", "kind", "stage", "contains", "pattern", "fields", "meaning", "causes",
-       "checks", "subjects", "transport", "source", "implies", "class", "consequence", "last"},
-      path, where);
+  only_keys(e,
+            {"id", "library", "kind", "stage", "contains", "pattern", "fields", "meaning", "causes",
+             "checks", "subjects", "transport", "source", "implies", "class", "consequence", "last",
+             "inconclusive"},
+            path, where);
   signature s;
   s.id = text_of(e, "id", path, where);
   where = fmt::format("signature '{}'", s.id);
@@ -196,12 +196,16 @@ signature parse_signature(const nlohmann::json& e, std::size_t index, const std:
     fail(path, where, fmt::format("a failure needs its class (one of {})", cause_class_ids()));
   if (s.kind == line_kind::context && !s.cause_class.empty())
     fail(path, where, "context has no class");
-  for (const auto& [key, flag] : {std::pair{"consequence", &s.consequence}, {"last", &s.last}}) {
+  for (const auto& [key, flag] : {std::pair{"consequence", &s.consequence},
+                                  {"last", &s.last},
+                                  {"inconclusive", &s.inconclusive}}) {
     if (const auto c = e.find(key); c != e.end()) {
       if (!c->is_boolean()) fail(path, where, fmt::format("'{}' must be true or false", key));
       *flag = c->get<bool>();
     }
   }
+  if (s.inconclusive && (s.kind != line_kind::warning || !s.cause_class.empty()))
+    fail(path, where, "only a warning without a class is inconclusive");
   return s;
 }
 

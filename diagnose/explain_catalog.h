@@ -73,6 +73,11 @@ struct signature {
   // A generic text (an errno's strerror) that any library may print: tried after every
   // library's own formats, the generated ones too.
   bool last = false;
+  // A warning that, alone, leaves the run's outcome open: the library retries past it in a run
+  // that goes on, and prints the same words where the run fails (c10d's store recvValue
+  // warning). Without a failure beside it the logs are inconclusive (exit 4), neither healthy
+  // nor a failure.
+  bool inconclusive = false;
 };
 
 struct explain_catalog {

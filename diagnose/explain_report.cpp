@@ -22,7 +22,8 @@ const char* verdict_of(int code) {
     case 3:
       return "failures recognized and explained";
     case 4:
-      return "failure-looking lines no signature explains";
+      return "failure-looking lines no signature explains, or a warning that alone does not tell "
+             "a failure from a retry";
     default:
       return "?";
   }
@@ -128,8 +129,10 @@ void to_json(nlohmann::json& j, const explanation& e) {
                          {"checks", std::move(checks)}});
   }
   nlohmann::json facts = nlohmann::json::array();
-  for (const auto& f : e.facts)
+  for (const auto& f : e.facts) {
     facts.push_back({{"kind", f.kind}, {"text", f.text}, {"evidence", f.evidence}});
+    if (!f.subject.empty()) facts.back()["subject"] = f.subject;
+  }
   nlohmann::json context_lines = nlohmann::json::array();
   for (const auto& m : e.matches) {
     if (m.sig->kind != line_kind::context) continue;

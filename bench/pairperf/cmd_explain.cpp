@@ -207,7 +207,7 @@ int explain_command(const explain_args& a, const std::vector<std::string>& argv)
   const nlohmann::json j = e;
   nlohmann::json doc{
       {"schema", "pairperf.explain"},
-      {"schema_version", "1.1.0"},
+      {"schema_version", "1.2.0"},
       {"context",
        {{"tool", tool_context()}, {"argv", redact_argv(argv)}, {"time_utc", utc_timestamp()}}}};
   doc.update(j);

@@ -320,5 +320,67 @@ TEST(Explain, GeneratedFormatsComeAfterTheHandWrittenOnes) {
   EXPECT_THROW(add_formats(c, formats.dump(), "again.json"), catalog_error);  // ids twice
 }
 
+// A lookup that failed, and a connection toward the same name: the name is the cause.
+TEST(Explain, AConnectionTowardANameWhoseLookupFailedIsNameResolution) {
+  nlohmann::json j = base_catalog();
+  nlohmann::json lookup = sig("lib.lookup", "warning", "cannot look up",
+                              R"(cannot look up (\S+): (.+)$)", {"host", "error"});
+  lookup["causes"] = {{{"text", "{host} does not resolve"},
+                       {"when", {{"field", "error"}, {"matches", "^-2 "}}},
+                       {"class", "name_resolution"}}};
+  j["signatures"].push_back(lookup);
+  const auto c = catalog_of(j);
+  auto e =
+      explain_logs(c,
+                   {log("a.log", {"connect to store.internal:29500 failed: Invalid argument",
+                                  "cannot look up store.internal: -2 Name or service not known"})},
+                   {});
+  EXPECT_EQ(e.verdict.cause_class, "name_resolution");
+  ASSERT_FALSE(e.diagnoses.empty());
+  ASSERT_FALSE(e.diagnoses[0].causes.empty());
+  EXPECT_TRUE(e.diagnoses[0].causes[0].supported);
+  EXPECT_NE(e.diagnoses[0].causes[0].text.find("store.internal does not resolve"),
+            std::string::npos);
+  // Another name's lookup, or a lookup whose error is not the name's (-11, a system error): the
+  // connection keeps its own class.
+  e = explain_logs(c,
+                   {log("b.log", {"connect to store.internal:29500 failed: Invalid argument",
+                                  "cannot look up other.internal: -2 Name or service not known"})},
+                   {});
+  EXPECT_EQ(e.verdict.cause_class, "interface");
+  e = explain_logs(c,
+                   {log("c.log", {"connect to store.internal:29500 failed: Invalid argument",
+                                  "cannot look up store.internal: -11 System error"})},
+                   {});
+  EXPECT_EQ(e.verdict.cause_class, "interface");
+}
+
+// A warning that alone leaves the outcome open: exit 4 alone, the failure's exit beside one.
+TEST(Explain, AnInconclusiveWarningAloneIsNeitherHealthyNorAFailure) {
+  nlohmann::json j = base_catalog();
+  nlohmann::json reset =
+      sig("lib.reset", "warning", "recv failed", R"(recv failed: (.+)$)", {"error"});
+  reset["inconclusive"] = true;
+  j["signatures"].push_back(reset);
+  const auto c = catalog_of(j);
+  auto e = explain_logs(c, {log("a.log", {"recv failed: Connection reset by peer"})}, {});
+  EXPECT_FALSE(e.verdict.diagnosis);
+  EXPECT_EQ(exit_code(e), 4);
+  e = explain_logs(c,
+                   {log("b.log", {"recv failed: Connection reset by peer",
+                                  "connect to 10.0.0.2:99 failed: refused"})},
+                   {});
+  EXPECT_EQ(e.verdict.cause_class, "interface");
+  EXPECT_EQ(exit_code(e), 3);
+  // Only a warning without a class may be inconclusive.
+  EXPECT_NE(refusal([](nlohmann::json& k) { k["signatures"][0]["inconclusive"] = true; }),
+            "(accepted)");
+  EXPECT_NE(refusal([](nlohmann::json& k) {
+              k["signatures"][3]["inconclusive"] = true;
+              k["signatures"][3]["class"] = "loopback";
+            }),
+            "(accepted)");
+}
+
 }  // namespace
 }  // namespace pairperf
