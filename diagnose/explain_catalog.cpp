@@ -22,10 +22,11 @@ constexpr int catalog_major = 1;
 // rdma_in_use: a line shows an RDMA device the library uses (NET/IB : Using [0]mlx5_0:1/RoCE);
 // bridge_interface: a library chose a container or VM bridge (docker0, virbr0, cni0, br-...);
 // link_local: a library chose or dials a link-local address (169.254.x, fe80::), which no
-// other node routes to.
+// other node routes to; container_hostname: NCCL's line prefix names a host called like a
+// Docker container (12 hex digits, Docker's default hostname: the container ID's start).
 const std::vector<std::string> evidence_names{
     "loopback",    "advertised_elsewhere", "setting_differs", "several_logs",
-    "rdma_in_use", "bridge_interface",     "link_local"};
+    "rdma_in_use", "bridge_interface",     "link_local",      "container_hostname"};
 
 [[noreturn]] void fail(const std::string& path, const std::string& where, const std::string& what) {
   throw catalog_error(fmt::format("explain catalog {}: {}: {}", path, where, what));

@@ -320,6 +320,36 @@ TEST(Explain, GeneratedFormatsComeAfterTheHandWrittenOnes) {
   EXPECT_THROW(add_formats(c, formats.dump(), "again.json"), catalog_error);  // ids twice
 }
 
+// NCCL's line prefix names the host; Docker's default hostname (12 hex digits) says a container.
+TEST(Explain, AHostNamedLikeADockerContainerIsEvidence) {
+  nlohmann::json j = base_catalog();
+  nlohmann::json sock = sig("lib.socket", "failure", "Socket creation failed",
+                            R"(Socket creation failed : (.+)$)", {"error"});
+  sock["causes"] = {
+      {{"text", "the container lacks the family"},
+       {"when", {{"field", "error"}, {"matches", "family"}, {"evidence", "container_hostname"}}},
+       {"class", "container"}},
+      {{"text", "no usable interface"}}};
+  sock["class"] = "interface";
+  j["signatures"].push_back(sock);
+  const auto c = catalog_of(j);
+  const std::string line =
+      ":3171:3171 [0] include/socket.h:311 WARN Socket creation failed : Address family "
+      "not supported by protocol";
+  auto e = explain_logs(c, {log("a.log", {"e66aa18dc444" + line})}, {});
+  EXPECT_EQ(e.verdict.cause_class, "container");
+  ASSERT_EQ(e.facts.size(), 1U);
+  EXPECT_EQ(e.facts[0].kind, "container_hostname");
+  EXPECT_EQ(e.facts[0].subject, "e66aa18dc444");
+  // A host named otherwise, or 12 hex digits that are not NCCL's prefix: no container.
+  e = explain_logs(c, {log("b.log", {"gpu-node-0007" + line})}, {});
+  EXPECT_EQ(e.verdict.cause_class, "interface");
+  EXPECT_TRUE(e.facts.empty());
+  e = explain_logs(
+      c, {log("c.log", {"Socket creation failed : Address family e66aa18dc444:1:1 [0] "})}, {});
+  EXPECT_EQ(e.verdict.cause_class, "interface");
+}
+
 // A lookup that failed, and a connection toward the same name: the name is the cause.
 TEST(Explain, AConnectionTowardANameWhoseLookupFailedIsNameResolution) {
   nlohmann::json j = base_catalog();
