@@ -22,6 +22,13 @@ std::string where_of(const explanation& e, std::size_t log, std::size_t line) {
   return fmt::format("{}:{}", e.logs[log], line);
 }
 
+// A fact that one line shows.
+void line_fact(explanation& e, const log_match& m, std::string kind, std::string text,
+               std::string subject = {}) {
+  e.facts.push_back(
+      {std::move(kind), std::move(text), {where_of(e, m.log, m.line)}, std::move(subject)});
+}
+
 // The interfaces a line names: a bridge, or a link-local address, reaches no other node.
 void interface_facts(explanation& e, const log_match& m) {
   std::vector<std::pair<std::string, std::string>> named;
@@ -34,18 +41,14 @@ void interface_facts(explanation& e, const log_match& m) {
   for (const auto& [iface, addr] : named) {
     const std::string what = addr.empty() ? iface : fmt::format("{} ({})", iface, addr);
     if (is_bridge(iface))
-      e.facts.push_back({"bridge_interface",
-                         fmt::format("{} uses {}, a bridge to this host's containers or VMs: "
-                                     "other nodes do not reach it",
-                                     e.logs[m.log], what),
-                         {where_of(e, m.log, m.line)},
-                         {}});
+      line_fact(e, m, "bridge_interface",
+                fmt::format("{} uses {}, a bridge to this host's containers or VMs: other nodes "
+                            "do not reach it",
+                            e.logs[m.log], what));
     if (is_link_local(addr))
-      e.facts.push_back({"link_local",
-                         fmt::format("{} uses {}, a link-local address no other node routes to",
-                                     e.logs[m.log], what),
-                         {where_of(e, m.log, m.line)},
-                         {}});
+      line_fact(e, m, "link_local",
+                fmt::format("{} uses {}, a link-local address no other node routes to",
+                            e.logs[m.log], what));
   }
 }
 
@@ -58,12 +61,11 @@ void container_facts(explanation& e) {
     std::smatch host;
     if (seen.count(m.log) != 0 || !std::regex_search(m.text, host, nccl_prefix)) continue;
     seen.insert(m.log);
-    e.facts.push_back({"container_hostname",
-                       fmt::format("{} was written on host {}, Docker's default hostname for a "
-                                   "container (the first 12 hex digits of its ID)",
-                                   e.logs[m.log], host[1].str()),
-                       {where_of(e, m.log, m.line)},
-                       host[1].str()});
+    line_fact(e, m, "container_hostname",
+              fmt::format("{} was written on host {}, Docker's default hostname for a container "
+                          "(the first 12 hex digits of its ID)",
+                          e.logs[m.log], host[1].str()),
+              host[1].str());
   }
 }
 
@@ -114,12 +116,9 @@ void find_facts(explanation& e) {
   std::map<std::string, std::vector<std::pair<std::size_t, std::string>>> advertised;  // addr ->
   for (const auto& m : e.matches) {
     if (!m.sig->implies.empty())
-      e.facts.push_back(
-          {m.sig->implies,
-           fmt::format("{}: {}", e.logs[m.log],
-                       m.sig->meaning.empty() ? m.text : fill_text(m.sig->meaning, m.fields)),
-           {where_of(e, m.log, m.line)},
-           {}});
+      line_fact(e, m, m.sig->implies,
+                fmt::format("{}: {}", e.logs[m.log],
+                            m.sig->meaning.empty() ? m.text : fill_text(m.sig->meaning, m.fields)));
     const auto var = m.fields.find("var");
     const auto value = m.fields.find("value");
     if (var != m.fields.end() && value != m.fields.end())
@@ -127,10 +126,8 @@ void find_facts(explanation& e) {
                                     std::make_pair(value->second, where_of(e, m.log, m.line)));
     interface_facts(e, m);
     if (const auto h = m.fields.find("host"); h != m.fields.end() && says_unresolved(m))
-      e.facts.push_back({"unresolved_name",
-                         fmt::format("{}: the lookup of {} failed", e.logs[m.log], h->second),
-                         {where_of(e, m.log, m.line)},
-                         h->second});
+      line_fact(e, m, "unresolved_name",
+                fmt::format("{}: the lookup of {} failed", e.logs[m.log], h->second), h->second);
     if (const auto a = m.fields.find("local_addr"); a != m.fields.end()) {
       const auto iface = m.fields.find("iface");
       advertised[a->second].emplace_back(
@@ -138,12 +135,9 @@ void find_facts(explanation& e) {
           fmt::format("{}{}|{}", a->second, iface != m.fields.end() ? " on " + iface->second : "",
                       where_of(e, m.log, m.line)));
       if (is_loopback(a->second))
-        e.facts.push_back({"loopback",
-                           fmt::format("{} uses the loopback address {}, which no other node "
-                                       "can reach",
-                                       e.logs[m.log], a->second),
-                           {where_of(e, m.log, m.line)},
-                           {}});
+        line_fact(e, m, "loopback",
+                  fmt::format("{} uses the loopback address {}, which no other node can reach",
+                              e.logs[m.log], a->second));
     }
   }
   setting_facts(e, settings);
@@ -153,12 +147,10 @@ void find_facts(explanation& e) {
     const auto addr = m.fields.find("addr");
     if (addr == m.fields.end()) continue;
     if (is_loopback(addr->second))
-      e.facts.push_back({"loopback",
-                         fmt::format("{} tried to reach the loopback address {}: a peer advertised "
-                                     "an address only it can reach",
-                                     e.logs[m.log], addr->second),
-                         {where_of(e, m.log, m.line)},
-                         {}});
+      line_fact(e, m, "loopback",
+                fmt::format("{} tried to reach the loopback address {}: a peer advertised an "
+                            "address only it can reach",
+                            e.logs[m.log], addr->second));
     const auto adv = advertised.find(addr->second);
     if (adv == advertised.end()) continue;
     // One fact per failing line and advertising log, with every line that advertises it.
