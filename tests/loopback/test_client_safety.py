@@ -114,7 +114,9 @@ class Budget(unittest.TestCase):
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr + s.log)
         lat, bw = doc["results"]
         self.assertGreaterEqual(lat["elapsed_s"], 0.3, lat)
-        self.assertLess(lat["elapsed_s"], 0.55, lat)
+        # It ends at the first round trip past the budget: at most the slowest round trip it saw
+        # (one-way max x 2; a descheduled side makes one long, 0.34 s seen with two CPU hogs) later.
+        self.assertLess(lat["elapsed_s"], 0.3 + 2 * lat["latency_s"]["max"] + 0.05, lat)
         self.assertGreater(lat["iterations"], 10, lat)
         self.assertEqual(lat["validation"]["corrupt_bytes"], 0)
         self.assertGreater(bw["iterations"], 10, bw)
