@@ -30,7 +30,8 @@ nlohmann::json memory_types() {
 nlohmann::json private_files() {
   const nlohmann::json missing = nullptr;
   nlohmann::json out = nlohmann::json::object();
-  for (const char* name : {"report", "pairperf-mpi", "explain-catalog.json", "explain-formats.json"}) {
+  for (const char* name :
+       {"report", "pairperf-mpi", "explain-catalog.json", "explain-formats.json"}) {
     const bool program = std::string_view(name).find('.') == std::string_view::npos;
     const std::string path = find_private_file(name, {}, program);
     out[name] = path.empty() ? missing : nlohmann::json(path);
@@ -109,7 +110,9 @@ void print_transports() {
       if (lib.contains("transports")) {
         std::vector<std::string> tls;
         for (const auto& t : lib["transports"]) tls.push_back(t.get<std::string>());
-        fmt::print("         library {}; transports on this host: {}\n", lib.value("version", "?"),
+        const std::string file = lib.value("library", "");
+        fmt::print("         library {}{}; transports on this host: {}\n",
+                   lib.value("version", "?"), file.empty() ? file : fmt::format(" ({})", file),
                    fmt::join(tls, ", "));
         if (lib.contains("cuda") && lib["cuda"].contains("why_not"))
           fmt::print("         GPU memory: {}\n", lib["cuda"]["why_not"].get<std::string>());

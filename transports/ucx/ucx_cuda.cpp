@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "transports/ucx/ucx_library.h"
 #include "transports/ucx/ucx_options.h"
 
 namespace pairperf::ucx {
@@ -36,15 +37,10 @@ std::string first_driver_error() {
 cuda_support probe() {
   cuda_support s;
   s.cuda_copy = available_transports().count("cuda_copy") > 0;
-  Dl_info info{};
-  // Any libucs symbol: UCX looks for modules in "<directory of libucs>/ucx", then UCX_MODULE_DIR.
-  if (::dladdr(reinterpret_cast<void*>(&ucs_status_string), &info) != 0 &&  // NOLINT
-      info.dli_fname != nullptr) {
-    std::error_code ec;
-    s.ucs_library = fs::weakly_canonical(info.dli_fname, ec).string();
-    if (ec) s.ucs_library = info.dli_fname;
+  // UCX looks for modules in "<directory of libucs>/ucx", then UCX_MODULE_DIR.
+  s.ucs_library = lib().ucs;
+  if (!s.ucs_library.empty())
     s.module_dir = (fs::path(s.ucs_library).parent_path() / "ucx").string();
-  }
   std::vector<std::string> dirs{s.module_dir};
   if (const char* env = std::getenv("UCX_MODULE_DIR"); env != nullptr && *env != '\0')
     dirs.emplace_back(env);

@@ -57,7 +57,7 @@ std::vector<lane_info> endpoint_lanes(ucp_ep_h ep, const std::string& ep_text) {
     attr.transports.entries = entries.data();
     attr.transports.num_entries = entries.size();
     attr.transports.entry_size = sizeof(ucp_transport_entry_t);
-    if (ucp_ep_query(ep, &attr) == UCS_OK) {
+    if (lib().ucp_ep_query(ep, &attr) == UCS_OK) {
       for (unsigned i = 0; i < attr.transports.num_entries; ++i) {
         lanes.push_back(
             {static_cast<int>(i), entries[i].transport_name, entries[i].device_name, {"unknown"}});
@@ -74,7 +74,7 @@ std::vector<lane_info> endpoint_lanes(ucp_ep_h ep, const std::string& ep_text) {
 
 provenance describe_endpoint(const endpoint_facts& f) {
   provenance p;
-  const std::string ep_text = capture([&](FILE* out) { ucp_ep_print_info(f.ep, out); });
+  const std::string ep_text = capture([&](FILE* out) { lib().ucp_ep_print_info(f.ep, out); });
   const std::vector<lane_info> lanes = endpoint_lanes(f.ep, ep_text);
   for (const auto& l : lanes) {
     if (l.carries_data())
@@ -98,7 +98,8 @@ provenance describe_endpoint(const endpoint_facts& f) {
     if (end > start) ep_lines.push_back(ep_text.substr(start, end - start));
     start = end + 1;
   }
-  nlohmann::json details{{"ucx_version", ucp_get_version_string()},
+  nlohmann::json details{{"ucx_version", lib().ucp_get_version_string()},
+                         {"ucx_library", lib().path},
                          {"tls", f.tls},
                          {"lanes", lanes_json},
                          {"request_info", req.raw},
@@ -112,7 +113,7 @@ provenance describe_endpoint(const endpoint_facts& f) {
 }
 
 std::string lanes_summary(ucp_ep_h ep, std::vector<std::string>& devices) {
-  const std::string ep_text = capture([&](FILE* out) { ucp_ep_print_info(ep, out); });
+  const std::string ep_text = capture([&](FILE* out) { lib().ucp_ep_print_info(ep, out); });
   std::vector<std::string> parts;
   for (const auto& l : endpoint_lanes(ep, ep_text)) {
     parts.push_back(fmt::format("{}/{} ({})", l.transport, l.device, fmt::join(l.usage, " ")));
@@ -123,7 +124,7 @@ std::string lanes_summary(ucp_ep_h ep, std::vector<std::string>& devices) {
 }
 
 std::string network_resources(ucp_context_h context) {
-  const std::string text = capture([&](FILE* out) { ucp_context_print_info(context, out); });
+  const std::string text = capture([&](FILE* out) { lib().ucp_context_print_info(context, out); });
   std::vector<std::string> out;
   for (const auto& r : context_resources(text)) {
     if (r.device != "memory" && r.device.rfind("memory", 0) != 0)

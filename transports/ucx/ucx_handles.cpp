@@ -16,17 +16,17 @@ namespace pairperf::ucx {
 
 void check(ucs_status_t status, std::string_view what) {
   if (status != UCS_OK)
-    throw std::runtime_error(fmt::format("{}: {}", what, ucs_status_string(status)));
+    throw std::runtime_error(fmt::format("{}: {}", what, lib().ucs_status_string(status)));
 }
 
 config_ptr read_config() {
   ucp_config_t* raw = nullptr;
-  check(ucp_config_read(nullptr, nullptr, &raw), "ucp_config_read");
+  check(lib().ucp_config_read(nullptr, nullptr, &raw), "ucp_config_read");
   return config_ptr(raw);
 }
 
 worker_address::worker_address(ucp_worker_h worker) : m_worker(worker) {
-  check(ucp_worker_get_address(worker, &m_address, &m_length), "ucp_worker_get_address");
+  check(lib().ucp_worker_get_address(worker, &m_address, &m_length), "ucp_worker_get_address");
 }
 
 std::vector<std::byte> worker_address::bytes() const {
@@ -42,8 +42,9 @@ memory_handle::memory_handle(ucp_context_h context, void* address, std::size_t l
                       UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
   params.address = address;
   params.length = length;
-  params.memory_type = type;
-  check(ucp_mem_map(context, &params, &m_memh), fmt::format("ucp_mem_map of {} bytes", length));
+  params.memory_type = to_library(type, lib().loaded);  // the ABI trap: ucx_library.h
+  check(lib().ucp_mem_map(context, &params, &m_memh),
+        fmt::format("ucp_mem_map of {} bytes", length));
 }
 
 memory_handle::memory_handle(memory_handle&& other) noexcept
@@ -52,16 +53,16 @@ memory_handle::memory_handle(memory_handle&& other) noexcept
 }
 
 memory_handle::~memory_handle() {
-  if (m_memh != nullptr) ucp_mem_unmap(m_context, m_memh);
+  if (m_memh != nullptr) lib().ucp_mem_unmap(m_context, m_memh);
 }
 
 std::vector<std::byte> memory_handle::packed_key() const {
   void* buffer = nullptr;
   std::size_t size = 0;
-  check(ucp_rkey_pack(m_context, m_memh, &buffer, &size), "ucp_rkey_pack");
+  check(lib().ucp_rkey_pack(m_context, m_memh, &buffer, &size), "ucp_rkey_pack");
   const auto* p = static_cast<const std::byte*>(buffer);
   std::vector<std::byte> out(p, p + size);
-  ucp_rkey_buffer_release(buffer);
+  lib().ucp_rkey_buffer_release(buffer);
   return out;
 }
 
@@ -72,15 +73,15 @@ void endpoint::close() noexcept {
   // Forced, as ucx_perftest closes: a graceful close waits for the peer to progress, and the peer
   // is then waiting on the control channel, not in UCX. Nothing is in flight by now.
   param.flags = UCP_EP_CLOSE_FLAG_FORCE;
-  ucs_status_ptr_t request = ucp_ep_close_nbx(m_ep, &param);
+  ucs_status_ptr_t request = lib().ucp_ep_close_nbx(m_ep, &param);
   if (UCS_PTR_IS_PTR(request)) {
     const auto end = std::chrono::steady_clock::now() + close_timeout;
-    while (ucp_request_check_status(request) == UCS_INPROGRESS &&
+    while (api::ucp_request_check_status(request) == UCS_INPROGRESS &&
            std::chrono::steady_clock::now() < end) {
-      ucp_worker_progress(m_worker);
+      api::ucp_worker_progress(m_worker);
     }
     // A peer that does not answer within the bound leaves the close to the worker's destruction.
-    ucp_request_free(request);
+    api::ucp_request_free(request);
   }
   m_ep = nullptr;
 }
@@ -97,14 +98,15 @@ shared_context context_for(const std::string& tls, const std::string& net_device
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   config_ptr config = read_config();
   if (!tls.empty())
-    check(ucp_config_modify(config.get(), "TLS", tls.c_str()), fmt::format("UCX_TLS={}", tls));
+    check(lib().ucp_config_modify(config.get(), "TLS", tls.c_str()),
+          fmt::format("UCX_TLS={}", tls));
   if (!net_devices.empty()) {
-    check(ucp_config_modify(config.get(), "NET_DEVICES", net_devices.c_str()),
+    check(lib().ucp_config_modify(config.get(), "NET_DEVICES", net_devices.c_str()),
           fmt::format("UCX_NET_DEVICES={}", net_devices));
   }
   for (const auto& text : options) {
     const auto [name, value] = split_option(text);
-    check(ucp_config_modify(config.get(), name.c_str(), value.c_str()),
+    check(lib().ucp_config_modify(config.get(), name.c_str(), value.c_str()),
           fmt::format("--ucx {}", text));
   }
   ucp_params_t p{};
@@ -112,7 +114,7 @@ shared_context context_for(const std::string& tls, const std::string& net_device
   p.features = features;
   p.request_size = request_user_bytes;
   ucp_context_h context = nullptr;
-  check(ucp_init(&p, config.get(), &context),
+  check(lib().init(&p, config.get(), &context),
         fmt::format("ucp_init with UCX_TLS={}", tls.empty() ? "(default)" : tls));
   shared_context shared(context, context_deleter{});
   cache.emplace(key, shared);
@@ -144,7 +146,7 @@ taken_worker take_worker(const shared_context& context) {
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SINGLE;
   ucp_worker_h worker = nullptr;
-  check(ucp_worker_create(context.get(), &wp, &worker), "ucp_worker_create");
+  check(lib().ucp_worker_create(context.get(), &wp, &worker), "ucp_worker_create");
   return taken_worker{worker_ptr(worker), 1};
 }
 
@@ -154,7 +156,7 @@ void keep_worker(const shared_context& context, taken_worker worker) {
 
 bool has_unmatched_message(ucp_worker_h worker) {
   ucp_tag_recv_info_t info{};
-  return ucp_tag_probe_nb(worker, 0, 0, 0, &info) != nullptr;
+  return lib().ucp_tag_probe_nb(worker, 0, 0, 0, &info) != nullptr;
 }
 
 std::string capture_stream(void (*fill)(FILE*, const void*), const void* arg) {

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "transports/ucx/ucx_library.h"
+
 namespace pairperf::ucx {
 
 // Bytes every request of a context_for() context reserves for its poster (ucp_params_t
@@ -20,16 +22,16 @@ inline constexpr std::size_t request_user_bytes = 32;
 void check(ucs_status_t status, std::string_view what);
 
 struct config_deleter {
-  void operator()(ucp_config_t* c) const noexcept { ucp_config_release(c); }
+  void operator()(ucp_config_t* c) const noexcept { lib().ucp_config_release(c); }
 };
 struct context_deleter {
-  void operator()(ucp_context_h c) const noexcept { ucp_cleanup(c); }
+  void operator()(ucp_context_h c) const noexcept { lib().ucp_cleanup(c); }
 };
 struct worker_deleter {
-  void operator()(ucp_worker_h w) const noexcept { ucp_worker_destroy(w); }
+  void operator()(ucp_worker_h w) const noexcept { lib().ucp_worker_destroy(w); }
 };
 struct rkey_deleter {
-  void operator()(ucp_rkey_h k) const noexcept { ucp_rkey_destroy(k); }
+  void operator()(ucp_rkey_h k) const noexcept { lib().ucp_rkey_destroy(k); }
 };
 
 using config_ptr = std::unique_ptr<ucp_config_t, config_deleter>;
@@ -69,7 +71,7 @@ class worker_address {
   explicit worker_address(ucp_worker_h worker);
   worker_address(const worker_address&) = delete;
   worker_address& operator=(const worker_address&) = delete;
-  ~worker_address() { ucp_worker_release_address(m_worker, m_address); }
+  ~worker_address() { lib().ucp_worker_release_address(m_worker, m_address); }
   [[nodiscard]] std::vector<std::byte> bytes() const;
 
  private:

@@ -153,20 +153,19 @@ constexpr auto probe_limit = std::chrono::seconds(60);
   nlohmann::json out;
   try {
     config_ptr config = read_config();
-    check(ucp_config_modify(config.get(), "TLS", "all"), "ucp_config_modify TLS");
-    check(ucp_config_modify(config.get(), "NET_DEVICES", "all"), "ucp_config_modify NET_DEVICES");
+    check(lib().ucp_config_modify(config.get(), "TLS", "all"), "ucp_config_modify TLS");
+    check(lib().ucp_config_modify(config.get(), "NET_DEVICES", "all"),
+          "ucp_config_modify NET_DEVICES");
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES;
     params.features = UCP_FEATURE_TAG | UCP_FEATURE_RMA | UCP_FEATURE_AM;
     ucp_context_h raw = nullptr;
-    check(ucp_init(&params, config.get(), &raw), "ucp_init (probe)");
+    check(lib().init(&params, config.get(), &raw), "ucp_init (probe)");
     const context_ptr context(raw);
-    out["resources"] = capture([&](FILE* f) { ucp_context_print_info(context.get(), f); });
+    out["resources"] = capture([&](FILE* f) { lib().ucp_context_print_info(context.get(), f); });
     const auto flags = static_cast<ucs_config_print_flags_t>(
         UCS_CONFIG_PRINT_CONFIG | UCS_CONFIG_PRINT_HEADER | UCS_CONFIG_PRINT_HIDDEN);
-    out["options"] = capture([&](FILE* f) {
-      ucs_config_parser_print_all_opts(f, "UCX_", flags, &ucs_config_global_list);
-    });
+    out["options"] = capture([&](FILE* f) { lib().print_all_opts(f, "UCX_", flags); });
   } catch (const std::exception& e) {
     out["error"] = e.what();
   }
@@ -178,7 +177,8 @@ struct probe {
   std::set<std::string> transports;
 
   probe() {
-    const self_probe_answer a = ask_self_probe({probe_variable, "pairperf-ucx-probe", "UCX's probe"}, probe_limit);
+    const self_probe_answer a =
+        ask_self_probe({probe_variable, "pairperf-ucx-probe", "UCX's probe"}, probe_limit);
     if (!a.error.empty()) throw std::runtime_error(a.error);
     const auto j = nlohmann::json::parse(a.text, nullptr, false);
     if (!j.is_object()) throw std::runtime_error("UCX's probe printed no answer");

@@ -81,11 +81,22 @@ transport_entry ucx_transport::entry() {
   };
   e.add_run_options = ucx::add_run_options;
   e.describe_library = [] {
-    return nlohmann::json{{"version", ucp_get_version_string()},
-                          {"transports", ucx::available_transports()},
-                          {"cuda", ucx::to_json(ucx::probe_cuda_support())}};
+    std::string why;
+    const ucx::library* l = ucx::load(&why);
+    if (l == nullptr) return nlohmann::json{{"error", why}};
+    // The library that really runs, not the headers' version (ucx/ucx_library.h).
+    return nlohmann::json{
+        {"version", l->ucp_get_version_string()},
+        {"library", l->path},
+        {"built_with", fmt::format("{}.{}", ucx::built_version.major, ucx::built_version.minor)},
+        {"transports", ucx::available_transports()},
+        {"cuda", ucx::to_json(ucx::probe_cuda_support())}};
   };
-  // Available wherever the library loads: no `unavailable`.
+  // Available wherever the library loads.
+  e.unavailable = [] {
+    std::string why;
+    return ucx::load(&why) != nullptr ? std::string() : why;
+  };
   e.lane_kind_of = ucx::kind_of_transport;
   e.env_prefixes = {"UCX_"};
   e.env_axis = transport_entry::env_axis_check{
@@ -109,6 +120,7 @@ transport_entry ucx_transport::entry() {
 }
 
 ucx_transport::ucx_transport(const transport_params& params) : m_params(params) {
+  if (std::string why; ucx::load(&why) == nullptr) throw transport_unsupported(why);
   const test_case& c = params.test;
   for (const auto& t : tests) {
     if (t.spec.name == c.test) m_use_am = t.active_messages;
@@ -149,7 +161,7 @@ ucx_transport::ucx_transport(const transport_params& params) : m_params(params) 
   if (one_sided_test &&
       (c.client_memory == memory_type::cuda || c.server_memory == memory_type::cuda)) {
     unsigned major = 0, minor = 0, release = 0;
-    ucp_get_version(&major, &minor, &release);
+    ucx::lib().ucp_get_version(&major, &minor, &release);
     const bool v2 = ucx::uses_protocols_v2(major, minor, options, std::getenv("UCX_PROTO_ENABLE"));
     if (const std::string why = ucx::cuda_rma_problem(major, minor, v2); !why.empty())
       throw transport_unsupported(why);
@@ -176,7 +188,7 @@ ucx_transport::ucx_transport(const transport_params& params) : m_params(params) 
     hp.flags = UCP_AM_FLAG_WHOLE_MSG;
     hp.cb = &ucx_transport::on_am;
     hp.arg = this;
-    ucx::check(ucp_worker_set_am_recv_handler(m_worker.get(), &hp),
+    ucx::check(ucx::lib().ucp_worker_set_am_recv_handler(m_worker.get(), &hp),
                "ucp_worker_set_am_recv_handler");
   }
 }
@@ -186,7 +198,7 @@ ucx_transport::~ucx_transport() {
   // the rest); AM data UCX lent us goes back first.
   while (!m_am_arrived.empty()) {
     if (m_am_arrived.front().persistent)
-      ucp_am_data_release(m_worker.get(), m_am_arrived.front().data);
+      ucx::api::ucp_am_data_release(m_worker.get(), m_am_arrived.front().data);
     m_am_arrived.pop();
   }
   m_rkeys.clear();
@@ -204,7 +216,7 @@ ucx_transport::~ucx_transport() {
       hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB;
       hp.id = am_id;
       hp.cb = nullptr;  // no handler: nothing may call into this object any more
-      if (ucp_worker_set_am_recv_handler(m_worker.get(), &hp) != UCS_OK) return;
+      if (ucx::lib().ucp_worker_set_am_recv_handler(m_worker.get(), &hp) != UCS_OK) return;
     }
     ucx::keep_worker(m_context, ucx::taken_worker{std::move(m_worker), m_worker_cases});
   }
@@ -213,17 +225,17 @@ ucx_transport::~ucx_transport() {
 void ucx_transport::cancel_outstanding() noexcept {
   for (request_info* info = m_outstanding; info != nullptr;) {
     request_info* next = info->next;  // a cancelled receive may complete (and go) at once
-    ucp_request_cancel(m_worker.get(), info);
+    ucx::api::ucp_request_cancel(m_worker.get(), info);
     info = next;
   }
   // Cancelled requests complete through their callbacks, which free them.
   const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
   while (m_outstanding != nullptr && std::chrono::steady_clock::now() < end)
-    ucp_worker_progress(m_worker.get());
+    ucx::api::ucp_worker_progress(m_worker.get());
   while (m_outstanding != nullptr) {
     request_info* info = m_outstanding;
     unlink(info);
-    ucp_request_free(info);
+    ucx::api::ucp_request_free(info);
   }
 }
 
@@ -249,8 +261,8 @@ void ucx_transport::check_peer_address(std::span<const std::byte> peer_address) 
     throw std::invalid_argument(fmt::format(
         "the peer's UCX worker address ({} bytes, header 0x{:02x}) is not one this UCX ({}) "
         "reads (header 0x{:02x})",
-        peer_address.size(), static_cast<unsigned>(peer_address[0]), ucp_get_version_string(),
-        mine.empty() ? 0U : static_cast<unsigned>(mine[0])));
+        peer_address.size(), static_cast<unsigned>(peer_address[0]),
+        ucx::lib().ucp_get_version_string(), mine.empty() ? 0U : static_cast<unsigned>(mine[0])));
   }
 }
 
@@ -263,9 +275,9 @@ void ucx_transport::connect(std::span<const std::byte> peer_address) {
   // A dead peer is bounded by the case timeout instead; the provenance records the mode.
   ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
   ucp_ep_h handle = nullptr;
-  const ucs_status_t st = ucp_ep_create(m_worker.get(), &ep, &handle);
+  const ucs_status_t st = ucx::lib().ucp_ep_create(m_worker.get(), &ep, &handle);
   if (st != UCS_OK) {
-    std::string detail = fmt::format("ucp_ep_create: {}", ucs_status_string(st));
+    std::string detail = fmt::format("ucp_ep_create: {}", ucx::lib().ucs_status_string(st));
     if (st == UCS_ERR_UNREACHABLE) {
       const std::string mine = ucx::network_resources(m_context.get());
       detail += fmt::format(
@@ -308,19 +320,19 @@ void ucx_transport::handshake() {
   const op send{op_kind::send,      op_channel::sync, m_hello_out.data(),
                 m_hello_out.size(), handshake_cookie, 0};
   const ucp_tag_t tag = case_tag(wireup_tag, m_params.test.index);
-  const bool posted = track(ucp_tag_recv_nbx(m_worker.get(), recv.local, recv.length, tag,
-                                             full_mask, &m_sync_recv_params),
+  const bool posted = track(ucx::api::ucp_tag_recv_nbx(m_worker.get(), recv.local, recv.length, tag,
+                                                       full_mask, &m_sync_recv_params),
                             recv, "wireup receive") == 0;
-  if (!posted ||
-      track(ucp_tag_send_nbx(m_ep->get(), send.local, send.length, tag, &m_sync_send_params), send,
-            "wireup send") != 0) {
+  if (!posted || track(ucx::api::ucp_tag_send_nbx(m_ep->get(), send.local, send.length, tag,
+                                                  &m_sync_send_params),
+                       send, "wireup send") != 0) {
     if (m_peer_gone) throw failed(m_error);
     throw step_error(error_kind::error, place, m_error);
   }
   const auto deadline = std::chrono::steady_clock::now() + m_params.connect_timeout;
   std::size_t done = 0;
   while (done < 2) {
-    ucp_worker_progress(m_worker.get());
+    ucx::api::ucp_worker_progress(m_worker.get());
     if (m_failed) throw failed(m_error);
     while (!m_done.empty()) {
       done += m_done.front().cookie == handshake_cookie ? 1 : 0;
@@ -344,7 +356,8 @@ void ucx_transport::set_remote_regions(const std::vector<remote_region>& regions
   m_remote = regions;
   for (const auto& r : regions) {
     ucp_rkey_h key = nullptr;
-    ucx::check(ucp_ep_rkey_unpack(m_ep->get(), r.packed_key.data(), &key), "ucp_ep_rkey_unpack");
+    ucx::check(ucx::lib().ucp_ep_rkey_unpack(m_ep->get(), r.packed_key.data(), &key),
+               "ucp_ep_rkey_unpack");
     m_rkeys.emplace_back(key);
   }
 }

@@ -179,14 +179,14 @@ inline void ucx_transport::link(request_info* info) noexcept {
   if (operation.channel == op_channel::data && !m_use_am && !m_probe && !m_failed && m_ep)
       [[likely]] {
     if (operation.kind == op_kind::send) {
-      const ucs_status_ptr_t request = ucp_tag_send_nbx(
+      const ucs_status_ptr_t request = ucx::api::ucp_tag_send_nbx(
           m_ep->get(), operation.local, operation.length, m_data_tag, &m_send_params);
       // Sent inside the call (eager): the poster counts it now, if it may.
       if (request == nullptr && operation.may_complete_in_post) return 1;
       return track(request, operation, "ucp_tag_send_nbx");
     }
     if (operation.kind == op_kind::recv) {
-      const ucs_status_ptr_t request = ucp_tag_recv_nbx(
+      const ucs_status_ptr_t request = ucx::api::ucp_tag_recv_nbx(
           m_worker.get(), operation.local, operation.length, m_data_tag, ucx_wire::full_mask,
           operation.counted ? &m_counted_recv_params : &m_recv_params);
       if (request == nullptr && operation.counted) {  // matched a message already there
@@ -202,7 +202,7 @@ inline void ucx_transport::link(request_info* info) noexcept {
 [[gnu::always_inline]] inline int ucx_transport::poll(std::span<completion> out) noexcept {
   // Completions already known (an eager send completes in its post) are returned without a
   // progress call first: ucp_worker_progress is the costliest step of a small-message loop.
-  if (m_done.empty() && !m_failed) ucp_worker_progress(m_worker.get());
+  if (m_done.empty() && !m_failed) ucx::api::ucp_worker_progress(m_worker.get());
   if (m_failed) [[unlikely]]
     return -1;
   if (m_sync_after_flush) [[unlikely]] {

@@ -20,11 +20,11 @@ void ucx_transport::build_params() noexcept {
       UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE;
   base.user_data = this;
   // Sync messages live in host memory; data in the case's memory type.
-  base.memory_type = UCS_MEMORY_TYPE_HOST;
+  base.memory_type = ucx::to_library(UCS_MEMORY_TYPE_HOST, ucx::lib().loaded);
   m_sync_send_params = m_sync_recv_params = base;
   m_sync_send_params.cb.send = &ucx_transport::on_send;
   m_sync_recv_params.cb.recv = &ucx_transport::on_tag_recv;
-  base.memory_type = m_mem_type;
+  base.memory_type = ucx::to_library(m_mem_type, ucx::lib().loaded);
   m_send_params = m_recv_params = m_am_data_params = base;
   m_send_params.cb.send = &ucx_transport::on_send;
   m_recv_params.cb.recv = &ucx_transport::on_tag_recv;
@@ -40,7 +40,7 @@ void ucx_transport::unlink(request_info* info) noexcept {
 
 int ucx_transport::post_failed(ucs_status_ptr_t request, const char* what) noexcept {
   const ucs_status_t st = UCS_PTR_STATUS(request);
-  m_error = fmt::format("{}: {}", what, ucs_status_string(st));
+  m_error = fmt::format("{}: {}", what, ucx::lib().ucs_status_string(st));
   m_peer_gone = means_peer_gone(st);
   m_failed = true;
   return -1;
@@ -60,7 +60,7 @@ int ucx_transport::post_probed(const op& operation, const ucp_request_param_t& p
   m_probe_state.posting = nullptr;
   inspect(request);
   if (!m_probe_state.done_early) return track(request, operation, what);
-  ucp_request_free(request);  // on_probed settled it and left the request to us
+  ucx::api::ucp_request_free(request);  // on_probed settled it and left the request to us
   return m_failed ? -1 : 0;
 }
 
@@ -78,7 +78,7 @@ void ucx_transport::settle(const completion& done, ucs_status_t status) noexcept
   if (status == UCS_OK) {
     m_done.push(done);
   } else if (!m_failed) {
-    m_error = fmt::format("UCX operation failed: {}", ucs_status_string(status));
+    m_error = fmt::format("UCX operation failed: {}", ucx::lib().ucs_status_string(status));
     m_peer_gone = means_peer_gone(status);
     m_failed = true;
   }
@@ -88,7 +88,7 @@ void ucx_transport::complete(void* request, ucs_status_t status) noexcept {
   auto* info = static_cast<request_info*>(request);
   settle(completion{info->cookie, info->kind}, status);
   unlink(info);
-  ucp_request_free(request);
+  ucx::api::ucp_request_free(request);
 }
 
 void ucx_transport::on_send(void* request, ucs_status_t status, void* user_data) {
@@ -110,7 +110,7 @@ void ucx_transport::on_counted_recv(void* request, ucs_status_t status,
     self->settle(completion{info->cookie, info->kind}, status);  // records the failure
   }
   self->unlink(info);
-  ucp_request_free(request);
+  ucx::api::ucp_request_free(request);
 }
 
 void ucx_transport::on_am_data(void* request, ucs_status_t status, std::size_t /*length*/,
@@ -121,12 +121,12 @@ void ucx_transport::on_am_data(void* request, ucs_status_t status, std::size_t /
 void ucx_transport::on_flush(void* request, ucs_status_t status, void* user_data) {
   auto* self = static_cast<ucx_transport*>(user_data);
   if (status != UCS_OK && !self->m_failed) {
-    self->m_error = fmt::format("UCX flush failed: {}", ucs_status_string(status));
+    self->m_error = fmt::format("UCX flush failed: {}", ucx::lib().ucs_status_string(status));
     self->m_peer_gone = means_peer_gone(status);
     self->m_failed = true;
   }
   self->m_flush_done = true;
-  ucp_request_free(request);
+  ucx::api::ucp_request_free(request);
 }
 
 void ucx_transport::start_flush() noexcept {
@@ -135,9 +135,10 @@ void ucx_transport::start_flush() noexcept {
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   p.cb.send = &ucx_transport::on_worker_flush;
   p.user_data = this;
-  ucs_status_ptr_t request = ucp_worker_flush_nbx(m_worker.get(), &p);
+  ucs_status_ptr_t request = ucx::api::ucp_worker_flush_nbx(m_worker.get(), &p);
   if (UCS_PTR_IS_ERR(request)) {
-    m_error = fmt::format("ucp_worker_flush_nbx: {}", ucs_status_string(UCS_PTR_STATUS(request)));
+    m_error = fmt::format("ucp_worker_flush_nbx: {}",
+                          ucx::lib().ucs_status_string(UCS_PTR_STATUS(request)));
     m_failed = true;
     return;
   }
@@ -147,11 +148,12 @@ void ucx_transport::start_flush() noexcept {
 void ucx_transport::on_worker_flush(void* request, ucs_status_t status, void* user_data) {
   auto* self = static_cast<ucx_transport*>(user_data);
   if (status != UCS_OK && !self->m_failed) {
-    self->m_error = fmt::format("UCX worker flush failed: {}", ucs_status_string(status));
+    self->m_error =
+        fmt::format("UCX worker flush failed: {}", ucx::lib().ucs_status_string(status));
     self->m_failed = true;
   }
   self->m_worker_flushed = true;
-  ucp_request_free(request);
+  ucx::api::ucp_request_free(request);
 }
 
 ucs_status_t ucx_transport::on_am(void* arg, const void* /*header*/, std::size_t /*header_length*/,
@@ -185,13 +187,13 @@ int ucx_transport::deliver_am(const am_arrival& arrival, const op& recv) noexcep
     return -1;
   }
   if (arrival.rndv) {
-    return track(ucp_am_recv_data_nbx(m_worker.get(), arrival.data, recv.local, arrival.length,
-                                      &m_am_data_params),
+    return track(ucx::api::ucp_am_recv_data_nbx(m_worker.get(), arrival.data, recv.local,
+                                                arrival.length, &m_am_data_params),
                  recv, "ucp_am_recv_data_nbx");
   }
   std::memcpy(recv.local, arrival.data != nullptr ? arrival.data : arrival.copy.data(),
               arrival.length);
-  if (arrival.persistent) ucp_am_data_release(m_worker.get(), arrival.data);
+  if (arrival.persistent) ucx::api::ucp_am_data_release(m_worker.get(), arrival.data);
   m_done.push(completion{recv.cookie, op_kind::recv});
   return 0;
 }
@@ -209,9 +211,9 @@ int ucx_transport::post_other(const op& operation) noexcept {
     case op_kind::recv: {
       const bool sync = operation.channel == op_channel::sync;
       if (!sync && m_use_am) return post_data_recv(operation);
-      return track(ucp_tag_recv_nbx(m_worker.get(), operation.local, operation.length,
-                                    sync ? m_sync_tag : m_data_tag, full_mask,
-                                    sync ? &m_sync_recv_params : &m_recv_params),
+      return track(ucx::api::ucp_tag_recv_nbx(m_worker.get(), operation.local, operation.length,
+                                              sync ? m_sync_tag : m_data_tag, full_mask,
+                                              sync ? &m_sync_recv_params : &m_recv_params),
                    operation, "ucp_tag_recv_nbx");
     }
     case op_kind::put:
@@ -224,11 +226,13 @@ int ucx_transport::post_other(const op& operation) noexcept {
 int ucx_transport::post_data_send(const op& operation) noexcept {
   if (m_use_am) {
     return post_probed(operation, m_send_params, "ucp_am_send_nbx", [&](const auto* p) {
-      return ucp_am_send_nbx(m_ep->get(), am_id, nullptr, 0, operation.local, operation.length, p);
+      return ucx::api::ucp_am_send_nbx(m_ep->get(), am_id, nullptr, 0, operation.local,
+                                       operation.length, p);
     });
   }
   return post_probed(operation, m_send_params, "ucp_tag_send_nbx", [&](const auto* p) {
-    return ucp_tag_send_nbx(m_ep->get(), operation.local, operation.length, m_data_tag, p);
+    return ucx::api::ucp_tag_send_nbx(m_ep->get(), operation.local, operation.length, m_data_tag,
+                                      p);
   });
 }
 
@@ -239,7 +243,7 @@ void ucx_transport::inspect(ucs_status_ptr_t request) noexcept {
   attr.field_mask = UCP_REQUEST_ATTR_FIELD_INFO_STRING | UCP_REQUEST_ATTR_FIELD_INFO_STRING_SIZE;
   attr.debug_string = text.data();
   attr.debug_string_size = text.size();
-  if (ucp_request_query(request, &attr) == UCS_OK) m_request_info = text.data();
+  if (ucx::api::ucp_request_query(request, &attr) == UCS_OK) m_request_info = text.data();
 }
 
 int ucx_transport::post_data_recv(const op& operation) noexcept {
@@ -264,11 +268,11 @@ int ucx_transport::post_rma(const op& operation) noexcept {
   m_rma_since_flush = true;
   if (operation.kind == op_kind::put) {
     return post_probed(operation, m_send_params, "ucp_put_nbx", [&](const auto* p) {
-      return ucp_put_nbx(m_ep->get(), operation.local, operation.length, remote, key, p);
+      return ucx::api::ucp_put_nbx(m_ep->get(), operation.local, operation.length, remote, key, p);
     });
   }
   return post_probed(operation, m_send_params, "ucp_get_nbx", [&](const auto* p) {
-    return ucp_get_nbx(m_ep->get(), operation.local, operation.length, remote, key, p);
+    return ucx::api::ucp_get_nbx(m_ep->get(), operation.local, operation.length, remote, key, p);
   });
 }
 
@@ -280,9 +284,10 @@ int ucx_transport::post_sync_send(const op& operation) noexcept {
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.send = &ucx_transport::on_flush;
     p.user_data = this;
-    ucs_status_ptr_t flush = ucp_ep_flush_nbx(m_ep->get(), &p);
+    ucs_status_ptr_t flush = ucx::api::ucp_ep_flush_nbx(m_ep->get(), &p);
     if (UCS_PTR_IS_ERR(flush)) {
-      m_error = fmt::format("ucp_ep_flush_nbx: {}", ucs_status_string(UCS_PTR_STATUS(flush)));
+      m_error =
+          fmt::format("ucp_ep_flush_nbx: {}", ucx::lib().ucs_status_string(UCS_PTR_STATUS(flush)));
       m_failed = true;
       return -1;
     }
@@ -292,8 +297,8 @@ int ucx_transport::post_sync_send(const op& operation) noexcept {
       return 0;
     }
   }
-  return track(ucp_tag_send_nbx(m_ep->get(), operation.local, operation.length, m_sync_tag,
-                                &m_sync_send_params),
+  return track(ucx::api::ucp_tag_send_nbx(m_ep->get(), operation.local, operation.length,
+                                          m_sync_tag, &m_sync_send_params),
                operation, "ucp_tag_send_nbx (sync)");
 }
 
