@@ -88,16 +88,21 @@ endif()
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
-# Depends on the shared libraries come from dpkg-shlibdeps (UCX, verbs, rdmacm, fmt, libc...):
+# Depends on the shared libraries come from dpkg-shlibdeps (verbs, rdmacm, fmt, libc...):
 # UCX's own Debian package already depends on libibverbs1 and librdmacm1, so the verbs transport
 # costs a user nothing extra and stays in the main package.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME pairperf)
-set(CPACK_DEBIAN_RUNTIME_PACKAGE_DEPENDS "python3")
-if(PAIRPERF_HAVE_OFI)
-  # dlopen()ed by the OFI transport, so dpkg-shlibdeps cannot see it.
-  set(CPACK_DEBIAN_RUNTIME_PACKAGE_DEPENDS "python3, libfabric1 (>= 1.14)")
+# Libraries a transport dlopen()s, which dpkg-shlibdeps cannot see: libfabric (the OFI
+# transport), UCX (the UCX transport loads the job's UCX, Debian's by default).
+set(_dlopened "python3")
+if(PAIRPERF_HAVE_UCX)
+  string(APPEND _dlopened ", libucx0 (>= 1.13)")
 endif()
+if(PAIRPERF_HAVE_OFI)
+  string(APPEND _dlopened ", libfabric1 (>= 1.14)")
+endif()
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_DEPENDS "${_dlopened}")
 # `pairperf report` draws with matplotlib and checks its inputs against their schemas.
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_RECOMMENDS "python3-matplotlib, python3-jsonschema")
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SUGGESTS "pairperf-mpi, ucx-utils, ibverbs-utils, iperf3")
