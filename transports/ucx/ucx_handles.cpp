@@ -42,7 +42,8 @@ memory_handle::memory_handle(ucp_context_h context, void* address, std::size_t l
                       UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
   params.address = address;
   params.length = length;
-  params.memory_type = to_library(type, lib().loaded);  // the ABI trap: ucx_library.h
+  store_memory_type(params.memory_type,
+                    to_library(type, lib().loaded));  // the ABI trap: ucx_library.h
   check(lib().ucp_mem_map(context, &params, &m_memh),
         fmt::format("ucp_mem_map of {} bytes", length));
 }

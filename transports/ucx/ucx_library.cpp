@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <stdexcept>
@@ -21,24 +22,30 @@ unsigned memory_type_unknown(version v) {
   return 10;
 }
 
-namespace {
+static_assert(sizeof(ucs_memory_type_t) == sizeof(unsigned));
 
 // HOST, CUDA, CUDA_MANAGED, ROCM, ROCM_MANAGED: the same values in every version; the later
 // ones were appended in order, so a value below both sides' UNKNOWN names the same type.
-ucs_memory_type_t translate(ucs_memory_type_t value, unsigned from_unknown, unsigned to_unknown) {
-  const auto v = static_cast<unsigned>(value);
-  if (v >= from_unknown || v >= to_unknown) return static_cast<ucs_memory_type_t>(to_unknown);
+unsigned to_library(ucs_memory_type_t built, version v) {
+  const auto value = static_cast<unsigned>(built);
+  const unsigned unknown = memory_type_unknown(v);
+  return value >= memory_type_unknown(built_version) || value >= unknown ? unknown : value;
+}
+
+ucs_memory_type_t from_library(unsigned loaded, version v) {
+  const unsigned unknown = memory_type_unknown(built_version);
+  return static_cast<ucs_memory_type_t>(
+      loaded >= memory_type_unknown(v) || loaded >= unknown ? unknown : loaded);
+}
+
+void store_memory_type(ucs_memory_type_t& field, unsigned value) noexcept {
+  std::memcpy(&field, &value, sizeof value);
+}
+
+unsigned load_memory_type(const ucs_memory_type_t& field) noexcept {
+  unsigned value = 0;
+  std::memcpy(&value, &field, sizeof value);
   return value;
-}
-
-}  // namespace
-
-ucs_memory_type_t to_library(ucs_memory_type_t built, version v) {
-  return translate(built, memory_type_unknown(built_version), memory_type_unknown(v));
-}
-
-ucs_memory_type_t from_library(ucs_memory_type_t loaded, version v) {
-  return translate(loaded, memory_type_unknown(v), memory_type_unknown(built_version));
 }
 
 void library::print_all_opts(FILE* stream, const char* prefix,

@@ -36,8 +36,13 @@ inline constexpr version built_version{UCP_API_MAJOR, UCP_API_MINOR, 0};
 unsigned memory_type_unknown(version v);
 // A memory type of these headers as the library of version `v` numbers it, and back. The types
 // both know keep their value; UNKNOWN, and a type the other side does not have, become its UNKNOWN.
-ucs_memory_type_t to_library(ucs_memory_type_t built, version v);
-ucs_memory_type_t from_library(ucs_memory_type_t loaded, version v);
+// The library's numbers are plain unsigned: one past these headers' enumeration is not a value a
+// ucs_memory_type_t may hold here.
+unsigned to_library(ucs_memory_type_t built, version v);
+ucs_memory_type_t from_library(unsigned loaded, version v);
+// A memory type field of a UCX structure written or read as the library's number.
+void store_memory_type(ucs_memory_type_t& field, unsigned value) noexcept;
+unsigned load_memory_type(const ucs_memory_type_t& field) noexcept;
 
 using print_all_opts_113 = void (*)(FILE*, const char*, ucs_config_print_flags_t, ucs_list_link_t*);
 using print_all_opts_119 = void (*)(FILE*, const char*, ucs_config_print_flags_t, ucs_list_link_t*,

@@ -20,11 +20,12 @@ void ucx_transport::build_params() noexcept {
       UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE;
   base.user_data = this;
   // Sync messages live in host memory; data in the case's memory type.
-  base.memory_type = ucx::to_library(UCS_MEMORY_TYPE_HOST, ucx::lib().loaded);
+  ucx::store_memory_type(base.memory_type,
+                         ucx::to_library(UCS_MEMORY_TYPE_HOST, ucx::lib().loaded));
   m_sync_send_params = m_sync_recv_params = base;
   m_sync_send_params.cb.send = &ucx_transport::on_send;
   m_sync_recv_params.cb.recv = &ucx_transport::on_tag_recv;
-  base.memory_type = ucx::to_library(m_mem_type, ucx::lib().loaded);
+  ucx::store_memory_type(base.memory_type, ucx::to_library(m_mem_type, ucx::lib().loaded));
   m_send_params = m_recv_params = m_am_data_params = base;
   m_send_params.cb.send = &ucx_transport::on_send;
   m_recv_params.cb.recv = &ucx_transport::on_tag_recv;
