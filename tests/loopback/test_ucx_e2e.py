@@ -125,6 +125,19 @@ class Ucx(unittest.TestCase):
             self.assertEqual((prov["ucx_version"], prov["ucx_library"]), (library["version"], library["library"]))
         self.assertEqual(tuned["context"]["config"]["transports"]["ucx"], {"options": ["RNDV_THRESH=1K"]})
 
+    def test_a_ucx_that_cannot_load_skips_its_cases_and_the_rest_runs(self):
+        with pp.tmpdir() as d:
+            missing, out = os.path.join(d, "libucp.so.0"), os.path.join(d, "r.json")
+            proc, _ = pp.run(["run", "-t", "tcp,ucx", "--test", "tcp_lat,tag_lat", "--tls", "tcp", "--sizes", "8",
+                              "-d", "0.1s", "--json", out], env=pp.clean_env(PAIRPERF_UCX_LIBRARY=missing), timeout=120)
+            doc = pp.load(out)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        by = {r["case"]["transport"]: r for r in doc["results"]}
+        self.assertEqual(by["tcp"]["status"], "ok", by)
+        self.assertEqual(by["ucx"]["status"], "skipped", by)
+        self.assertIn(f"UCX cannot be loaded ({missing}: cannot open shared object file", by["ucx"]["message"])
+        self.assertIn("error", doc["context"]["tool"]["libraries"]["ucx"])
+
     def test_transport_this_host_lacks_is_skipped_with_what_it_has(self):
         with pp.Server() as s:
             proc, doc, _ = self.run_ucx(s, "--test", "tag_lat", "--tls", "rc", "--tls", "tcp,cuda_ipc", "--tls", "tcp", "--sizes", "8", "-n", "10")

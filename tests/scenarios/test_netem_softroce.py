@@ -17,6 +17,7 @@ Skips with the reason printed where the VM cannot run (no qemu, tc or libfabric,
 package cannot be fetched), or where the binary lacks one of the four transports. Needs no root:
 the namespaces live inside the VM."""
 import glob
+import json
 import os
 import re
 import shutil
@@ -29,6 +30,10 @@ import pairperf_testlib as pp
 
 SUITE = os.path.join(pp.SOURCE_DIR, "tests", "softroce", "netem_suite.sh")
 LIBFABRIC = next(iter(glob.glob("/usr/lib/*/libfabric.so.1") + glob.glob("/lib/*/libfabric.so.1")), None)
+# pairperf dlopen()s UCX too (transports/ucx/ucx_library.h): the file it loads here goes with it, by
+# the name the loader looks for (the VM's packing links that name to the file).
+_ucp = json.loads(pp.run(["info", "--json"], timeout=30)[0].stdout)["tool"]["libraries"].get("ucx", {}).get("library")
+LIBUCP = os.path.join(os.path.dirname(_ucp), "libucp.so.0") if _ucp else None
 TC = shutil.which("tc") or ("/usr/sbin/tc" if os.path.exists("/usr/sbin/tc") else None)
 FAULTS = ["clean", "delay", "loss", "duplicate", "reorder", "corrupt", "silent"]
 # The run's exit status per fault: 3 where a check missed (the delay's deliberate lat<=3ms, the
@@ -51,6 +56,8 @@ def why_not_runnable():
         return "tc is not installed (iproute2)"
     if not LIBFABRIC:
         return "libfabric1 is not installed"
+    if not LIBUCP:
+        return "no UCX library loads here (libucx0)"
     return None
 
 
@@ -123,7 +130,7 @@ class NetemFaultsInTheVm(pp.SoftRoceSuite):
     # 100-110 s on this 2-core host (about 15 s of it packing and booting), 117-160 s with a CPU
     # hog beside it, 235 s with two; a case that hangs is bounded by the suite's --timeout-case.
     TIMEOUT = 420
-    EXTRA_ADDS = (LIBFABRIC, TC)
+    EXTRA_ADDS = (LIBFABRIC, LIBUCP, TC)
     EXTRA_MODULES = ("veth", "sch_netem", "sch_ingress", "cls_u32", "cls_matchall", "act_gact", "act_pedit")
 
     @classmethod

@@ -36,6 +36,7 @@ std::string first_driver_error() {
 
 cuda_support probe() {
   cuda_support s;
+  if (load(&s.unloadable) == nullptr) return s;
   s.cuda_copy = available_transports().count("cuda_copy") > 0;
   // UCX looks for modules in "<directory of libucs>/ucx", then UCX_MODULE_DIR.
   s.ucs_library = lib().ucs;
@@ -67,6 +68,7 @@ const cuda_support& probe_cuda_support() {
 
 std::string explain_missing_cuda(const cuda_support& s) {
   if (s.cuda_copy) return {};
+  if (!s.unloadable.empty()) return s.unloadable;
   const std::string which =
       s.ucs_library.empty() ? "this UCX" : fmt::format("the UCX in use ({})", s.ucs_library);
   if (s.module.empty())

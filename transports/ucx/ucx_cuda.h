@@ -9,6 +9,7 @@
 namespace pairperf::ucx {
 
 struct cuda_support {
+  std::string unloadable;    // why no UCX loads in this process at all, "" if one does
   std::string ucs_library;   // the libucs this process loaded ("" if unknown)
   std::string module_dir;    // where UCX looks for its transport modules
   std::string module;        // the CUDA transport module found there, "" if none
