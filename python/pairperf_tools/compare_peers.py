@@ -27,6 +27,11 @@ sockperf's smallest message is 14 bytes (its header), so both latency runs use 1
 of the rounds is compared, so that drift of a shared VM hits both alike. Prints ratios; it never
 fails on a ratio (performance is reported, not asserted), only when a tool is missing.
 
+The UCX rows are like for like: pairperf and ucx_perftest load the same UCX, named with its version
+in each row and its file on stderr (a mismatch is an error, exit 2). By default that is the system's
+(Debian 12: 1.13.1); --ucx-library .deps/ucx-1.22/libucx/lib runs both on the libucx-cu13 wheel's
+1.22 (pairperf through PAIRPERF_UCX_LIBRARY, the wheel's own ucx_perftest and ucx_info).
+
 With --curves FILE it also measures ucx_perftest's tag_bw and tag_lat over message sizes (8 B to
 1 MiB, each TLS set) and writes them as a pairperf.peer file, which `pairperf report` draws as
 dashed curves beside pairperf's own.
@@ -88,7 +93,7 @@ from .compare_gpu import compare_gpu
 from .compare_rows import Row, breakdown, print_rows, rounds_row
 from .peer_runners import (GLOO_TORCH_PYTHON, UCX_TLS_SETS, bare_binary, fi_pingpong, gloo_peer, gloo_unavailable,
                            iperf3_bw, latency_pinning, micro_binary, pairperf, pairperf_gloo, pairperf_ofi, pairperf_ucx,
-                           sockperf_lat, ucx_bare, ucx_perftest)
+                           sockperf_lat, ucx_bare, ucx_perftest, ucx_tool, ucx_versions, use_ucx)
 from .processes import run
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", ".."))
@@ -139,21 +144,22 @@ def compare_ucx(a):
                 latency()
             for _, bandwidth in order:
                 bandwidth()
-        rows.append(rounds_row(f"ucx {tls} tag_lat 8 B p50 (us)", lat["pairperf"], "perftest", lat["perftest"], 1e6, "<= 1.03"))
-        rows.append(rounds_row(f"ucx {tls} tag_lat 8 B mean (us)", mean["pairperf"], "perftest", mean["perftest"], 1e6, "<= 1.03"))
-        rows.append(rounds_row(f"ucx {tls} tag_bw 1 MiB (GB/s)", bw["pairperf"], "perftest", bw["perftest"], 1e-9, ">= 0.97"))
+        prefix = f"ucx {a.ucx_version} {tls}"
+        rows.append(rounds_row(f"{prefix} tag_lat 8 B p50 (us)", lat["pairperf"], "perftest", lat["perftest"], 1e6, "<= 1.03"))
+        rows.append(rounds_row(f"{prefix} tag_lat 8 B mean (us)", mean["pairperf"], "perftest", mean["perftest"], 1e6, "<= 1.03"))
+        rows.append(rounds_row(f"{prefix} tag_bw 1 MiB (GB/s)", bw["pairperf"], "perftest", bw["perftest"], 1e-9, ">= 0.97"))
         figures[tls] = {"tag_lat_p50_s": {"pairperf": lat["pairperf"], "ucx_perftest": lat["perftest"]},
                         "tag_lat_mean_s": {"pairperf": mean["pairperf"], "ucx_perftest": mean["perftest"]},
                         "tag_bw_Bps": {"pairperf": bw["pairperf"], "ucx_perftest": bw["perftest"]}}
         if bare:
             # The same targets against the library's own loop: what pairperf adds on top of it.
-            rows.append(rounds_row(f"ucx {tls} tag_lat 8 B p50 (us)", lat["pairperf"], "bare loop", lat["bare"], 1e6, "<= 1.03"))
-            rows.append(rounds_row(f"ucx {tls} tag_lat 8 B mean (us)", mean["pairperf"], "bare loop", mean["bare"], 1e6, "<= 1.03"))
-            rows.append(rounds_row(f"ucx {tls} tag_bw 1 MiB (GB/s)", bw["pairperf"], "bare loop", bw["bare"], 1e-9, ">= 0.97"))
+            rows.append(rounds_row(f"{prefix} tag_lat 8 B p50 (us)", lat["pairperf"], "bare loop", lat["bare"], 1e6, "<= 1.03"))
+            rows.append(rounds_row(f"{prefix} tag_lat 8 B mean (us)", mean["pairperf"], "bare loop", mean["bare"], 1e6, "<= 1.03"))
+            rows.append(rounds_row(f"{prefix} tag_bw 1 MiB (GB/s)", bw["pairperf"], "bare loop", bw["bare"], 1e-9, ">= 0.97"))
             for name, key, series in (("tag_lat 8 B p50", "tag_lat_p50_s", lat), ("tag_lat 8 B mean", "tag_lat_mean_s", mean),
                                       ("tag_bw 1 MiB", "tag_bw_Bps", bw)):
                 figures[tls][key]["bare_loop"] = series["bare"]
-                splits.append(breakdown(f"ucx {tls} {name}", series["pairperf"], series["bare"], series["perftest"]))
+                splits.append(breakdown(f"ucx {a.ucx_version} {tls} {name}", series["pairperf"], series["bare"], series["perftest"]))
     figures["breakdown"] = splits
     sweep_rows, figures["sweep_wall_s"] = compare_sweep(a)
     return rows + sweep_rows, figures
@@ -273,6 +279,10 @@ def main(argv):
     ap.add_argument("--curves", help="also write ucx_perftest's curves over sizes here (pairperf.peer)")
     ap.add_argument("--pairperf", default=os.path.join(ROOT, "build", "pairperf"))
     ap.add_argument("--vm", action="store_true", help="--suite ofi: over verbs;ofi_rxm in the Soft-RoCE VM")
+    ap.add_argument("--ucx-library", metavar="PATH",
+                    help="the UCX rows on this installation's libucp.so.0 (the file or its folder, e.g. "
+                         ".deps/ucx-1.22/libucx/lib): pairperf loads it, ucx_perftest and ucx_info come from its bin/ "
+                         "(default: the system's UCX)")
     a = ap.parse_args(argv)
     if not 1 <= a.rounds <= 20 or not 1 <= a.seconds <= 60:
         ap.error("--rounds 1..20 and --seconds 1..60")
@@ -300,8 +310,14 @@ def main(argv):
         print(f"pairperf's gloo cases flagged noisy (host): {figures['pairperf_noisy_cases']} of "
               f"{2 * len(GLOO_SIZES) * a.rounds}")
         return 0
-    tools = {"tcp": ["iperf3", "sockperf"], "ucx": ["ucx_perftest"], "ofi": ["fi_pingpong"],
-             "all": ["iperf3", "sockperf", "ucx_perftest", "fi_pingpong"]}[a.suite]
+    if a.ucx_library:
+        try:
+            use_ucx(a.ucx_library)
+        except RuntimeError as e:
+            print(f"compare-peers: --ucx-library {e}", file=sys.stderr)
+            return 2
+    tools = {"tcp": ["iperf3", "sockperf"], "ucx": [ucx_tool("ucx_perftest")], "ofi": ["fi_pingpong"],
+             "all": ["iperf3", "sockperf", ucx_tool("ucx_perftest"), "fi_pingpong"]}[a.suite]
     for tool in tools:
         if shutil.which(tool) is None:
             print(f"compare-peers: {tool} is not installed (scripts/setup installs it)", file=sys.stderr)
@@ -316,7 +332,16 @@ def main(argv):
         rows += tcp_rows
         report["tcp"] = tcp_figures
     if a.suite in ("ucx", "all"):
+        # Like for like: ucx_perftest of the UCX pairperf loads, or no UCX rows.
+        versions = ucx_versions(a.pairperf)
+        print("UCX: " + "; ".join(f"{tool} on {v} ({path})" for tool, (v, path) in versions.items()), file=sys.stderr)
+        if versions["pairperf"][0] != versions["ucx_perftest"][0]:
+            print(f"compare-peers: pairperf loads UCX {versions['pairperf'][0]} and ucx_perftest runs on "
+                  f"{versions['ucx_perftest'][0]}: the UCX rows would compare two libraries (--ucx-library)", file=sys.stderr)
+            return 2
+        a.ucx_version = versions["pairperf"][0]
         ucx_rows, ucx_figures = compare_ucx(a)
+        ucx_figures["ucx"] = {tool: {"version": v, "library": path} for tool, (v, path) in versions.items()}
         rows += ucx_rows
         report["ucx"] = ucx_figures
     if a.suite in ("ofi", "all"):
@@ -363,7 +388,7 @@ def compare_sample_cost(a):
 
 def write_curves(path):
     """ucx_perftest over sizes, per TLS set: the peer curves for `pairperf report`."""
-    if shutil.which("ucx_perftest") is None:
+    if shutil.which(ucx_tool("ucx_perftest")) is None:
         print("compare-peers: --curves needs ucx_perftest", file=sys.stderr)
         return
     sizes = [8, 64, 512, 4096, 32768, 262144, 1 << 20]

@@ -2,9 +2,11 @@
 libfabric, gloo), iperf3, sockperf, ucx_perftest, the bare UCX loop (pairperf_ucx_bare),
 fi_pingpong, the gloo peers (the C++ loop, torch.distributed), pairperf_micro's cudaMemcpy; and
 whether a suite's tools are here."""
+import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 
@@ -56,8 +58,58 @@ UCX_TLS_SETS = ["tcp", "posix,sysv,cma"]
 MB = 1024 * 1024  # ucx_perftest's MB/s
 
 
+# The UCX installation both sides of the UCX rows use (--ucx-library): its lib folder, or None for
+# the system's (the libucp.so.0 the loader finds; ucx_perftest and ucx_info on PATH).
+UCX_INSTALL = {"lib": None}
+
+
+def use_ucx(path):
+    """The UCX rows run on the installation whose libucp.so.0 is `path` (the file or its folder; a
+    wheel's libucx/lib, whose bin/ holds its ucx_perftest and ucx_info)."""
+    lib = path if os.path.isdir(path) else os.path.dirname(path)
+    if not os.path.exists(os.path.join(lib, "libucp.so.0")):
+        raise RuntimeError(f"{path}: no libucp.so.0 there")
+    UCX_INSTALL["lib"] = os.path.abspath(lib)
+
+
+def ucx_tool(name):
+    """ucx_perftest or ucx_info of the installation in use."""
+    if UCX_INSTALL["lib"]:
+        return os.path.join(os.path.dirname(UCX_INSTALL["lib"]), "bin", name)
+    return name
+
+
+def ucx_library_env(env=None):
+    """`env` (default: this process's) with the installation in use for pairperf (PAIRPERF_UCX_LIBRARY)
+    and for the tools linked to libucp.so.0 (LD_LIBRARY_PATH; a wheel's own libraries, such as the
+    libgomp its ucx_perftest needs, sit in a .libs folder beside the package)."""
+    env = dict(os.environ if env is None else env)
+    lib = UCX_INSTALL["lib"]
+    if lib:
+        env["PAIRPERF_UCX_LIBRARY"] = os.path.join(lib, "libucp.so.0")
+        extra = [lib] + sorted(glob.glob(os.path.join(lib, "..", "..", "*.libs")))
+        env["LD_LIBRARY_PATH"] = ":".join(extra + [p for p in env.get("LD_LIBRARY_PATH", "").split(":") if p])
+    return env
+
+
+def ucx_versions(pairperf_binary):
+    """{"pairperf": (version, library file), "ucx_perftest": (version, library file)}: the UCX each
+    side of the rows really loads (pairperf's results context; the installation's ucx_info -v)."""
+    env = ucx_library_env()
+    info = json.loads(run([pairperf_binary, "info", "--json"], timeout=60, env=env).stdout)["tool"]["libraries"]["ucx"]
+    # ucx_info -v: "# Library version: 1.22.0" (1.2x), "# Version 1.13.1" (1.13); the file: as the loader
+    # resolves ucx_perftest's libucp.so.0 in the same environment.
+    text = run([ucx_tool("ucx_info"), "-v"], timeout=60, env=env).stdout
+    version = re.search(r"^# (?:Library version:|Version)\s*(\S+)", text, re.M)
+    perftest = shutil.which(ucx_tool("ucx_perftest")) or ucx_tool("ucx_perftest")
+    linked = re.search(r"libucp\.so\.0 => (\S+)", run(["ldd", perftest], timeout=60, env=env).stdout)
+    return {"pairperf": (info.get("version", "?"), info.get("library", info.get("error", "?"))),
+            "ucx_perftest": (version.group(1) if version else "?",
+                             os.path.realpath(linked.group(1)) if linked else "?")}
+
+
 def ucx_env(tls):
-    env = dict(os.environ, UCX_NET_DEVICES="lo")
+    env = dict(ucx_library_env(), UCX_NET_DEVICES="lo")
     if tls:
         env["UCX_TLS"] = tls
     else:
@@ -78,9 +130,9 @@ def ucx_perftest(test, size, iters, warmup, tls, window=32, mem=None, pin=None):
     -m value ("cuda,cuda"), None for host memory; pin: (client CPU, server CPU)."""
     port = free_port()
     env = ucx_env(tls)
-    server = ["ucx_perftest", "-p", str(port)] + (["-c", str(pin[1])] if pin else [])
+    server = [ucx_tool("ucx_perftest"), "-p", str(port)] + (["-c", str(pin[1])] if pin else [])
     with Background(server, port, env=env, exits=True):
-        args = ["ucx_perftest", "-p", str(port), "127.0.0.1", "-t", test, "-s", str(size), "-n", str(iters), "-w", str(warmup), "-f"]
+        args = [ucx_tool("ucx_perftest"), "-p", str(port), "127.0.0.1", "-t", test, "-s", str(size), "-n", str(iters), "-w", str(warmup), "-f"]
         if pin:
             args += ["-c", str(pin[0])]
         if test.endswith("_bw"):
@@ -102,7 +154,7 @@ def pairperf_ucx(binary, test, sizes, iters, warmup, tls_sets, window=32, extra=
                 "--window", str(window), "--json", out, "--quiet", "--timeout-case", "300s"] + list(extra)
         for t in tls_sets:
             args += ["--tls", t or "all"]
-        run(args, timeout=1200)
+        run(args, timeout=1200, env=ucx_library_env())
         with open(out) as f:
             doc = json.load(f)
         results = doc["results"]

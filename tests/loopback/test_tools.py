@@ -236,6 +236,31 @@ class ComparePeers(unittest.TestCase):
         r = script("compare-peers", "--rounds", "0")
         self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
         self.assertIn("--rounds 1..20", r.stderr)
+        r = script("compare-peers", "--suite", "ucx", "--ucx-library", "/nonexistent/lib", "--pairperf", pp.BIN)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("--ucx-library /nonexistent/lib: no libucp.so.0 there", r.stderr)
+
+    def test_the_ucx_rows_run_both_tools_on_one_ucx(self):
+        # What compare-peers checks before its UCX rows: the UCX pairperf loads and the one
+        # ucx_perftest runs on, by version and file; on the system's and on the 1.22 wheel's.
+        if shutil.which("ucx_perftest") is None:
+            self.skipTest("ucx_perftest is not installed (ucx-utils; scripts/setup installs it)")
+        try:
+            seen = [peer_runners.ucx_versions(pp.BIN)]
+            wheel = os.path.join(pp.SOURCE_DIR, ".deps", "ucx-1.22", "libucx", "lib")
+            if os.path.exists(os.path.join(wheel, "libucp.so.0")):
+                peer_runners.use_ucx(wheel)
+                seen.append(peer_runners.ucx_versions(pp.BIN))
+            else:
+                print(f"the 1.22 half is left out: no libucx-cu13 wheel in {wheel} (scripts/setup installs it)")
+        finally:
+            peer_runners.UCX_INSTALL["lib"] = None
+        print(seen, flush=True)
+        for versions in seen:
+            self.assertEqual(versions["pairperf"], versions["ucx_perftest"], versions)
+        if len(seen) == 2:
+            self.assertEqual(seen[1]["pairperf"][0], "1.22.0", seen)
+            self.assertTrue(seen[1]["pairperf"][1].startswith(wheel), seen)
 
 
 if __name__ == "__main__":
