@@ -166,28 +166,30 @@ void load_into(loaded_library& l) {
     return;
   }
   if (f.loaded.major != 1 || f.loaded < version{1, 13}) {
-    l.why = fmt::format("UCX {}.{} at {} is older than 1.13, the oldest pairperf runs on",
-                        f.loaded.major, f.loaded.minor, f.path);
+    l.why = fmt::format("UCX {}.{} at {}: pairperf runs on UCX 1.13 and later 1.x", f.loaded.major,
+                        f.loaded.minor, f.path);
   }
   // The handle stays open for the life of the process: contexts and workers live in it.
 }
 
-std::atomic<const library*> loaded_pointer{nullptr};
-
-const loaded_library& loaded() {
+const loaded_library& the_library() {
   static std::once_flag once;
   static loaded_library l;
   std::call_once(once, [] {
     load_into(l);
-    if (l.why.empty()) loaded_pointer.store(&l.functions, std::memory_order_release);
+    if (l.why.empty()) detail::loaded.store(&l.functions, std::memory_order_release);
   });
   return l;
 }
 
 }  // namespace
 
+std::atomic<const library*> detail::loaded{nullptr};
+
+void detail::throw_unloaded() { throw std::runtime_error(the_library().why); }
+
 const library* load(std::string* why) {
-  const loaded_library& l = loaded();
+  const loaded_library& l = the_library();
   if (!l.why.empty()) {
     if (why != nullptr) *why = l.why;
     return nullptr;
@@ -195,71 +197,51 @@ const library* load(std::string* why) {
   return &l.functions;
 }
 
-const library& lib() {
-  if (const library* p = loaded_pointer.load(std::memory_order_acquire); p != nullptr) return *p;
-  std::string why;
-  if (const library* p = load(&why); p != nullptr) return *p;
-  throw std::runtime_error(why);
-}
-
-namespace {
-
-// The data path's read of the table: a load and a predictable branch (the library is loaded by
-// the transport's constructor before any of these runs).
-const library& loaded_or_load() {
-  const library* p = loaded_pointer.load(std::memory_order_acquire);
-  return p != nullptr ? *p : lib();
-}
-
-}  // namespace
-
 namespace api {
-unsigned ucp_worker_progress(ucp_worker_h worker) {
-  return loaded_or_load().ucp_worker_progress(worker);
-}
+unsigned ucp_worker_progress(ucp_worker_h worker) { return lib().ucp_worker_progress(worker); }
 ucs_status_ptr_t ucp_tag_send_nbx(ucp_ep_h ep, const void* buffer, size_t count, ucp_tag_t tag,
                                   const ucp_request_param_t* param) {
-  return loaded_or_load().ucp_tag_send_nbx(ep, buffer, count, tag, param);
+  return lib().ucp_tag_send_nbx(ep, buffer, count, tag, param);
 }
 ucs_status_ptr_t ucp_tag_recv_nbx(ucp_worker_h worker, void* buffer, size_t count, ucp_tag_t tag,
                                   ucp_tag_t tag_mask, const ucp_request_param_t* param) {
-  return loaded_or_load().ucp_tag_recv_nbx(worker, buffer, count, tag, tag_mask, param);
+  return lib().ucp_tag_recv_nbx(worker, buffer, count, tag, tag_mask, param);
 }
-void ucp_request_free(void* request) { loaded_or_load().ucp_request_free(request); }
+void ucp_request_free(void* request) { lib().ucp_request_free(request); }
 ucs_status_t ucp_request_check_status(void* request) {
-  return loaded_or_load().ucp_request_check_status(request);
+  return lib().ucp_request_check_status(request);
 }
 ucs_status_t ucp_request_query(void* request, ucp_request_attr_t* attr) {
-  return loaded_or_load().ucp_request_query(request, attr);
+  return lib().ucp_request_query(request, attr);
 }
 void ucp_request_cancel(ucp_worker_h worker, void* request) {
-  loaded_or_load().ucp_request_cancel(worker, request);
+  lib().ucp_request_cancel(worker, request);
 }
 ucs_status_ptr_t ucp_put_nbx(ucp_ep_h ep, const void* buffer, size_t count, uint64_t remote_addr,
                              ucp_rkey_h rkey, const ucp_request_param_t* param) {
-  return loaded_or_load().ucp_put_nbx(ep, buffer, count, remote_addr, rkey, param);
+  return lib().ucp_put_nbx(ep, buffer, count, remote_addr, rkey, param);
 }
 ucs_status_ptr_t ucp_get_nbx(ucp_ep_h ep, void* buffer, size_t count, uint64_t remote_addr,
                              ucp_rkey_h rkey, const ucp_request_param_t* param) {
-  return loaded_or_load().ucp_get_nbx(ep, buffer, count, remote_addr, rkey, param);
+  return lib().ucp_get_nbx(ep, buffer, count, remote_addr, rkey, param);
 }
 ucs_status_ptr_t ucp_am_send_nbx(ucp_ep_h ep, unsigned id, const void* header, size_t header_length,
                                  const void* buffer, size_t count,
                                  const ucp_request_param_t* param) {
-  return loaded_or_load().ucp_am_send_nbx(ep, id, header, header_length, buffer, count, param);
+  return lib().ucp_am_send_nbx(ep, id, header, header_length, buffer, count, param);
 }
 ucs_status_ptr_t ucp_am_recv_data_nbx(ucp_worker_h worker, void* data_desc, void* buffer,
                                       size_t count, const ucp_request_param_t* param) {
-  return loaded_or_load().ucp_am_recv_data_nbx(worker, data_desc, buffer, count, param);
+  return lib().ucp_am_recv_data_nbx(worker, data_desc, buffer, count, param);
 }
 void ucp_am_data_release(ucp_worker_h worker, void* data) {
-  loaded_or_load().ucp_am_data_release(worker, data);
+  lib().ucp_am_data_release(worker, data);
 }
 ucs_status_ptr_t ucp_ep_flush_nbx(ucp_ep_h ep, const ucp_request_param_t* param) {
-  return loaded_or_load().ucp_ep_flush_nbx(ep, param);
+  return lib().ucp_ep_flush_nbx(ep, param);
 }
 ucs_status_ptr_t ucp_worker_flush_nbx(ucp_worker_h worker, const ucp_request_param_t* param) {
-  return loaded_or_load().ucp_worker_flush_nbx(worker, param);
+  return lib().ucp_worker_flush_nbx(worker, param);
 }
 }  // namespace api
 

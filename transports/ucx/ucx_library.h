@@ -17,6 +17,7 @@
 #include <ucs/config/types.h>
 #include <ucs/datastruct/list.h>
 
+#include <atomic>
 #include <cstdio>
 #include <string>
 
@@ -108,9 +109,20 @@ struct library {
 
 // The library, loaded once per process; null when it cannot be (`why` then says why).
 const library* load(std::string* why = nullptr);
-// The loaded library; only after load() returned it (throws std::runtime_error with the reason
-// otherwise).
-const library& lib();
+
+namespace detail {
+// Set once the library has loaded (load()); read on every call, the data path's included.
+extern std::atomic<const library*> loaded;
+[[noreturn]] void throw_unloaded();
+}  // namespace detail
+
+// The loaded library: a load and a predictable branch once load() has run; loads it first
+// otherwise, and throws std::runtime_error with the reason where it cannot.
+inline const library& lib() {
+  if (const library* p = detail::loaded.load(std::memory_order_acquire); p != nullptr) return *p;
+  if (const library* p = load(); p != nullptr) return *p;
+  detail::throw_unloaded();
+}
 
 // The data path's calls, out of line: a direct call, then a jump through the loaded library's
 // table, as a call through the PLT into a linked library is; the measured loops make no indirect

@@ -160,10 +160,10 @@ ucx_transport::ucx_transport(const transport_params& params) : m_params(params) 
   });
   if (one_sided_test &&
       (c.client_memory == memory_type::cuda || c.server_memory == memory_type::cuda)) {
-    unsigned major = 0, minor = 0, release = 0;
-    ucx::lib().ucp_get_version(&major, &minor, &release);
-    const bool v2 = ucx::uses_protocols_v2(major, minor, options, std::getenv("UCX_PROTO_ENABLE"));
-    if (const std::string why = ucx::cuda_rma_problem(major, minor, v2); !why.empty())
+    const ucx::version v = ucx::lib().loaded;
+    const bool v2 =
+        ucx::uses_protocols_v2(v.major, v.minor, options, std::getenv("UCX_PROTO_ENABLE"));
+    if (const std::string why = ucx::cuda_rma_problem(v.major, v.minor, v2); !why.empty())
       throw transport_unsupported(why);
   }
 
