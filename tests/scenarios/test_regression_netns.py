@@ -84,6 +84,7 @@ class RegressionStudy(unittest.TestCase):
             aa = regression_study.compare_with(pp.BIN, base, [same], folder)
             slow = regression_study.compare_with(pp.BIN, base, [slower], folder)
             waits = [waited(f) for f in base]
+            waited_new = waited(slower)
         print(f"baseline (waited share, noisy): {waits}\nloaded, same link: {aa}\nloaded, 25% slower: {slow}", flush=True)
         # The same link under load: whatever moved, the measured waits explain it or the runs cannot tell; never a
         # regression (the loaded latency p99s were +60-72% "regressions" before the gate weighed the waits).
@@ -97,11 +98,17 @@ class RegressionStudy(unittest.TestCase):
         usual = sorted(quiet)[len(quiet) // 2] if quiet else 1.0
         loaded = [w for w, noisy in waits if noisy and w > usual + 0.05]
         self.assertAlmostEqual(slow["bandwidth_change"], -0.25, delta=0.05, msg=slow)
-        if len(quiet) >= 3 and len(loaded) >= 2:
+        # and the new run waited at most 10 points longer than the longest of them (a run that waited
+        # much longer is not covered by what the baseline showed: compare/compare_noise.cpp held_under_load).
+        slow_wait = waited_new
+        if len(quiet) >= 3 and len(loaded) >= 2 and slow_wait[0] <= max(loaded) + 0.1:
             self.assertEqual((slow["exit_code"], slow["bandwidth"]), (3, "regression"), slow)
         else:
-            print(f"not judgeable here: {len(quiet)} quiet baseline run(s), {len(loaded)} loaded", flush=True)
-            self.assertEqual(slow["exit_code"], 4, slow)
+            # Another hog beside the suite can make every baseline run noisy: compare then judges them
+            # all alike (the drop is caught) or cannot (inconclusive); never "no change".
+            print(f"{len(quiet)} quiet baseline run(s), {len(loaded)} loaded beyond them, the slower run waited "
+                  f"{slow_wait[0]}", flush=True)
+            self.assertIn((slow["exit_code"], slow["bandwidth"]), ((3, "regression"), (4, "inconclusive")), slow)
 
 
 def waited(path):
