@@ -2,6 +2,7 @@
 // views from the context and the reach probes, the variable checks, and the findings of the
 // links, the library probes and the paths.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <map>
@@ -154,7 +155,8 @@ void add_gpu_path_findings(doctor_report& r) {
                             fmt::join(chosen, ", "))
               : "GPU data needs the NVIDIA driver on both sides and a UCX built with CUDA "
                 "(`pairperf info` says which is missing; scripts/build-ucx-cuda builds such a "
-                "UCX)"});
+                "UCX)",
+          severity::fails, r.library_transport});
       continue;
     }
     const std::string cause = r.gpus && !r.gpus->problem.empty() ? r.gpus->problem : c.gpu_path_why;
@@ -231,7 +233,7 @@ void add_library_findings(doctor_report& r) {
                     u.target.local_iface, device_variable, u.target.local_iface, u.result.message),
         "run with UCX_LOG_LEVEL=info on both sides; check UCX_TCP_* options and the server's "
         "UCX_NET_DEVICES",
-        severity::fragile});
+        severity::fragile, r.library_transport});
   }
 }
 
@@ -252,8 +254,45 @@ void judge_paths(doctor_report& r) {
       r.findings.push_back(finding{"pair", "path",
                                    fmt::format("expected {}, UCX used {}: {}; cause: {}",
                                                v.expected, v.seen, v.verdict, v.cause),
-                                   v.fix});
+                                   v.fix, severity::fails, r.library_transport});
     }
+  }
+}
+
+// The libraries of a context's side ("tool" or "server_tool"): describe_library() per transport.
+nlohmann::json libraries_of(const nlohmann::json& ctx, const char* key) {
+  if (!ctx.is_object() || !ctx.contains(key) || !ctx.at(key).is_object()) return {};
+  const auto& tool = ctx.at(key);
+  return tool.contains("libraries") && tool.at("libraries").is_object() ? tool.at("libraries")
+                                                                        : nlohmann::json();
+}
+
+// Two sides whose libraries cannot be trusted together (registry: peer_mismatch): that is the
+// finding, and the transport's failing probes are its evidence, not findings about interfaces or
+// variables that no setting of them would fix.
+void fold_library_mismatch(doctor_report& r) {
+  const nlohmann::json client = libraries_of(r.context, "tool");
+  const nlohmann::json server = libraries_of(r.context, "server_tool");
+  for (const auto& e : transport_registry::instance().all()) {
+    if (!e.peer_mismatch || !client.is_object() || !server.is_object() ||
+        !client.contains(e.name) || !server.contains(e.name))
+      continue;
+    const auto [why, fix] = e.peer_mismatch(client.at(e.name), server.at(e.name));
+    if (why.empty()) continue;
+    std::vector<std::string> evidence;
+    bool failed = false;
+    std::erase_if(r.findings, [&](const finding& f) {
+      if (f.measured_by != e.name) return false;
+      evidence.push_back(f.problem);
+      failed = failed || f.severity == severity::fails;
+      return true;
+    });
+    r.findings.push_back(
+        finding{"pair", e.name + " version",
+                evidence.empty() ? why
+                                 : fmt::format("{}; between these two, {} probe(s) failed: {}", why,
+                                               evidence.size(), fmt::join(evidence, " | ")),
+                fix, failed ? severity::fails : severity::fragile});
   }
 }
 
@@ -277,6 +316,7 @@ void analyze(doctor_report& r) {
   add_reach_findings(r);
   add_library_findings(r);
   judge_paths(r);
+  fold_library_mismatch(r);
 }
 
 }  // namespace pairperf

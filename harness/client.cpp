@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <map>
 #include <thread>
 
 #include "core/control.h"
@@ -15,6 +17,7 @@
 #include "harness/context.h"
 #include "harness/token.h"
 #include "host/pair.h"
+#include "transports/registry.h"
 
 namespace pairperf {
 
@@ -40,6 +43,40 @@ nlohmann::json client_run::open_channel() {
   return std::move(opened.second);
 }
 
+namespace {
+
+// Each transport of this run whose two sides' libraries cannot be trusted together (registry:
+// peer_mismatch), said before the first case and kept in the context. Returns, per transport, the
+// note its failed cases carry.
+std::map<std::string, std::string> note_library_mismatches(const std::vector<test_case>& cases,
+                                                           nlohmann::json& ctx) {
+  std::map<std::string, std::string> notes;
+  const auto libraries = [&](const char* key) {
+    const nlohmann::json& tool = ctx.value(key, nlohmann::json::object());
+    return tool.is_object() ? tool.value("libraries", nlohmann::json::object())
+                            : nlohmann::json::object();
+  };
+  const nlohmann::json client = libraries("tool"), server = libraries("server_tool");
+  for (const auto& e : transport_registry::instance().all()) {
+    const bool used = std::any_of(cases.begin(), cases.end(),
+                                  [&](const test_case& c) { return c.transport == e.name; });
+    if (!used || !e.peer_mismatch || !client.is_object() || !server.is_object() ||
+        !client.contains(e.name) || !server.contains(e.name))
+      continue;
+    const auto [problem, fix] = e.peer_mismatch(client.at(e.name), server.at(e.name));
+    if (problem.empty()) continue;
+    fmt::print(stderr, "pairperf: warning: {}: {}; {}\n", e.name, problem, fix);
+    ctx["library_mismatch"][e.name] = {{"problem", problem}, {"fix", fix}};
+    notes[e.name] = fmt::format(
+        "; the client's {} library is version {} and the server's {}: two versions that may not "
+        "work together (context: library_mismatch)",
+        e.name, client.at(e.name).value("version", "?"), server.at(e.name).value("version", "?"));
+  }
+  return notes;
+}
+
+}  // namespace
+
 void client_run::hello() {
   const nlohmann::json reply = open_channel();
   nlohmann::json ctx = own_context();
@@ -53,6 +90,7 @@ void client_run::hello() {
   m_server_host = server_host.value("hostname", std::string());
   ctx["server_tool"] = reply.value("tool", nlohmann::json::object());
   ctx["env"]["server"] = reply.value("env", nlohmann::json::object());
+  m_mismatch_notes = note_library_mismatches(m_options.cases, ctx);
   m_out.report_context(ctx);
 }
 
@@ -108,6 +146,10 @@ void client_run::begin(const test_case& c, steady::time_point at) {
 // the counts, the fixed-cost figure, the reporter.
 void client_run::finish(case_result& r) {
   r.wall_s = seconds_since(m_case_start);
+  if (r.status != case_status::ok && r.status != case_status::skipped) {
+    if (const auto note = m_mismatch_notes.find(r.test.transport); note != m_mismatch_notes.end())
+      r.message += note->second;
+  }
   m_overhead.add(r);
   apply_expectations(m_options.expectations, r, m_hint, &m_tally);
   m_sum.count(r);

@@ -4,6 +4,7 @@
 // each case, its setup and its phases (client_case.cpp).
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
@@ -74,6 +75,8 @@ class client_run {
   std::optional<expectation_hint> m_hint;  // why shared memory is impossible for this pair
   bool m_reconnect = false;   // a case worker died mid-case: the channel's state is unknown
   std::string m_server_host;  // the server's hostname from the first hello
+  // Per transport whose two sides' libraries may not work together: what its failures add.
+  std::map<std::string, std::string> m_mismatch_notes;
   nlohmann::json m_reconnects = nlohmann::json::array();  // each time the server came back
   run_summary m_sum;
   expectation_tally m_tally;

@@ -227,7 +227,7 @@ class checker {
                             m_ucx.message),
                 fmt::format("pin UCX to interfaces that reach each other ({}; {})",
                             fix_line(m_c, "UCX_NET_DEVICES"), fix_line(m_s, "UCX_NET_DEVICES")),
-                severity::fails});
+                severity::fails, "ucx"});
   }
 
   void nccl_ib_hca(const side_view& s) {

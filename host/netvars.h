@@ -160,6 +160,8 @@ struct finding {
   std::string problem;
   std::string fix;
   enum severity severity = severity::fails;
+  // The transport whose probe failed to make this finding ("ucx"); "" for a rule's finding.
+  std::string measured_by = {};
 };
 void to_json(nlohmann::json& j, const finding& f);
 

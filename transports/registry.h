@@ -64,6 +64,13 @@ struct transport_entry {
   std::function<transport_cli(CLI::App& run)> add_run_options;
   // Facts for `pairperf info` and the context block (library version, available transports...).
   std::function<nlohmann::json()> describe_library;
+  // Why the two sides' libraries, as their describe_library() facts (client's, server's) tell,
+  // cannot be trusted to work together, and the fix: {problem, fix}; an empty problem where they
+  // can or the facts do not say. Empty function = no such rule. Doctor folds this transport's
+  // failing probes into that finding, and `run` warns at its start.
+  std::function<std::pair<std::string, std::string>(const nlohmann::json& client,
+                                                    const nlohmann::json& server)>
+      peer_mismatch;
   // Why this host cannot run the transport at all ("" = it can; empty function = always can).
   // Such transports stay out of the default sweep; asked for by name, their cases are skipped.
   std::function<std::string()> unavailable;

@@ -210,6 +210,92 @@ class Ucx(unittest.TestCase):
             self.assertIn("lanes", r["provenance"]["client"])
             self.assertIn("lanes", r["provenance"]["server"])
 
+    def test_lanes_are_the_protocol_ucx_selected_for_the_operation_and_size(self):
+        # UCX 1.16+ prints its protocol table for each send operation (ucp_ep_print_info) and names the
+        # selected protocol in each request: the result's lanes are that row's config, read here from
+        # UCX's own lines. UCX 1.13 has neither: its lanes are the endpoint's.
+        with pp.Server() as s:
+            proc, doc, _ = self.run_ucx(s, "--test", "tag_bw,am_bw,put_bw", "--tls", "tcp", "--tls", "posix,sysv,cma",
+                                        "--sizes", "8,64K,1M", "-n", "20")
+        self.assertIn(proc.returncode, (0, 4), proc.stderr[-2000:])
+        version = tuple(int(x) for x in doc["context"]["tool"]["libraries"]["ucx"]["version"].split(".")[:2])
+        for r in doc["results"]:
+            p, c = r["provenance"], r["provenance"]["client"]
+            lanes = [f"{l['transport']}/{l['device']}" for l in p["lanes"]]
+            if version < (1, 16):
+                self.assertEqual(c["lanes_from"], "endpoint configuration", r["case"])
+                continue
+            if r["case"]["test"] == "put_bw":  # its table is the worker's: the request says it
+                self.assertEqual(c["lanes_from"], "ucx request", r["case"])
+                self.assertIn(f"length {r['case']['size_bytes']} {p['protocol']} {lanes[0]}", c["request_info"])
+                continue
+            self.assertEqual(c["lanes_from"], "ucx protocol table", r["case"])
+            row = table_row(c["ep_info"], c["protocol_selection"]["operation"], r["case"]["size_bytes"])
+            self.assertEqual(row[1].removeprefix("(?) "), p["protocol"], r["case"])
+            self.assertEqual(lanes, row[2].split(), r["case"])
+            want = "cma/memory" if r["case"]["tls"] != "tcp" and r["case"]["size_bytes"] == 1 << 20 else None
+            if want:
+                self.assertEqual(lanes, [want], r["case"])
+
+    def test_two_ucx_minor_versions_are_the_finding_not_an_interface(self):
+        # The system UCX (1.13.1) here, UCX 1.22.0 on the server. Measured: every case fails in
+        # ucp_ep_rkey_unpack; `run` says why before its first case, and doctor names the versions as the
+        # finding, with the probes that failed as its evidence, instead of blaming UCX_NET_DEVICES or the path.
+        peer = os.environ.get("PAIRPERF_UCX_PEER_LIBRARY", "")
+        if WANTED or not os.path.exists(peer):
+            self.skipTest("needs the system UCX here and PAIRPERF_UCX_PEER_LIBRARY (UCX 1.22 from scripts/setup) "
+                          f"for the server (PAIRPERF_UCX_LIBRARY={WANTED}, PAIRPERF_UCX_PEER_LIBRARY={peer or 'unset'})")
+        with pp.Server(env=dict(os.environ, PAIRPERF_UCX_LIBRARY=peer)) as s:
+            proc, doc, _ = self.run_ucx(s, "--test", "tag_lat", "--tls", "tcp", "--tls", "posix,sysv,cma", "--sizes", "8",
+                                        "-n", "10", timeout=120)
+            dproc, _ = pp.run(["doctor", s.address, "--json", "-"], timeout=300)
+        mine = doc["context"]["tool"]["libraries"]["ucx"]["version"]
+        theirs = doc["context"]["server_tool"]["libraries"]["ucx"]["version"]
+        self.assertNotEqual(mine.split(".")[:2], theirs.split(".")[:2], (mine, theirs))
+        said = doc["context"]["library_mismatch"]["ucx"]
+        for v in (mine, theirs):
+            self.assertIn(f"UCX {v} (", said["problem"])
+        self.assertIn("warning: ucx: the client loads UCX", proc.stderr)
+        self.assertIn("PAIRPERF_UCX_LIBRARY", said["fix"])
+        # What the message claims was measured, measured again: every case fails, UCX's error named, and
+        # each says the versions differ (over tcp, 1.13 cannot read 1.22's address: "unreachable").
+        by_tls = {r["case"]["tls"]: r for r in doc["results"]}
+        self.assertEqual(by_tls["tcp"]["status"], "unreachable", by_tls)
+        self.assertEqual(by_tls["posix,sysv,cma"]["status"], "error", by_tls)
+        self.assertIn("ucp_ep_rkey_unpack: Unsupported operation", by_tls["posix,sysv,cma"]["message"])
+        for r in doc["results"]:
+            self.assertIn(f"the client's ucx library is version {mine} and the server's {theirs}", r["message"])
+        self.assertEqual(proc.returncode, 1, proc.stderr[-2000:])
+        report = json.loads(dproc.stdout)
+        self.assertEqual(dproc.returncode, 3, dproc.stderr[-2000:])
+        versions = [f for f in report["findings"] if f["subject"] == "ucx version"]
+        self.assertEqual(len(versions), 1, report["findings"])
+        self.assertEqual(versions[0]["severity"], "fails")
+        self.assertIn("probe(s) failed", versions[0]["problem"])
+        self.assertIn("Unsupported operation", versions[0]["problem"])
+        blamed = [f for f in report["findings"] if f["subject"].startswith("UCX_") or f["subject"] == "path"]
+        self.assertEqual(blamed, [], report["findings"])
+
+
+def table_row(ep_info, operation, size):
+    """The (range, description, config) row for `size` of the table titled `operation` in UCX's own
+    ucp_ep_print_info lines."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+    def number(t):
+        return float("inf") if t == "inf" else int(t[:-1]) * units[t[-1]] if t[-1] in units else int(t)
+
+    inside = False
+    for line in ep_info:
+        cells = [c.strip() for c in line.split("|")[1:-1]]
+        if len(cells) in (1, 2) and cells[-1] == operation:
+            inside = True
+        elif inside and len(cells) == 3 and cells[0] != "Range":
+            lo, _, hi = cells[0].partition("..")
+            if number(lo) <= size <= number(hi or lo):
+                return cells
+    raise AssertionError(f"no row for {size} in the table {operation!r}")
+
 
 if __name__ == "__main__":
     pp.main()

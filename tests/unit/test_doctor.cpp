@@ -201,8 +201,8 @@ TEST(DoctorAnalyze, GpuFallbackBetweenContainersIsAFinding) {
 // names another, so CUDA there sees none and the GPU row is skipped: the fix names the variable.
 TEST(DoctorAnalyze, GpuRowWithoutADeviceNamesCudaVisibleDevices) {
   doctor_report r;
-  nlohmann::json ctx =
-      context_for(nlohmann::json{{"CUDA_VISIBLE_DEVICES", "GPU-ffffffff"}}, nlohmann::json::object());
+  nlohmann::json ctx = context_for(nlohmann::json{{"CUDA_VISIBLE_DEVICES", "GPU-ffffffff"}},
+                                   nlohmann::json::object());
   for (const char* side : {"client", "server"}) {
     ctx[side]["process"]["boot_id"] = "same-boot";
     nlohmann::json g{{"index", 0}, {"uuid", "GPU-0aa2e1eb"}, {"bus_id", "0000:00:06.0"}};
@@ -258,6 +258,43 @@ TEST(DoctorAnalyze, TransportSelectionVariablesAreJudgedByTheirTransport) {
   }
   EXPECT_TRUE(server) << nlohmann::json(r.findings).dump(1);
   EXPECT_FALSE(client) << nlohmann::json(r.findings).dump(1);
+}
+
+TEST(DoctorAnalyze, TwoUcxVersionsAreTheFindingAndItsFailedProbesTheEvidence) {
+  // The client on Debian's UCX 1.13.1, the server on the 1.22.0 wheel (as measured end to end in
+  // loopback.ucx): UCX's probes fail, and no UCX_NET_DEVICES setting would fix that.
+  doctor_report r;
+  r.context = context_for(nlohmann::json::object(), nlohmann::json::object());
+  r.context["tool"] = {
+      {"libraries", {{"ucx", {{"version", "1.13.1"}, {"library", "/usr/lib/libucp.so.0"}}}}}};
+  r.context["server_tool"] = {
+      {"libraries", {{"ucx", {{"version", "1.22.0"}, {"library", "/opt/ucx/lib/libucp.so.0"}}}}}};
+  const auto plan = plan_matrix(client_ifaces, server_ifaces, "10.118.0.2", "", {});
+  r.reach = {{plan[0], tcp_ok(9e9)}};
+  r.library_transport = "ucx";
+  case_result failed = unreachable("");
+  failed.message = "peer reported: server side: ucp_ep_rkey_unpack: Unsupported operation";
+  failed.status = case_status::error;
+  r.applications = {{"UCX_NET_DEVICES", failed}};
+  analyze(r);
+  std::vector<finding> versions;
+  for (const auto& f : r.findings) {
+    EXPECT_NE(f.subject, "UCX_NET_DEVICES") << nlohmann::json(r.findings).dump(1);
+    if (f.subject == "ucx version") versions.push_back(f);
+  }
+  ASSERT_EQ(versions.size(), 1U) << nlohmann::json(r.findings).dump(1);
+  EXPECT_EQ(versions[0].severity, severity::fails);
+  EXPECT_NE(versions[0].problem.find("UCX 1.13.1 (/usr/lib/libucp.so.0)"), std::string::npos);
+  EXPECT_NE(versions[0].problem.find("UCX 1.22.0 (/opt/ucx/lib/libucp.so.0)"), std::string::npos);
+  EXPECT_NE(versions[0].problem.find("Unsupported operation"), std::string::npos);
+  EXPECT_EQ(exit_code(r), 3);
+  // One minor version (1.22.0 and 1.22.1) is no finding; the failure is then UCX_NET_DEVICES's.
+  r.context["tool"]["libraries"]["ucx"]["version"] = "1.22.1";
+  analyze(r);
+  for (const auto& f : r.findings) EXPECT_NE(f.subject, "ucx version");
+  bool blamed = false;
+  for (const auto& f : r.findings) blamed = blamed || f.subject == "UCX_NET_DEVICES";
+  EXPECT_TRUE(blamed) << nlohmann::json(r.findings).dump(1);
 }
 #endif
 

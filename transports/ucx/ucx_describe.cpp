@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "transports/ucx/ucx_handles.h"
+#include "transports/ucx/ucx_proto_table.h"
 #include "transports/ucx/ucx_provenance.h"
 
 namespace pairperf::ucx {
@@ -70,6 +71,43 @@ std::vector<lane_info> endpoint_lanes(ucp_ep_h ep, const std::string& ep_text) {
   return lanes;
 }
 
+// UCX 1.16+ (v2 protocols): the protocol UCX selected for this operation and size, as the row of
+// the endpoint's protocol table that the request names (send operations), else as the request's
+// own text (remote-key operations, whose tables live on the worker and print only with
+// UCX_PROTO_INFO). Its lanes are the case's lanes: the ones UCX chose for this operation and
+// size, not every lane of the endpoint.
+bool apply_protocol_selection(const endpoint_facts& f, const std::string& ep_text, provenance& p,
+                              nlohmann::json& details) {
+  if (f.request_info.empty()) return false;
+  const auto tables = parse_protocol_tables(ep_text);
+  auto choice = choice_for_request(tables, f.request_info);
+  if (!choice) choice = request_selection(f.request_info);
+  if (!choice) return false;
+  const protocol_row& row = choice->row;
+  p.lanes.clear();
+  nlohmann::json lanes = nlohmann::json::array();
+  for (const auto& l : row.lanes) {
+    p.lanes.push_back(lane{l.transport, l.device, kind_of_transport(l.transport)});
+    lanes.push_back(l.transport + "/" + l.device);
+  }
+  p.protocol = row.description;
+  p.bulk = bulk_lanes(row.description, row.config, {}, row.lanes);
+  details["lanes_from"] = choice->table ? "ucx protocol table" : "ucx request";
+  nlohmann::json selection{{"length", choice->length},
+                           {"description", row.description},
+                           {"estimated", row.estimated},
+                           {"config", row.config},
+                           {"lanes", lanes}};
+  if (choice->table) {
+    selection["endpoint"] = choice->table->endpoint;
+    selection["operation"] = choice->table->operation;
+    selection["range"] = row.range;
+    selection["table"] = choice->table->lines;
+  }
+  details["protocol_selection"] = std::move(selection);
+  return true;
+}
+
 }  // namespace
 
 provenance describe_endpoint(const endpoint_facts& f) {
@@ -108,6 +146,9 @@ provenance describe_endpoint(const endpoint_facts& f) {
                          {"worker_cases", f.worker_cases},
                          {"ep_info", ep_lines}};
   if (f.client) details["net_devices"] = f.iface;
+  details["lanes_from"] = "endpoint configuration";
+  if (apply_protocol_selection(f, ep_text, p, details) && f.gpu_memory)
+    p.staged = staging_in(p.protocol + " " + req.raw);
   (f.client ? p.client : p.server) = std::move(details);
   return p;
 }

@@ -13,6 +13,41 @@
 
 namespace pairperf::ucx {
 
+namespace {
+
+// "1.22.0" -> "1.22"; "" where the facts hold no version.
+std::string minor_of(const nlohmann::json& facts) {
+  if (!facts.is_object() || !facts.contains("version") || !facts.at("version").is_string())
+    return {};
+  const std::string v = facts.at("version").get<std::string>();
+  const auto first = v.find('.');
+  if (first == std::string::npos) return v;
+  return v.substr(0, v.find('.', first + 1));
+}
+
+std::string version_and_file(const nlohmann::json& facts) {
+  const std::string file =
+      facts.contains("library") && facts.at("library").is_string() ? facts.at("library") : "";
+  return fmt::format("UCX {}{}", facts.at("version").get<std::string>(),
+                     file.empty() ? "" : " (" + file + ")");
+}
+
+}  // namespace
+
+std::pair<std::string, std::string> version_mismatch(const nlohmann::json& client,
+                                                     const nlohmann::json& server) {
+  const std::string a = minor_of(client), b = minor_of(server);
+  if (a.empty() || b.empty() || a == b) return {};
+  return {fmt::format(
+              "the client loads {} and the server {}: UCX does not promise that two minor versions "
+              "work together (1.13.1 against 1.22.0, measured: every case failed in "
+              "ucp_ep_rkey_unpack, 'Unsupported operation', and a 1.13 put aborted the 1.22 side's "
+              "session)",
+              version_and_file(client), version_and_file(server)),
+          "run one UCX minor version on both sides (one image or package for every node); "
+          "pairperf loads the libucp that PAIRPERF_UCX_LIBRARY names, else the loader's"};
+}
+
 unsigned memory_type_unknown(version v) {
   // The enumerators before UCS_MEMORY_TYPE_LAST (= UNKNOWN), by the tag that added them:
   // RDMA 1.16; ZE_HOST, ZE_DEVICE, ZE_MANAGED 1.17; GAUDI 1.21.

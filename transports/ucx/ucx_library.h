@@ -19,7 +19,9 @@
 
 #include <atomic>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 
 namespace pairperf::ucx {
 
@@ -32,6 +34,14 @@ struct version {
 
 // The UCX these headers come from (major and minor).
 inline constexpr version built_version{UCP_API_MAJOR, UCP_API_MINOR, 0};
+
+// Two sides' UCX (describe_library() facts: "version", "library") on different minor versions:
+// {what that is and what it did where measured, the fix}; {"", ""} for one minor version or
+// facts that do not say. UCX 1.13.1 against 1.22.0 (this project, 2026-11): every case failed in
+// ucp_ep_rkey_unpack ("Unsupported operation"), and a 1.13 put aborted the 1.22 side's session
+// ("endpoint reconfiguration not supported yet").
+std::pair<std::string, std::string> version_mismatch(const nlohmann::json& client,
+                                                     const nlohmann::json& server);
 
 // UCS_MEMORY_TYPE_UNKNOWN's value in a UCX version.
 unsigned memory_type_unknown(version v);

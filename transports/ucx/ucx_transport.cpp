@@ -92,6 +92,7 @@ transport_entry ucx_transport::entry() {
         {"transports", ucx::available_transports()},
         {"cuda", ucx::to_json(ucx::probe_cuda_support())}};
   };
+  e.peer_mismatch = ucx::version_mismatch;
   // Available wherever the library loads.
   e.unavailable = [] {
     std::string why;
