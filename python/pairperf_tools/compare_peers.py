@@ -11,6 +11,7 @@
   tag latency, the mean   pairperf tag_lat mean one-way   vs ucx_perftest's overall      target ratio <= 1.03
                           (the p50 of a busy-polled round trip moves on a grid of about 5 ns here)
   tag bandwidth at 1 MiB  pairperf tag_bw (receiver)      vs ucx_perftest -t tag_bw      target ratio >= 0.97
+  put bandwidth at 1 MiB  pairperf put_bw                 vs ucx_perftest -t ucp_put_bw  target ratio >= 0.97
   the same three rows     vs the bare UCX loop (pairperf_ucx_bare, built beside pairperf: ucx_perftest's
                           tag loops on UCP alone, same pinning)                  same targets
                           and, per row, how the gap to ucx_perftest splits: pairperf / bare loop (what
@@ -112,6 +113,11 @@ def compare_ucx(a):
         lat = {"pairperf": [], "perftest": [], "bare": []}
         mean = {"pairperf": [], "perftest": [], "bare": []}
         bw = {"pairperf": [], "perftest": [], "bare": []}
+        put = {"pairperf": [], "perftest": []}
+
+        def pairperf_put():
+            figure = pairperf_ucx(a.pairperf, "put_bw", "1M", 2000, 200, [tls])[0]["bandwidth_Bps"]
+            put["pairperf"].append(figure.get("receiver") or figure["sender"])
 
         def pairperf_lat():
             r = pairperf_ucx(a.pairperf, "tag_lat", "8", 100000, 10000, [tls],
@@ -136,6 +142,8 @@ def compare_ucx(a):
         ]
         if bare:
             tools.append((bare_lat, lambda: bw["bare"].append(ucx_bare(bare, "tag_bw", 1 << 20, 2000, 200, tls)["receiver_Bps"])))
+        # RMA: one-sided puts of 1 MiB, 32 in flight, against ucx_perftest's UCP put test.
+        puts = [pairperf_put, lambda: put["perftest"].append(ucx_perftest("ucp_put_bw", 1 << 20, 2000, 200, tls)["bandwidth_Bps"])]
         for i in range(a.rounds):
             print(f"ucx {tls}: round {i + 1}/{a.rounds} ...", file=sys.stderr, flush=True)
             # Rotate which tool goes first, so drift of a shared machine hits all alike.
@@ -144,11 +152,14 @@ def compare_ucx(a):
                 latency()
             for _, bandwidth in order:
                 bandwidth()
+            for one in puts[i % 2:] + puts[:i % 2]:
+                one()
         prefix = f"ucx {a.ucx_version} {tls}"
         rows.append(rounds_row(f"{prefix} tag_lat 8 B p50 (us)", lat["pairperf"], "perftest", lat["perftest"], 1e6, "<= 1.03"))
         rows.append(rounds_row(f"{prefix} tag_lat 8 B mean (us)", mean["pairperf"], "perftest", mean["perftest"], 1e6, "<= 1.03"))
         rows.append(rounds_row(f"{prefix} tag_bw 1 MiB (GB/s)", bw["pairperf"], "perftest", bw["perftest"], 1e-9, ">= 0.97"))
-        figures[tls] = {"tag_lat_p50_s": {"pairperf": lat["pairperf"], "ucx_perftest": lat["perftest"]},
+        rows.append(rounds_row(f"{prefix} put_bw 1 MiB (GB/s)", put["pairperf"], "perftest", put["perftest"], 1e-9, ">= 0.97"))
+        figures[tls] = {"put_bw_Bps": {"pairperf": put["pairperf"], "ucx_perftest": put["perftest"]},"tag_lat_p50_s": {"pairperf": lat["pairperf"], "ucx_perftest": lat["perftest"]},
                         "tag_lat_mean_s": {"pairperf": mean["pairperf"], "ucx_perftest": mean["perftest"]},
                         "tag_bw_Bps": {"pairperf": bw["pairperf"], "ucx_perftest": bw["perftest"]}}
         if bare:

@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 
 from .processes import Background, free_port, run
@@ -179,13 +180,27 @@ def ucx_bare(binary, test, size, iters, warmup, tls, window=32, pin=None):
     return json.loads(run(args, timeout=300, env=ucx_env(tls)).stdout)
 
 
-def fi_pingpong(provider, size, iters, host="127.0.0.1"):
+def fi_pingpong(provider, size, iters, host="127.0.0.1", bound=60):
     """One fi_pingpong pair over RDM tagged messages; returns its mean one-way time (usec/xfer)
-    and its MB/sec (2 x size x iterations / time: size over the mean one-way time)."""
-    port = free_port()
-    common = ["fi_pingpong", "-p", provider, "-e", "rdm", "-m", "tagged", "-S", str(size), "-I", str(iters)]
-    with Background(common + ["-B", str(port)], port, exits=True):
-        p = run(common + ["-P", str(port), host], timeout=300)
+    and its MB/sec (2 x size x iterations / time: size over the mean one-way time). A pair takes
+    about a second here; one that is still running after `bound` seconds (fi_pingpong has no
+    timeout of its own, and was seen to hang once in four runs beside a CPU hog) is ended, said on
+    stderr with what it had printed, and run once more on a fresh port."""
+    for attempt in (1, 2):
+        port = free_port()
+        common = ["fi_pingpong", "-p", provider, "-e", "rdm", "-m", "tagged", "-S", str(size), "-I", str(iters)]
+        try:
+            with Background(common + ["-B", str(port)], port, exits=True):
+                p = run(common + ["-P", str(port), host], timeout=bound)
+            break
+        except subprocess.TimeoutExpired as e:
+            seen = ((e.stdout or b"") + (e.stderr or b"")).decode(errors="replace") if isinstance(e.stdout, bytes) \
+                else (e.stdout or "") + (e.stderr or "")
+            print(f"compare-peers: fi_pingpong {provider} {size} B x {iters} still running after {bound} s "
+                  f"(attempt {attempt} of 2); it had printed: {seen.strip()[-500:] or '(nothing)'}",
+                  file=sys.stderr, flush=True)
+            if attempt == 2:
+                raise RuntimeError(f"fi_pingpong {provider} {size}: still running after {bound} s, twice") from e
     numbers = [l.split() for l in p.stdout.splitlines() if l.strip() and l.split()[0][0].isdigit()]
     if not numbers:
         raise RuntimeError(f"fi_pingpong {provider} {size}: no figures in its output:\n{p.stdout}{p.stderr}")
@@ -198,10 +213,11 @@ def pairperf_ofi(binary, provider, size, iters, host=None):
         out = os.path.join(d, "r.json")
         args = [binary, "run"] + ([host] if host else []) + [
             "--transport", "ofi", "--test", "fi_tag_lat", "--ofi-provider", provider, "--sizes", str(size), "-n", str(iters),
-            "--json", out, "--quiet", "--timeout-case", "300s"]
+            "--json", out, "--quiet", "--timeout-case", "300s" if host else "60s"]
         if not host:
             args += ["--iface", "lo"]
-        run(args, timeout=600)
+        # pairperf bounds each phase of a case (--timeout-case): past a few of them it hung, its bug.
+        run(args, timeout=600 if host else 150)
         with open(out) as f:
             r = json.load(f)["results"][0]
     if r["status"] != "ok":

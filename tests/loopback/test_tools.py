@@ -245,12 +245,21 @@ class ComparePeers(unittest.TestCase):
         # ucx_perftest runs on, by version and file; on the system's and on the 1.22 wheel's.
         if shutil.which("ucx_perftest") is None:
             self.skipTest("ucx_perftest is not installed (ucx-utils; scripts/setup installs it)")
+        def put_row():
+            # The put_bw row's two runs, briefly: both tools' figures parse and are positive.
+            ours = peer_runners.pairperf_ucx(pp.BIN, "put_bw", "1M", 50, 5, ["posix,sysv,cma"])[0]["bandwidth_Bps"]
+            theirs = peer_runners.ucx_perftest("ucp_put_bw", 1 << 20, 50, 5, "posix,sysv,cma")["bandwidth_Bps"]
+            self.assertGreater(ours.get("receiver") or ours["sender"], 0)
+            self.assertGreater(theirs, 0)
+
         try:
             seen = [peer_runners.ucx_versions(pp.BIN)]
+            put_row()
             wheel = os.path.join(pp.SOURCE_DIR, ".deps", "ucx-1.22", "libucx", "lib")
             if os.path.exists(os.path.join(wheel, "libucp.so.0")):
                 peer_runners.use_ucx(wheel)
                 seen.append(peer_runners.ucx_versions(pp.BIN))
+                put_row()
             else:
                 print(f"the 1.22 half is left out: no libucx-cu13 wheel in {wheel} (scripts/setup installs it)")
         finally:
