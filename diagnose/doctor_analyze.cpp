@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "diagnose/doctor.h"
+#include "harness/context.h"
 #include "transports/registry.h"
 
 namespace pairperf {
@@ -259,40 +260,25 @@ void judge_paths(doctor_report& r) {
   }
 }
 
-// The libraries of a context's side ("tool" or "server_tool"): describe_library() per transport.
-nlohmann::json libraries_of(const nlohmann::json& ctx, const char* key) {
-  if (!ctx.is_object() || !ctx.contains(key) || !ctx.at(key).is_object()) return {};
-  const auto& tool = ctx.at(key);
-  return tool.contains("libraries") && tool.at("libraries").is_object() ? tool.at("libraries")
-                                                                        : nlohmann::json();
-}
-
-// Two sides whose libraries cannot be trusted together (registry: peer_mismatch): that is the
-// finding, and the transport's failing probes are its evidence, not findings about interfaces or
-// variables that no setting of them would fix.
+// Two sides whose libraries cannot be trusted together (context.h: library_mismatches): that is
+// the finding, and the transport's failing probes are its evidence, not findings about
+// interfaces or variables that no setting of them would fix.
 void fold_library_mismatch(doctor_report& r) {
-  const nlohmann::json client = libraries_of(r.context, "tool");
-  const nlohmann::json server = libraries_of(r.context, "server_tool");
-  for (const auto& e : transport_registry::instance().all()) {
-    if (!e.peer_mismatch || !client.is_object() || !server.is_object() ||
-        !client.contains(e.name) || !server.contains(e.name))
-      continue;
-    const auto [why, fix] = e.peer_mismatch(client.at(e.name), server.at(e.name));
-    if (why.empty()) continue;
+  for (const auto& m : library_mismatches(r.context)) {
     std::vector<std::string> evidence;
     bool failed = false;
     std::erase_if(r.findings, [&](const finding& f) {
-      if (f.measured_by != e.name) return false;
+      if (f.measured_by != m.transport) return false;
       evidence.push_back(f.problem);
       failed = failed || f.severity == severity::fails;
       return true;
     });
-    r.findings.push_back(
-        finding{"pair", e.name + " version",
-                evidence.empty() ? why
-                                 : fmt::format("{}; between these two, {} probe(s) failed: {}", why,
-                                               evidence.size(), fmt::join(evidence, " | ")),
-                fix, failed ? severity::fails : severity::fragile});
+    r.findings.push_back(finding{
+        "pair", m.transport + " version",
+        evidence.empty() ? m.problem
+                         : fmt::format("{}; between these two, {} probe(s) failed: {}", m.problem,
+                                       evidence.size(), fmt::join(evidence, " | ")),
+        m.fix, failed ? severity::fails : severity::fragile});
   }
 }
 

@@ -17,7 +17,6 @@
 #include "harness/context.h"
 #include "harness/token.h"
 #include "host/pair.h"
-#include "transports/registry.h"
 
 namespace pairperf {
 
@@ -45,32 +44,22 @@ nlohmann::json client_run::open_channel() {
 
 namespace {
 
-// Each transport of this run whose two sides' libraries cannot be trusted together (registry:
-// peer_mismatch), said before the first case and kept in the context. Returns, per transport, the
-// note its failed cases carry.
+// Each transport of this run whose two sides' libraries cannot be trusted together (context.h:
+// library_mismatches), said before the first case and kept in the context. Returns, per
+// transport, the note its failed cases carry.
 std::map<std::string, std::string> note_library_mismatches(const std::vector<test_case>& cases,
                                                            nlohmann::json& ctx) {
   std::map<std::string, std::string> notes;
-  const auto libraries = [&](const char* key) {
-    const nlohmann::json& tool = ctx.value(key, nlohmann::json::object());
-    return tool.is_object() ? tool.value("libraries", nlohmann::json::object())
-                            : nlohmann::json::object();
-  };
-  const nlohmann::json client = libraries("tool"), server = libraries("server_tool");
-  for (const auto& e : transport_registry::instance().all()) {
+  for (const auto& m : library_mismatches(ctx)) {
     const bool used = std::any_of(cases.begin(), cases.end(),
-                                  [&](const test_case& c) { return c.transport == e.name; });
-    if (!used || !e.peer_mismatch || !client.is_object() || !server.is_object() ||
-        !client.contains(e.name) || !server.contains(e.name))
-      continue;
-    const auto [problem, fix] = e.peer_mismatch(client.at(e.name), server.at(e.name));
-    if (problem.empty()) continue;
-    fmt::print(stderr, "pairperf: warning: {}: {}; {}\n", e.name, problem, fix);
-    ctx["library_mismatch"][e.name] = {{"problem", problem}, {"fix", fix}};
-    notes[e.name] = fmt::format(
+                                  [&](const test_case& c) { return c.transport == m.transport; });
+    if (!used) continue;
+    fmt::print(stderr, "pairperf: warning: {}: {}; {}\n", m.transport, m.problem, m.fix);
+    ctx["library_mismatch"][m.transport] = {{"problem", m.problem}, {"fix", m.fix}};
+    notes[m.transport] = fmt::format(
         "; the client's {} library is version {} and the server's {}: two versions that may not "
         "work together (context: library_mismatch)",
-        e.name, client.at(e.name).value("version", "?"), server.at(e.name).value("version", "?"));
+        m.transport, m.client_version, m.server_version);
   }
   return notes;
 }

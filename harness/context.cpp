@@ -205,4 +205,30 @@ std::string utc_timestamp() {
                      fmt::gmtime(std::chrono::system_clock::to_time_t(now)));
 }
 
+std::vector<library_mismatch> library_mismatches(const nlohmann::json& ctx) {
+  const auto libraries = [&](const char* key) {
+    if (!ctx.is_object() || !ctx.contains(key) || !ctx.at(key).is_object())
+      return nlohmann::json::object();
+    const nlohmann::json& tool = ctx.at(key);
+    return tool.contains("libraries") && tool.at("libraries").is_object()
+               ? tool.at("libraries")
+               : nlohmann::json::object();
+  };
+  const nlohmann::json client = libraries("tool"), server = libraries("server_tool");
+  const auto version = [](const nlohmann::json& facts) {
+    const auto v = facts.is_object() ? facts.find("version") : facts.end();
+    return v != facts.end() && v->is_string() ? v->get<std::string>() : std::string("?");
+  };
+  std::vector<library_mismatch> out;
+  for (const auto& e : transport_registry::instance().all()) {
+    if (!e.peer_mismatch || !client.contains(e.name) || !server.contains(e.name)) continue;
+    const nlohmann::json& mine = client.at(e.name);
+    const nlohmann::json& theirs = server.at(e.name);
+    auto [problem, fix] = e.peer_mismatch(mine, theirs);
+    if (!problem.empty())
+      out.push_back({e.name, std::move(problem), std::move(fix), version(mine), version(theirs)});
+  }
+  return out;
+}
+
 }  // namespace pairperf

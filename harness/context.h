@@ -41,4 +41,14 @@ nlohmann::json rdma_devices();
 // Now as ISO 8601 UTC, e.g. "2026-11-21T16:44:00Z".
 std::string utc_timestamp();
 
+// A transport whose two sides' libraries, as a run's context describes them ("tool" and
+// "server_tool" hold each side's describe_library() facts), cannot be trusted together
+// (registry: peer_mismatch).
+struct library_mismatch {
+  std::string transport;
+  std::string problem, fix;
+  std::string client_version, server_version;  // the facts' "version", "?" where none
+};
+std::vector<library_mismatch> library_mismatches(const nlohmann::json& ctx);
+
 }  // namespace pairperf

@@ -13,25 +13,6 @@
 namespace pairperf::ucx {
 namespace {
 
-std::string trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return std::string(s);
-}
-
-std::string collapse(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    if (std::isspace(static_cast<unsigned char>(c))) {
-      if (!out.empty() && out.back() != ' ') out.push_back(' ');
-    } else {
-      out.push_back(c);
-    }
-  }
-  if (!out.empty() && out.back() == ' ') out.pop_back();
-  return out;
-}
-
 // The cells between the first and the last '|'.
 std::vector<std::string> cells_of(std::string_view body) {
   std::vector<std::string> cells;
@@ -40,15 +21,16 @@ std::vector<std::string> cells_of(std::string_view body) {
   body = body.substr(1, last - 1);
   for (std::size_t start = 0;;) {
     const auto bar = body.find('|', start);
-    cells.push_back(trim(body.substr(start, bar - start)));
+    cells.push_back(collapse_spaces(body.substr(start, bar - start)));
     if (bar == std::string_view::npos) break;
     start = bar + 1;
   }
   return cells;
 }
 
-bool names_endpoint(const std::string& cell) {
-  return cell.find("cfg#") != std::string::npos || cell.find("ep_cfg[") != std::string::npos;
+bool names_endpoint(std::string_view text) {
+  return text.find("cfg#") != std::string_view::npos ||
+         text.find("ep_cfg[") != std::string_view::npos;
 }
 
 // "0..92", "256K..inf", "0": the row's sizes.
@@ -105,18 +87,16 @@ struct parser {
       rule[source] = std::string(body);
       return;
     }
-    const bool title = body.find("cfg#") != std::string_view::npos ||
-                       body.find("ep_cfg[") != std::string_view::npos;
-    if (!title) place_rule(source);
+    if (!names_endpoint(body)) place_rule(source);
     const std::vector<std::string> cells = cells_of(body);
     if (cells.size() == 2 && names_endpoint(cells[0])) {
-      start(source, cells[0]).operation = collapse(cells[1]);  // UCX 1.16-1.21
+      start(source, cells[0]).operation = cells[1];  // UCX 1.16-1.21
     } else if (cells.size() == 1 && names_endpoint(cells[0])) {
       start(source, cells[0]);  // UCX 1.22: the operation follows on its own row
     } else if (auto* t = current(source); t == nullptr) {
       return;
     } else if (cells.size() == 1 && t->operation.empty() && t->rows.empty()) {
-      t->operation = collapse(cells[0]);
+      t->operation = cells[0];
     } else if (cells.size() == 3 || cells.size() == 4) {
       row(*t, std::vector<std::string>(cells.end() - 3, cells.end()));
     } else {
@@ -139,12 +119,12 @@ struct parser {
   static void row(protocol_table& t, const std::vector<std::string>& cells) {
     protocol_row r;
     if (!parse_range(cells[0], r)) return;  // the "Range | Description | Config" header
-    r.description = collapse(cells[1]);
+    r.description = cells[1];
     if (r.description.rfind("(?) ", 0) == 0) {
       r.estimated = true;
       r.description.erase(0, 4);
     }
-    r.config = collapse(cells[2]);
+    r.config = cells[2];
     r.lanes = config_lanes(r.config);
     t.rows.push_back(std::move(r));
   }
@@ -190,7 +170,7 @@ const protocol_row* protocol_table::row_for(std::size_t size) const {
 }
 
 std::optional<std::size_t> parse_memunits(std::string_view text) {
-  const std::string s = trim(text);
+  const std::string s = collapse_spaces(text);
   if (s == "inf") return std::numeric_limits<std::size_t>::max();
   if (s.empty() || !std::isdigit(static_cast<unsigned char>(s.front()))) return std::nullopt;
   std::size_t digits = 0;
@@ -259,7 +239,7 @@ struct request_form {
 std::optional<request_form> request_form_of(std::string_view request_text) {
   static const std::regex form(
       R"(\}\s*([a-z_]+)(\([^)]*\))?\s+((?:from|into) .+?) length (\d+) (.+)$)");
-  const std::string text = collapse(request_text);
+  const std::string text = collapse_spaces(request_text);
   std::smatch m;
   if (!std::regex_search(text, m, form)) return std::nullopt;
   const auto desc = std::find_if(operation_descs.begin(), operation_descs.end(),

@@ -8,6 +8,14 @@
 namespace pairperf::ucx {
 namespace {
 
+bool is_number(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c)) || c == '.';
+  });
+}
+
+}  // namespace
+
 std::string collapse_spaces(std::string_view text) {
   std::string out;
   bool space = false;
@@ -22,14 +30,6 @@ std::string collapse_spaces(std::string_view text) {
   }
   return out;
 }
-
-bool is_number(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
-    return std::isdigit(static_cast<unsigned char>(c)) || c == '.';
-  });
-}
-
-}  // namespace
 
 bool lane_info::carries_data() const {
   return std::any_of(usage.begin(), usage.end(), [](const std::string& u) {

@@ -55,6 +55,9 @@ std::vector<lane_info> parse_log_line(std::string_view line);
 std::string protocol_for_size(std::string_view ep_text, std::string_view operation,
                               std::size_t size);
 
+// The text with each run of whitespace made one space, none at either end.
+std::string collapse_spaces(std::string_view text);
+
 // "tcp/lo.0" -> {tcp, lo}; "cma/memory" -> {cma, memory}; "rc_mlx5/mlx5_0:1.0" -> {rc_mlx5,
 // mlx5_0:1}. Returns false when the token does not name a transport and device.
 bool parse_resource_token(std::string_view token, lane_info& out);
