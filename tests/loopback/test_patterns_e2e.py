@@ -98,6 +98,31 @@ class Patterns(unittest.TestCase):
                 elif noise.get("contention") == "self":
                     self.assertIn("this run's own threads", noise["self_why"])
 
+    def test_ucx_and_libfabric_run_no_thread_beside_the_measuring_loop(self):
+        # Issue 47, item 4: a library thread that made progress on its own (UCX's async thread, a
+        # libfabric provider's auto-progress thread) would compete with pairperf's polling loop for
+        # two cores, as gloo's event loop did. Measured here: UCX's async thread and libfabric's
+        # tcp;ofi_rxm take no CPU in a case, so each process's CPU is its measuring thread's.
+        runs = [(t, args) for t, args in (("ucx", ["--test", "tag_lat,tag_bw", "--tls", "tcp"]),
+                                          ("ofi", ["--test", "fi_tag_lat,fi_tag_bw", "--ofi-provider", "tcp;ofi_rxm"]))
+                if pp.has_transport(t)]
+        if not runs:
+            self.skipTest("built without UCX and libfabric")
+        for transport, args in runs:
+            with self.subTest(transport=transport), pp.tmpdir() as d:
+                out = os.path.join(d, "r.json")
+                proc, _ = pp.run(["run", "-t", transport, "--sizes", "8,1M", "--duration", "0.3s", "--json", out] + args,
+                                 timeout=240)
+                self.assertIn(proc.returncode, (0, 4), proc.stdout + proc.stderr)
+                for r in pp.load(out)["results"]:
+                    self.assertEqual(r["status"], "ok", r.get("message"))
+                    for side in ("client", "server"):
+                        n = r["host_noise"][side]
+                        beside = n["process_cpu_s"] - n["cpu_s"]
+                        print(f"{transport} {r['case']['test']} {r['case']['size_bytes']} B {side}: measuring thread "
+                              f"{n['cpu_s']:.3f} s, the process {n['process_cpu_s']:.3f} s")
+                        self.assertLessEqual(beside, max(0.02, 0.05 * n["cpu_s"]), (r["case"], side, n))
+
     def test_time_budget_calibrates_and_respects_minimum(self):
         with pp.Server() as s:
             doc, _ = self.run_ok(s, "--test", "tcp_lat", "--sizes", "8", "--duration", "0.1s", "--min-iterations", "50")
