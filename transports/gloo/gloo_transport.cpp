@@ -273,7 +273,6 @@ int gloo_transport::post(const op& operation) noexcept {
       p.buffer->recv(1 - m_rank, op_slot, 0, operation.length);
       m_recvs.push_back(std::move(p));
     }
-    m_retired.clear();  // after the post: see wait()
   } catch (const std::exception& e) {
     fail(e.what(), says_peer_gone(e.what()));
     return -1;
@@ -297,6 +296,11 @@ int gloo_transport::wait(op_kind kind, deadline_t deadline, completion& done) no
   // gets its wait (a completion already there returns at once).
   const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - steady::now());
   const auto timeout = std::max(left, std::chrono::milliseconds(1));
+  // Earlier operations' buffers go while this one is in flight (see below), all but the two
+  // newest (a send's and a receive's when both directions alternate), which gloo's loop thread
+  // may still hold: their destructors then cost no time between a completion and the post behind
+  // it.
+  if (m_retired.size() > 2) m_retired.erase(m_retired.begin(), m_retired.end() - 2);
   pending& p = queue.front();
   try {
     const bool completed = kind == op_kind::send ? p.buffer->waitSend(nullptr, timeout)
@@ -314,11 +318,11 @@ int gloo_transport::wait(op_kind kind, deadline_t deadline, completion& done) no
     return wait_failed;
   }
   done = p.done;
-  // The buffer outlives its wait until the next post, as the buffers of torch's work objects and
-  // of pairperf_gloo_loop do. Its destructor (gloo/common/memory.h ShareableNonOwningPtr) spins
-  // with yield() until gloo's event loop thread lets go of the operation, which it still holds
-  // for a moment after waking this thread; destroyed here, that spin would come between each
-  // completion and the repost that follows it (1 MiB streams at 0.85 of the loop's bandwidth).
+  // The buffer outlives its wait, as the buffers of torch's work objects and of
+  // pairperf_gloo_loop do. Its destructor (gloo/common/memory.h ShareableNonOwningPtr) spins with
+  // yield() until gloo's event loop thread lets go of the operation, which it still holds for a
+  // moment after waking this thread; destroyed here, that spin would come between each completion
+  // and the repost that follows it (1 MiB streams at 0.77 of the loop's bandwidth).
   m_retired.push_back(std::move(p.buffer));
   queue.pop_front();
   return 0;

@@ -96,7 +96,7 @@ class gloo_transport final : public transport {
   std::vector<region> m_regions;
   bool m_connected = false;
   std::deque<pending> m_sends, m_recvs;
-  // Completed operations' buffers, destroyed after the next post (see wait()).
+  // Completed operations' buffers, destroyed in a later wait (see wait()).
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> m_retired;
   std::uint64_t m_posted = 0;
   deadline_t m_deadline{};  // the current phase's, for poll()
