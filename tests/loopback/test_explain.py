@@ -12,6 +12,7 @@ line is left unexplained, the JSON validates; and every signature of the catalog
 log. Then bad input: unreadable logs and broken catalogs give exit 2 with the reason."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -164,6 +165,36 @@ class ExplainsRealLogs(unittest.TestCase):
         code, doc, _ = explain("-", os.path.join(FIXTURES, "recorded", "fi-refused", "nodea-client.log"), stdin=text)
         self.assertEqual(code, 3)
         self.assertEqual(len(doc["unexplained"]), 2)
+
+    def test_glog_and_ray_severity_headers_look_like_failures(self):
+        # The header of glog ("Lmmdd hh:mm:ss.uuuuuu tid file:line] ", glog 0.7+ with the year:
+        # google/glog src/logging.cc) and of Ray's C++ logs ("[%Y-%m-%d %H:%M:%S,%e %L %P %t] ",
+        # ray src/ray/util/logging.cc kLogFormatTextPattern): an E/F or E/C level is failure-looking
+        # whatever the message says; I and W are not. Real lines from public threads.
+        with open(CATALOG) as f:
+            headers = [re.compile(p) for p in json.load(f)["failure_looking"] if p.startswith(("^[EF]", "^\\["))]
+        self.assertEqual(len(headers), 2)
+        lines = {
+            # kvcache-ai/Mooncake#1048, #1088; ray-project/ray#19695
+            "E1111 08:02:15.854331   924 master_client.cpp:146] RPC call failed: Connection timed out": True,
+            "E1120 11:10:27.133715 203020 transfer_task.cpp:305] Failed to complete transfers after 60 seconds "
+            "for batch 2586731328": True,
+            "[2021-10-25 05:34:10,286 C 43098 1729504] plasma_store_provider.cc:73:  Check failed: _s.ok() Bad "
+            "status: IOError: Broken pipe": True,
+            # kvcache-ai/Mooncake#1048, ai-dynamo/nixl#330, ray-project/ray#40687
+            "I1111 08:02:15.854537   917 transfer_engine.cpp:535] Waiting for metrics reporting thread to join...": False,
+            "I20250519 11:37:43.163678  1480 transfer_engine.cpp:350] Metrics reporting is disabled (set "
+            "MC_TE_METRIC=1 to enable)": False,
+            "[2023-10-23 03:15:21,685 W 921 921] (gcs_server) gcs_worker_manager.cc:55: Reporting worker exit, "
+            "worker id = 6c4001f83e43de267c8a3e884c6beb9324a5ebcfcd05ea24bb07f8b3": False,
+        }
+        for line, failure in lines.items():
+            with self.subTest(line=line[:40]):
+                self.assertEqual(any(h.search(line) for h in headers), failure)
+        # The I lines alone read as healthy; nothing in them is a failure.
+        info = "\n".join(l for l, failure in lines.items() if not failure and l[0] == "I") + "\n"
+        code, doc, err = explain("-", stdin=info)
+        self.assertEqual(code, 0, (doc, err))
 
     def test_huge_and_binary_lines_are_read_bounded(self):
         with pp.tmpdir() as d:
