@@ -101,13 +101,19 @@ const signature* match_text(const explain_catalog& catalog, const std::string& t
   return context;
 }
 
-// A message a program or a paste wrapped: the lines right below that are indented (and are not
-// a traceback's frames), joined to it with one space.
+std::size_t indent_of(const std::string& line) {
+  return std::min(line.find_first_not_of(" \t"), line.size());
+}
+
+// A message a program or a paste wrapped: the lines right below that are indented deeper than it
+// (and are not a traceback's frames), joined to it with one space. A log pasted with one indent
+// on every line has no continuations: each of its lines stands alone.
 std::size_t continuation_lines(const log_input& in, std::size_t n) {
+  const std::size_t indent = indent_of(in.lines[n]);
   std::size_t k = 0;
   while (k < max_continuation && n + k + 1 < in.lines.size()) {
     const std::string& next = in.lines[n + k + 1];
-    if (next.size() < 3 || (next[0] != ' ' && next[0] != '\t')) break;
+    if (next.size() < 3 || indent_of(next) <= indent || indent_of(next) == next.size()) break;
     if (next.find("File \"") != std::string::npos || is_traceback_frame(in.lines[n + k])) break;
     ++k;
   }
