@@ -146,6 +146,7 @@ gloo_transport::gloo_transport(const transport_params& params) : m_params(params
   if (mine != memory_type::host)
     throw transport_unsupported("gloo's tcp transport moves host memory only");
   m_rank = client ? 0 : 1;
+  m_retired.reserve(4);  // wait() keeps at most three: it never allocates
   m_choice = gloo_env::choose_from_environment(client ? params.test.iface : std::string());
   for (std::size_t i = 0; i < m_choice.devices.size(); ++i) {
     const auto& spec = m_choice.devices[i];
