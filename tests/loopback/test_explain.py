@@ -166,7 +166,7 @@ class ExplainsRealLogs(unittest.TestCase):
         self.assertEqual(code, 3)
         self.assertEqual(len(doc["unexplained"]), 2)
 
-    def test_glog_and_ray_severity_headers_look_like_failures(self):
+    def test_level_headers_and_failure_words_look_like_failures(self):
         # The header of glog ("Lmmdd hh:mm:ss.uuuuuu tid file:line] ", glog 0.7+ with the year:
         # google/glog src/logging.cc) and of Ray's C++ logs ("[%Y-%m-%d %H:%M:%S,%e %L %P %t] ",
         # ray src/ray/util/logging.cc kLogFormatTextPattern): an E/F or E/C level is failure-looking
@@ -197,7 +197,9 @@ class ExplainsRealLogs(unittest.TestCase):
         for case, needle in (("h4-ofi-efa-sg-outbound-av-insert-p5", "NET/OFI Unable to insert remote address"),
                              ("kv-nixl-cu13-wheel-ucx-cuda-modules-not-found", "VRAM registration cannot proceed")):
             folder = os.path.join(FIXTURES, "real", case)
-            with open(os.path.join(folder, json.load(open(os.path.join(folder, "case.json")))["logs"][0])) as f:
+            with open(os.path.join(folder, "case.json")) as f:
+                log = json.load(f)["logs"][0]
+            with open(os.path.join(folder, log)) as f:
                 line = next(l for l in f if needle in l)
             with self.subTest(line=needle):
                 code, doc, err = explain("-", stdin=line)
