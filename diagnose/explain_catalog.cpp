@@ -23,10 +23,13 @@ constexpr int catalog_major = 1;
 // bridge_interface: a library chose a container or VM bridge (docker0, virbr0, cni0, br-...);
 // link_local: a library chose or dials a link-local address (169.254.x, fe80::), which no
 // other node routes to; container_hostname: NCCL's line prefix names a host called like a
-// Docker container (12 hex digits, Docker's default hostname: the container ID's start).
+// Docker container (12 hex digits, Docker's default hostname: the container ID's start);
+// rdma_requested: the job set NCCL's InfiniBand/RoCE variables (NCCL_IB_HCA, NCCL_IB_GID_INDEX,
+// ..., NCCL_IB_DISABLE=0), so it expects RDMA between nodes.
 const std::vector<std::string> evidence_names{
-    "loopback",    "advertised_elsewhere", "setting_differs", "several_logs",
-    "rdma_in_use", "bridge_interface",     "link_local",      "container_hostname"};
+    "loopback",     "advertised_elsewhere", "setting_differs",
+    "several_logs", "rdma_in_use",          "bridge_interface",
+    "link_local",   "container_hostname",   "rdma_requested"};
 
 [[noreturn]] void fail(const std::string& path, const std::string& where, const std::string& what) {
   throw catalog_error(fmt::format("explain catalog {}: {}: {}", path, where, what));
@@ -324,7 +327,9 @@ std::string read_text(const std::string& path, const char* what) {
 }
 
 // One generated format as a signature. A library's error and fatal lines are failures, and so
-// are NCCL's WARN lines (NCCL prints its errors as WARN); other libraries' warnings are notes.
+// are the WARN lines of libraries whose highest level is WARN: NCCL (and its OFI plugin, which
+// logs through NCCL's logger) and libfabric (FI_LOG_WARN is its highest); other libraries'
+// warnings are notes.
 // A format the generator could not class is recognized but decides nothing: a consequence whose
 // class is `undetermined`.
 signature format_signature(const nlohmann::json& f, std::size_t index, const std::string& path) {
@@ -355,7 +360,9 @@ signature format_signature(const nlohmann::json& f, std::size_t index, const std
   }
   if (level != "warn" && level != "error" && level != "fatal")
     fail(path, where, fmt::format("level '{}' is not info, warn, error or fatal", level));
-  s.kind = level != "warn" || s.library == "nccl" ? line_kind::failure : line_kind::warning;
+  static const std::set<std::string> warn_is_error{"nccl", "aws-ofi-nccl", "libfabric"};
+  s.kind = level != "warn" || warn_is_error.count(s.library) != 0 ? line_kind::failure
+                                                                  : line_kind::warning;
   if (cls == "unclassified") {
     cls = s.kind == line_kind::failure ? "undetermined" : "";
     s.consequence = true;

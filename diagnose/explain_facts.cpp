@@ -108,6 +108,27 @@ bool says_unresolved(const log_match& m) {
   return false;
 }
 
+// NCCL's `NCCL_IB_* set by environment to V` lines: a job that names an HCA, a GID index, a
+// traffic class, ... (or sets NCCL_IB_DISABLE=0) expects InfiniBand/RoCE between its nodes;
+// NCCL_IB_DISABLE=1 asks for sockets. One fact per log.
+void rdma_requested_facts(explanation& e) {
+  static const std::regex ib_var(R"(^NCCL_IB_\w+$)");
+  std::set<std::size_t> seen;
+  for (const auto& m : e.matches) {
+    const auto var = m.fields.find("var");
+    const auto value = m.fields.find("value");
+    if (seen.count(m.log) != 0 || var == m.fields.end() || value == m.fields.end() ||
+        !std::regex_match(var->second, ib_var) ||
+        (var->second == "NCCL_IB_DISABLE" && value->second != "0"))
+      continue;
+    seen.insert(m.log);
+    line_fact(e, m, "rdma_requested",
+              fmt::format("{}: {} is set to {}: the job expects InfiniBand/RoCE between nodes",
+                          e.logs[m.log], var->second, value->second),
+              var->second);
+  }
+}
+
 }  // namespace
 
 void find_facts(explanation& e) {
@@ -142,6 +163,7 @@ void find_facts(explanation& e) {
   }
   setting_facts(e, settings);
   container_facts(e);
+  rdma_requested_facts(e);
   for (const auto& m : e.matches) {
     if (m.sig->kind == line_kind::context) continue;
     const auto addr = m.fields.find("addr");

@@ -112,6 +112,30 @@ std::size_t iso_timestamp(std::string_view s) {
   return i;
 }
 
+// "Tue Jun 12 18:14:48 2018" (ctime(3)): Open MPI's mpirun --timestamp-output puts it right
+// before its --tag-output tag ("Tue Jun 12 18:14:48 2018[1,15]<stderr>:").
+std::size_t ctime_timestamp(std::string_view s) {
+  if (s.size() < 24 || s[3] != ' ' || s[7] != ' ' || s[10] != ' ' || s[13] != ':' || s[16] != ':' ||
+      s[19] != ' ')
+    return 0;
+  for (const std::size_t a : {0, 1, 2, 4, 5, 6}) {
+    if (std::isalpha(static_cast<unsigned char>(s[a])) == 0) return 0;
+  }
+  for (const std::size_t d : {9, 11, 12, 14, 15, 17, 18, 20, 21, 22, 23}) {
+    if (!digit(s[d])) return 0;
+  }
+  if (s[8] != ' ' && !digit(s[8])) return 0;
+  return 24;
+}
+
+// A separator pasted onto the line it came before ("=====...=====Tue Jun 12 ..."): three or
+// more '=' glued to the text that goes on (UCX's "==== backtrace ====" is a heading, not that).
+std::size_t separator_run(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size() && s[i] == '=') ++i;
+  return i >= 3 && i < s.size() && s[i] != ' ' && s[i] != '\t' ? i : 0;
+}
+
 // "3: " (srun --label) and "worker-1  | " (docker compose).
 std::size_t label_prefix(std::string_view s, std::string& origin) {
   std::size_t i = 0;
@@ -145,6 +169,8 @@ clean_result clean_line(std::string_view raw) {
     if (n == 0) n = paren_pid(s, origin);
     if (n == 0) n = kubectl_prefix(s, origin);
     if (n == 0) n = iso_timestamp(s);
+    if (n == 0) n = ctime_timestamp(s);
+    if (n == 0) n = separator_run(s);
     if (n == 0) n = label_prefix(s, origin);
     if (n == 0) break;
     if (!origin.empty() && r.origin.empty()) r.origin = origin;

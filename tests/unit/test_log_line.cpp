@@ -39,6 +39,23 @@ TEST(LogLine, LaunchersPrefixesComeOffAndSayWhoPrinted) {
   EXPECT_EQ(r.origin, "rank12");
 }
 
+TEST(LogLine, MpirunsTimestampBeforeItsTagComesOffToo) {
+  // mpirun --timestamp-output --tag-output, pasted after a separator line without its newline
+  // (openucx/ucx MTT report, Open MPI 3.1.1a1; tests/fixtures/explain/real/s8b-ucx-mtt-roce-*).
+  const auto r = clean_line(
+      "=============================================================Tue Jun 12 18:14:48 "
+      "2018[1,15]<stderr>:[clx-orion-097:26451:0:26451] rc_verbs_iface.c:63   FATAL: send "
+      "completion with error: transport retry counter exceeded");
+  EXPECT_EQ(r.text,
+            "[clx-orion-097:26451:0:26451] rc_verbs_iface.c:63   FATAL: send completion with "
+            "error: transport retry counter exceeded");
+  EXPECT_EQ(r.origin, "rank15");
+  // A ctime(3) date with a space-padded day; a line of '=' alone stays what it is.
+  EXPECT_EQ(clean_line("Wed Jan  3 09:01:02 2024[0,1]<stdout>:x").text, "x");
+  EXPECT_EQ(clean_line("=======").text, "=======");
+  EXPECT_EQ(clean_line("==== backtrace ====").text, "==== backtrace ====");
+}
+
 TEST(LogLine, ALibrarysOwnFormatIsLeftAlone) {
   // NCCL's "host:pid:tid [dev]" and UCX's "[time] [host:pid:tid]" are the libraries' own.
   for (const char* line : {"node1:2481:2520 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>",
