@@ -327,9 +327,8 @@ std::string read_text(const std::string& path, const char* what) {
 }
 
 // One generated format as a signature. A library's error and fatal lines are failures, and so
-// are the WARN lines of libraries whose highest level is WARN: NCCL (and its OFI plugin, which
-// logs through NCCL's logger) and libfabric (FI_LOG_WARN is its highest); other libraries'
-// warnings are notes.
+// are NCCL's WARN lines (NCCL prints its errors as WARN, and so does its OFI plugin through
+// NCCL's logger) and libfabric's that name a decisive class; other warnings are notes.
 // A format the generator could not class is recognized but decides nothing: a consequence whose
 // class is `undetermined`.
 signature format_signature(const nlohmann::json& f, std::size_t index, const std::string& path) {
@@ -360,9 +359,16 @@ signature format_signature(const nlohmann::json& f, std::size_t index, const std
   }
   if (level != "warn" && level != "error" && level != "fatal")
     fail(path, where, fmt::format("level '{}' is not info, warn, error or fatal", level));
-  static const std::set<std::string> warn_is_error{"nccl", "aws-ofi-nccl", "libfabric"};
-  s.kind = level != "warn" || warn_is_error.count(s.library) != 0 ? line_kind::failure
-                                                                  : line_kind::warning;
+  static const std::set<std::string> warn_is_error{"nccl", "aws-ofi-nccl"};
+  // libfabric's WARN is its highest level, but every EFA job prints some that change nothing
+  // (hmem interfaces absent, userfaultfd or xpmem unavailable): its WARN lines are failures only
+  // where their class says the network, a peer that is gone or two versions.
+  static const std::set<std::string> libfabric_failing{
+      "interface", "name_resolution", "loopback", "port", "rdma", "link", "peer_died", "version"};
+  s.kind = level != "warn" || warn_is_error.count(s.library) != 0 ||
+                   (s.library == "libfabric" && libfabric_failing.count(cls) != 0)
+               ? line_kind::failure
+               : line_kind::warning;
   if (cls == "unclassified") {
     cls = s.kind == line_kind::failure ? "undetermined" : "";
     s.consequence = true;
