@@ -359,16 +359,15 @@ signature format_signature(const nlohmann::json& f, std::size_t index, const std
   }
   if (level != "warn" && level != "error" && level != "fatal")
     fail(path, where, fmt::format("level '{}' is not info, warn, error or fatal", level));
-  static const std::set<std::string> warn_is_error{"nccl", "aws-ofi-nccl"};
   // libfabric's WARN is its highest level, but every EFA job prints some that change nothing
   // (hmem interfaces absent, userfaultfd or xpmem unavailable): its WARN lines are failures only
   // where their class says the network, a peer that is gone or two versions.
-  static const std::set<std::string> libfabric_failing{
-      "interface", "name_resolution", "loopback", "port", "rdma", "link", "peer_died", "version"};
-  s.kind = level != "warn" || warn_is_error.count(s.library) != 0 ||
-                   (s.library == "libfabric" && libfabric_failing.count(cls) != 0)
-               ? line_kind::failure
-               : line_kind::warning;
+  const cause_class_info* info = find_cause_class(cls);
+  const bool decisive =
+      (info != nullptr && info->network) || cls == "peer_died" || cls == "version";
+  const bool warn_is_error =
+      s.library == "nccl" || s.library == "aws-ofi-nccl" || (s.library == "libfabric" && decisive);
+  s.kind = level != "warn" || warn_is_error ? line_kind::failure : line_kind::warning;
   if (cls == "unclassified") {
     cls = s.kind == line_kind::failure ? "undetermined" : "";
     s.consequence = true;

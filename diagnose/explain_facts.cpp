@@ -112,13 +112,12 @@ bool says_unresolved(const log_match& m) {
 // traffic class, ... (or sets NCCL_IB_DISABLE=0) expects InfiniBand/RoCE between its nodes;
 // NCCL_IB_DISABLE=1 asks for sockets. One fact per log.
 void rdma_requested_facts(explanation& e) {
-  static const std::regex ib_var(R"(^NCCL_IB_\w+$)");
   std::set<std::size_t> seen;
   for (const auto& m : e.matches) {
     const auto var = m.fields.find("var");
     const auto value = m.fields.find("value");
     if (seen.count(m.log) != 0 || var == m.fields.end() || value == m.fields.end() ||
-        !std::regex_match(var->second, ib_var) ||
+        var->second.rfind("NCCL_IB_", 0) != 0 ||
         (var->second == "NCCL_IB_DISABLE" && value->second != "0"))
       continue;
     seen.insert(m.log);
