@@ -193,7 +193,9 @@ void print_explanation(std::FILE* out, const explanation& e) {
   if (const verdict_info& v = e.verdict; v.diagnosis) {
     const cause_class_info* info = find_cause_class(v.cause_class);
     fmt::print(out, "Cause: {} ({}{}): {}\n  because {}\n", v.cause_class,
-               v.network ? "the network" : "not the network",
+               v.network                         ? "the network"
+               : v.cause_class == "undetermined" ? "the network neither blamed nor cleared"
+                                                 : "not the network",
                info != nullptr ? fmt::format("; {}", info->title) : "",
                e.diagnoses[*v.diagnosis].meaning, v.because);
   }

@@ -117,6 +117,40 @@ class ExplainsRealLogs(unittest.TestCase):
         self.assertEqual(pp.schema_errors(CATALOG), [])
         self.assertEqual(pp.schema_errors(os.path.join(pp.SOURCE_DIR, "diagnose", "explain-formats.json")), [])
 
+    def test_torch_formats_come_from_three_releases_and_read_a_real_line(self):
+        with open(os.path.join(pp.SOURCE_DIR, "diagnose", "explain-formats.json")) as f:
+            doc = json.load(f)
+        self.assertEqual([s["version"] for s in doc["sources"] if s["library"] == "torch"],
+                         ["1.13.1", "2.6.0", "2.15.0"])
+        torch = {f["format"]: f for f in doc["formats"] if f["library"] == "torch"}
+        self.assertGreater(len(torch), 500)
+        # The socket's own words class a format; what a rank sees of a cause elsewhere (a watchdog's
+        # timeout, a store that failed under it) is a consequence, whatever its "rank" or "size".
+        for fmt, cls in [
+                ("The server socket has failed to bind. port: {}, useIpv6: {}, code: {}, name: {}, message: {}", "port"),
+                ("Cannot resolve {} to a (local) address", "name_resolution"),
+                ("{}Watchdog caught collective operation timeout: {} ran for {} milliseconds before timing out.",
+                 "unclassified"),
+                ("[Rank {}] Watchdog caught collective operation timeout: {} ran for {} milliseconds before timing out.",
+                 "unclassified"),
+                ("The client socket has timed out after {} while trying to connect to ({}, {}).", "unclassified"),
+                ("Timed out waiting on barrier on rank {}, for key prefix: {} (world_size={}, missing_ranks={}, timeout={})",
+                 "unclassified"),
+                ("The port number of the rendezvous endpoint '{}' must be an integer between 0 and 65536.", "config")]:
+            self.assertIn(fmt, torch)
+            self.assertEqual(torch[fmt]["class"], cls, fmt)
+        self.assertEqual(torch["Cannot resolve {} to a (local) address"]["file"],
+                         "torch/csrc/distributed/c10d/ProcessGroupGloo.cpp")
+        # A real elastic log (pytorch/pytorch#67547): torch's Python message, with its source and
+        # versions, read as a consequence whose first cause the log does not hold.
+        real = os.path.join(explain_study.CORPUS, "h2-elastic-c10d-store-hostname-not-in-etc-hosts", "log.log")
+        code, out, _ = explain(real)
+        self.assertEqual(code, 3)
+        d = out["diagnoses"][0]
+        self.assertEqual(d["id"], "torch.c10d_rendezvous_backend.the_connection_to_the_c10d_store")
+        self.assertIn("1.13.1, 2.6.0, 2.15.0", d["source"])
+        self.assertEqual(out["verdict"]["class"], "undetermined")
+
     def test_the_issues_four_lines_get_their_diagnosis_and_check(self):
         quotes = os.path.join(FIXTURES, "source", "issue-quotes")
         r = subprocess.run([pp.BIN, "explain", os.path.join(quotes, "ucx-refused.log")], capture_output=True, text=True, timeout=60)
