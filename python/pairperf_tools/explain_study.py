@@ -18,6 +18,14 @@ For every case it runs `pairperf explain --json -` over the case's logs and sort
   healthy cases   quiet (exit 0), flagged (exit 3), inconclusive (exit 4), error
 and prints the counts per part, with the rate of right classes among the network-caused failures.
 
+A network-caused case may carry `evidence`, judged blind (from its logs alone, before and apart from
+any explain output) by the rule in docs/commands/explain.md: `cause` (a line decides the labelled
+class: an errno toward an address wrong on its face, a DNS error, EADDRINUSE, an RDMA status, a
+missing interface, NET/Socket where IB was plainly wanted), `consequence` (only what several causes
+produce: a timeout, a reset, "unhandled system error", a bare traceback) or `nothing`. The table
+then says how many of the network-caused failures a reader could decide at all, and how many
+explain decided among them and among the rest.
+
 --floor FILE holds the tuning part to what it reached (right at least, the failure modes at
 most): exit 3 when it falls below, 0 when it holds, 2 for bad input (a case.json that is not
 valid names its problem)."""
@@ -69,6 +77,9 @@ def load_case(folder):
         raise CorpusError(f"{path}: network {case['network']} does not fit class '{cls}'")
     if cls != "healthy" and case.get("log_shows") not in ("failure", "nothing"):
         raise CorpusError(f"{path}: 'log_shows' must be 'failure' or 'nothing' for a failure case")
+    if case.get("evidence") not in (None, "cause", "consequence", "nothing") or (
+            "evidence" in case and not case["network"]):
+        raise CorpusError(f"{path}: 'evidence' is cause, consequence or nothing, on a network-caused case")
     if not case["logs"]:
         raise CorpusError(f"{path}: no logs")
     for log in case["logs"]:
@@ -139,6 +150,10 @@ def tally(results):
         c["network right"] = sum(1 for r in net if r["outcome"] == "right")
         shown = [r for r in net if r["outcome"] != "not in the log"]
         c["network failures in the log"] = len(shown)
+        for kind in ("cause", "consequence"):
+            judged = [r for r in net if r.get("evidence") == kind]
+            c[f"network, logs show the {kind}"] = len(judged)
+            c[f"network, logs show the {kind}, right"] = sum(1 for r in judged if r["outcome"] == "right")
         c["non-network failures"] = c["failures"] - len(net)
         parts[part] = dict(c)
     return parts
@@ -158,6 +173,13 @@ def print_table(parts, out):
         n = parts[p].get("network failures in the log", 0)
         shown.append(f"{parts[p].get('network right', 0)}/{n}" + (f" {100 * parts[p].get('network right', 0) / n:.0f}%" if n else ""))
     print(f"  {'... of those their logs show':32}" + "".join(f"{r:>10}" for r in shown), file=out)
+    for kind, label in (("cause", "... logs show the cause (blind)"), ("consequence", "... only consequences (blind)")):
+        row = []
+        for p in parts:
+            n = parts[p].get(f"network, logs show the {kind}", 0)
+            k = parts[p].get(f"network, logs show the {kind}, right", 0)
+            row.append(f"{k}/{n}" + (f" {100 * k / n:.0f}%" if n else ""))
+        print(f"  {label:32}" + "".join(f"{r:>10}" for r in row), file=out)
     print(f"  {'healthy logs':32}" + "".join(f"{parts[p].get('healthy', 0):>10}" for p in parts), file=out)
     for key in HEALTHY_OUTCOMES:
         print(f"  {'healthy: ' + key:32}" + "".join(f"{parts[p].get(key, 0):>10}" for p in parts), file=out)
@@ -181,7 +203,8 @@ def study(pairperf, cases, catalog=None):
         answer = run_explain(pairperf, case, catalog)
         docs.append(answer.get("doc"))
         results.append({"id": case["id"], "part": case["part"], "class": case["class"],
-                        "network": case["network"], "library": case["library"], "source": case["source"],
+                        "network": case["network"], "evidence": case.get("evidence"),
+                        "library": case["library"], "source": case["source"],
                         "exit": answer["exit"], "verdict": answer["verdict"],
                         "outcome": judge(case, answer), "unexplained": answer.get("unexplained", []),
                         "why": answer.get("why", "")})

@@ -32,6 +32,11 @@ A_ADDR, B_ADDR = "10.61.0.1", "10.61.0.2"
 HOSTNAMES = {"A": "nodea", "B": "nodeb"}
 PAIRPERF = os.environ.get("PAIRPERF_BIN", os.path.join(SOURCE_DIR, "build", "pairperf"))
 BOUND_S = 90  # no program here runs longer
+NO_DNS = "10.99.0.53"  # no node has a route to it
+# CPython as services open their sockets (Ray, vLLM's and SGLang's side channels): a client that
+# looks up its peer by name, and a server that binds the address it was given.
+PY_CONNECT = "import socket, sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)"
+PY_LISTEN = "import socket, sys; socket.create_server((sys.argv[1], int(sys.argv[2])))"
 
 
 class Topology(netns.Namespaces):
@@ -60,13 +65,16 @@ class Topology(netns.Namespaces):
 
     def hosts(self, resolve_a):
         """Each node's /etc/hosts: nodeb everywhere; nodea only where resolve_a (else torch finds no
-        address for A's hostname)."""
+        address for A's hostname). Each node's resolver is a DNS server it has no route to, so a
+        name outside the hosts file fails at once (EAI_AGAIN) and no query leaves the namespaces."""
         for k, names in (("A", {"nodea": A_ADDR if resolve_a else None, "nodeb": B_ADDR}),
                          ("B", {"nodeb": B_ADDR, "nodea": A_ADDR})):
             d = os.path.join("/etc/netns", self.ns[k])
             os.makedirs(d, exist_ok=True)
             with open(os.path.join(d, "hosts"), "w") as f:
                 f.write("127.0.0.1 localhost\n" + "".join(f"{a} {n}\n" for n, a in names.items() if a))
+            with open(os.path.join(d, "resolv.conf"), "w") as f:
+                f.write(f"nameserver {NO_DNS}\n")
 
     def on(self, node, *command):
         """The prefix that runs `command` on a node: its namespace and its own hostname."""
@@ -165,6 +173,20 @@ CASES = {
         lambda t, o: single(t, o, "B", [PY, JOB, "allreduce", "0", "2", B_ADDR, "29621", "3"],
                             clean_env(GLOO_SOCKET_IFNAME="eth0"), "nodeb-rank0.log"),
         ["torch.socket_timeout"], 3),
+    "torch-master-name-unanswered": (
+        "rank 1 with MASTER_ADDR a name its hosts file lacks and its DNS server does not answer",
+        lambda t, o: single(t, o, "A", [PY, JOB, "allreduce", "1", "2", "master.cluster.example", "29623", "3"],
+                            clean_env(), "nodea-rank1.log"),
+        ["torch.store_connect_timeout", "torch.c10d_gai_error"], 3),
+    "python-name-unanswered": (
+        "a Python client dials its peer by a name its hosts file lacks and its DNS server does not answer",
+        lambda t, o: single(t, o, "A", [PY, "-c", PY_CONNECT, "master.cluster.example", "29625"], clean_env(),
+                            "nodea-client.log"),
+        ["net.name_lookup_unanswered"], 3),
+    "python-bind-peer-address": (
+        "B's server binds A's address (the peer's, given as its own)",
+        lambda t, o: single(t, o, "B", [PY, "-c", PY_LISTEN, A_ADDR, "29627"], clean_env(), "nodeb-server.log"),
+        ["os.address_not_available"], 3),
     "gloo-healthy": (
         "a working job on eth0 (no failure)",
         lambda t, o: torch_pair(t, o, "allreduce", 29619, clean_env(GLOO_SOCKET_IFNAME="eth0"),
