@@ -151,6 +151,15 @@ class ExplainsRealLogs(unittest.TestCase):
         self.assertIn("1.13.1, 2.6.0, 2.15.0", d["source"])
         self.assertEqual(out["verdict"]["class"], "undetermined")
 
+    def test_a_format_of_a_few_letters_is_not_classed_by_its_file(self):
+        with open(os.path.join(pp.SOURCE_DIR, "diagnose", "explain-formats.json")) as f:
+            formats = {(x["library"], x["format"]): x for x in json.load(f)["formats"]}
+        # UCX's cuda_iface.h prints '%s() failed: %s' for CUDA calls, but its regex matches any
+        # program's "bind() failed: ...": being in a CUDA file does not make it CUDA's.
+        self.assertEqual(formats[("ucx", "%s() failed: %s")]["class"], "unclassified")
+        # A format with words of its own still takes its file's class.
+        self.assertEqual(formats[("ucx", "failed to allocate cuda_flush_desc")]["class"], "cuda")
+
     def test_the_issues_four_lines_get_their_diagnosis_and_check(self):
         quotes = os.path.join(FIXTURES, "source", "issue-quotes")
         r = subprocess.run([pp.BIN, "explain", os.path.join(quotes, "ucx-refused.log")], capture_output=True, text=True, timeout=60)
