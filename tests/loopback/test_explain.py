@@ -151,6 +151,21 @@ class ExplainsRealLogs(unittest.TestCase):
         self.assertIn("1.13.1, 2.6.0, 2.15.0", d["source"])
         self.assertEqual(out["verdict"]["class"], "undetermined")
 
+    def test_mooncake_formats_need_the_fabrics_own_words(self):
+        with open(os.path.join(pp.SOURCE_DIR, "diagnose", "explain-formats.json")) as f:
+            doc = json.load(f)
+        self.assertEqual([s["version"] for s in doc["sources"] if s["library"] == "mooncake"],
+                         ["0.3.0", "0.3.4", "0.3.6", "0.3.8", "0.3.10", "0.3.12"])
+        mc = {x["format"]: x for x in doc["formats"] if x["library"] == "mooncake"}
+        # Its "loopback" is a local copy, and naming its RDMA transport decides nothing; a GID,
+        # a DNS lookup and a socket's bind do.
+        self.assertEqual(mc["EFA loopback cudaMemcpy failed: {} (dst={}, src={}, len={})"]["class"], "cuda")
+        self.assertEqual(mc["Failed to query GID {} on {}/{}: {}"]["class"], "rdma")
+        self.assertEqual(mc["SocketHandShakePlugin: bind (port {}): {}"]["class"], "port")
+        self.assertEqual(mc["SocketHandShakePlugin: failed to get IP address of peer server {}:{}, check DNS and "
+                            "/etc/hosts, or use IPv4 address instead: {}"]["class"], "name_resolution")
+        self.assertNotIn("rdma", {x["class"] for x in mc.values() if "RDMA initialization failed" in x["format"]})
+
     def test_a_format_of_a_few_letters_is_not_classed_by_its_file(self):
         with open(os.path.join(pp.SOURCE_DIR, "diagnose", "explain-formats.json")) as f:
             formats = {(x["library"], x["format"]): x for x in json.load(f)["formats"]}
